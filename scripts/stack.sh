@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Local services for outbox-relay, without Docker:
+#   pg        PostgreSQL 15 (Debian packages), throwaway cluster, wal_level=logical
+#   kafka     Apache Kafka 4.x, KRaft combined mode, jars resolved from Maven Central
+#   registry  Apicurio Registry 3.x (Confluent-compatible API), in-memory storage
+#
+# Usage: scripts/stack.sh COMMAND [SERVICE...]
+#   up    [svc...]   fetch what is missing, start, wait until ready (default: all)
+#   down  [svc...]   stop and delete the service state (next `up` starts clean)
+#   stop  svc...     graceful stop, data kept
+#   kill  svc...     kill -9, data kept (fault injection)
+#   start svc...     start again on the kept data, wait until ready
+#   status           what runs; exit 0 if all services are up, 3 otherwise
+#   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, OUTBOX_STACK_DIR
+#   fetch [svc...]   only download (e.g. to warm a CI cache)
+#
+# Environment:
+#   OUTBOX_STACK_DIR   state dir (default <repo>/.stack); logs in $OUTBOX_STACK_DIR/logs
+#   OUTBOX_CACHE_DIR   downloads (default ~/.cache/outbox-relay), shared by all clones
+#   OUTBOX_PG_PORT (55432) OUTBOX_KAFKA_PORT (59092) OUTBOX_KAFKA_CONTROLLER_PORT (59093)
+#   OUTBOX_REGISTRY_PORT (58081) OUTBOX_REGISTRY_MGMT_PORT (58082)
+#   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
+#   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
+#   OUTBOX_REGISTRY_COMPATIBILITY  global compatibility rule (default BACKWARD; NONE disables)
+#   OUTBOX_MVN_ARGS    extra arguments for mvn (e.g. -Dmaven.repo.local=...)
+set -euo pipefail
+
+STACK_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/stack"
+# shellcheck source=stack/common.sh
+source "$STACK_SCRIPTS/common.sh"
+# shellcheck source=stack/pg.sh
+source "$STACK_SCRIPTS/pg.sh"
+# shellcheck source=stack/kafka.sh
+source "$STACK_SCRIPTS/kafka.sh"
+# shellcheck source=stack/registry.sh
+source "$STACK_SCRIPTS/registry.sh"
+
+ALL_SERVICES=(pg kafka registry)
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+}
+
+# Validates service names; with none given, means all of them.
+services_or_all() {
+  if [ $# -eq 0 ]; then
+    printf '%s\n' "${ALL_SERVICES[@]}"
+    return
+  fi
+  local s
+  for s in "$@"; do
+    case "$s" in
+      pg|kafka|registry) printf '%s\n' "$s" ;;
+      postgres|postgresql) printf 'pg\n' ;;
+      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]})" ;;
+    esac
+  done
+}
+
+services_required() {
+  [ $# -gt 0 ] || die "name a service: ${ALL_SERVICES[*]}"
+  services_or_all "$@"
+}
+
+cmd_up() {
+  local svcs s t0 failed=0
+  mapfile -t svcs < <(services_or_all "$@")
+  mkdir -p "$STACK_DIR/logs"
+  # Fetch everything first so that download time is not counted as start-up time.
+  for s in "${svcs[@]}"; do "${s}_fetch"; done
+  for s in "${svcs[@]}"; do
+    if svc_running "$s"; then
+      say "$s: already running (pid $(svc_pid "$s"), port $(svc_port "$s"))"
+      continue
+    fi
+    t0=$(now)
+    if "${s}_up"; then
+      say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"), log $STACK_DIR/logs/$s.log)"
+    else
+      warn "$s: FAILED to start after $(elapsed "$t0")s; last lines of $STACK_DIR/logs/$s.log:"
+      tail -n 30 "$STACK_DIR/logs/$s.log" >&2 2>/dev/null || true
+      failed=1
+    fi
+  done
+  write_env_file
+  [ "$failed" -eq 0 ] || die "some services failed to start"
+  say "env written to $STACK_DIR/env (use: set -a; . $STACK_DIR/env; set +a)"
+}
+
+cmd_start() {
+  local svcs s t0
+  mapfile -t svcs < <(services_required "$@")
+  for s in "${svcs[@]}"; do
+    if svc_running "$s"; then
+      say "$s: already running (pid $(svc_pid "$s"))"
+      continue
+    fi
+    t0=$(now)
+    "${s}_start" || {
+      warn "$s: FAILED to start after $(elapsed "$t0")s; last lines of $STACK_DIR/logs/$s.log:"
+      tail -n 30 "$STACK_DIR/logs/$s.log" >&2 2>/dev/null || true
+      exit 1
+    }
+    say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"))"
+  done
+  write_env_file
+}
+
+cmd_stop() {
+  local svcs s t0
+  mapfile -t svcs < <(services_required "$@")
+  for s in "${svcs[@]}"; do
+    if ! svc_running "$s"; then
+      say "$s: not running"
+      rm -f "$(pid_file "$s")"
+      continue
+    fi
+    t0=$(now)
+    "${s}_stop"
+    say "$s: stopped gracefully in $(elapsed "$t0")s (data kept)"
+  done
+}
+
+cmd_kill() {
+  local svcs s pid
+  mapfile -t svcs < <(services_required "$@")
+  for s in "${svcs[@]}"; do
+    if ! svc_running "$s"; then
+      say "$s: not running"
+      continue
+    fi
+    pid=$(svc_pid "$s")
+    kill -9 "$pid" 2>/dev/null || true
+    wait_pid_gone "$pid" 30 || die "$s: pid $pid still alive after kill -9"
+    rm -f "$(pid_file "$s")"
+    say "$s: killed -9 (pid $pid; data kept)"
+  done
+}
+
+cmd_down() {
+  local svcs s
+  mapfile -t svcs < <(services_or_all "$@")
+  for s in "${svcs[@]}"; do
+    if svc_running "$s"; then "${s}_stop" quick; fi
+    "${s}_destroy"
+    rm -f "$(pid_file "$s")" "$STACK_DIR/$s.port"
+    say "$s: down (state removed)"
+  done
+  # When everything is down, drop the env file too (logs are kept for post-mortems).
+  local any=0
+  for s in "${ALL_SERVICES[@]}"; do svc_running "$s" && any=1; done
+  [ "$any" -eq 1 ] || rm -f "$STACK_DIR/env"
+}
+
+cmd_status() {
+  local s all=0 pid
+  printf '%-9s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
+  for s in "${ALL_SERVICES[@]}"; do
+    if svc_running "$s"; then
+      pid=$(svc_pid "$s")
+      printf '%-9s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$("${s}_data_dir")"
+    else
+      all=3
+      printf '%-9s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$("${s}_data_dir")"
+    fi
+  done
+  printf 'stack dir: %s\ncache dir: %s\n' "$STACK_DIR" "$CACHE_DIR"
+  return "$all"
+}
+
+cmd_env() {
+  local prefix=""
+  [ "${1:-}" = "--export" ] && prefix="export "
+  env_lines | sed "s/^/$prefix/"
+}
+
+cmd_fetch() {
+  local svcs s
+  mapfile -t svcs < <(services_or_all "$@")
+  for s in "${svcs[@]}"; do "${s}_fetch"; done
+}
+
+main() {
+  local cmd="${1:-}"
+  [ $# -gt 0 ] && shift
+  case "$cmd" in
+    up)     cmd_up "$@" ;;
+    down)   cmd_down "$@" ;;
+    stop)   cmd_stop "$@" ;;
+    kill)   cmd_kill "$@" ;;
+    start)  cmd_start "$@" ;;
+    status) cmd_status ;;
+    env)    cmd_env "$@" ;;
+    fetch)  cmd_fetch "$@" ;;
+    -h|--help|help|"") usage ;;
+    *) usage >&2; die "unknown command '$cmd'" ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,89 @@
+import { PoisonEventError } from '../errors.js';
+import type { OutboxEvent } from '../event.js';
+import type { RowValues } from '../source/messages.js';
+
+export interface ColumnMap {
+  readonly eventId: string;
+  readonly aggregateType: string;
+  readonly aggregateId: string;
+  readonly eventType: string;
+  readonly payload: string;
+  readonly headers: string;
+  readonly createdAt: string;
+}
+
+/**
+ * pgoutput row -> OutboxEvent. A row that does not fit is a poison event (thrown as
+ * PoisonEventError naming the column and what was expected), never a crash of the stream.
+ */
+export class RowDecoder {
+  constructor(private readonly columns: ColumnMap) {}
+
+  decode(row: RowValues): OutboxEvent {
+    const c = this.columns;
+    return {
+      eventId: this.requiredText(row, c.eventId),
+      aggregateType: this.requiredText(row, c.aggregateType),
+      aggregateId: this.requiredText(row, c.aggregateId),
+      eventType: this.requiredText(row, c.eventType),
+      payload: this.payload(row),
+      headers: this.headers(row),
+      createdAt: this.createdAt(row),
+    };
+  }
+
+  private requiredText(row: RowValues, column: string): string {
+    const value = row[column];
+    if (value === undefined) throw missing(column);
+    // int8, numeric and uuid columns arrive as strings; int4 as a number.
+    if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+    if (typeof value !== 'string' || value === '') {
+      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a non-empty text value, got ${describe(value)}`, { details: { column } });
+    }
+    return value;
+  }
+
+  private payload(row: RowValues): unknown {
+    const value = row[this.columns.payload];
+    if (value === undefined) throw missing(this.columns.payload);
+    if (value === null) {
+      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${this.columns.payload}": expected a JSON payload, got null`, { details: { column: this.columns.payload } });
+    }
+    return value;
+  }
+
+  private headers(row: RowValues): Record<string, string> {
+    const column = this.columns.headers;
+    const value = row[column];
+    if (value === undefined || value === null) return {};
+    if (typeof value !== 'object' || Array.isArray(value)) {
+      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a JSON object of headers, got ${describe(value)}`, { details: { column } });
+    }
+    const headers: Record<string, string> = {};
+    for (const [name, headerValue] of Object.entries(value as Record<string, unknown>)) {
+      headers[name] = typeof headerValue === 'string' ? headerValue : JSON.stringify(headerValue);
+    }
+    return headers;
+  }
+
+  private createdAt(row: RowValues): Date | null {
+    const column = this.columns.createdAt;
+    const value = row[column];
+    if (value === undefined || value === null) return null;
+    const date = value instanceof Date ? value : new Date(String(value));
+    if (Number.isNaN(date.getTime())) {
+      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a timestamp, got ${describe(value)}`, { details: { column } });
+    }
+    return date;
+  }
+}
+
+function missing(column: string): PoisonEventError {
+  return new PoisonEventError('DECODE_MISSING_COLUMN', `column "${column}" is not in the row; check the OUTBOX_COLUMN_* settings against the table`, { details: { column } });
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === '') return 'an empty string';
+  return typeof value;
+}

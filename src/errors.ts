@@ -1,0 +1,65 @@
+/**
+ * Every error the relay raises on purpose is a RelayError: a stable `code` for logs, metrics and
+ * dead-letter headers, and `retriable` telling the supervisor whether reconnecting can help.
+ */
+export type ErrorCode =
+  | 'CONFIG_INVALID'
+  | 'SETUP_WAL_LEVEL'
+  | 'SETUP_PRIVILEGE'
+  | 'SETUP_PUBLICATION'
+  | 'SETUP_TABLE'
+  | 'SOURCE_PROTOCOL'
+  | 'SOURCE_DISCONNECTED'
+  | 'SOURCE_SLOT_BUSY'
+  | 'SOURCE_SLOT_MISSING'
+  | 'SOURCE_UNEXPECTED_CHANGE'
+  | 'DECODE_MISSING_COLUMN'
+  | 'DECODE_BAD_VALUE'
+  | 'ROUTE_BAD_TOPIC'
+  | 'ENCODE_NO_SCHEMA'
+  | 'ENCODE_SCHEMA_MISMATCH'
+  | 'ENCODE_REGISTRY'
+  | 'SCHEMA_INVALID'
+  | 'SINK_PUBLISH'
+  | 'SINK_TOO_LARGE'
+  | 'SHUTDOWN_TIMEOUT';
+
+export interface RelayErrorOptions {
+  retriable?: boolean;
+  cause?: unknown;
+  /** Structured facts for logs (never payloads). */
+  details?: Record<string, unknown>;
+}
+
+export class RelayError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, options: RelayErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RelayError';
+    this.code = code;
+    this.retriable = options.retriable ?? false;
+    this.details = options.details ?? {};
+  }
+}
+
+/**
+ * A problem with one event rather than with the stream: the event goes to the dead-letter topic
+ * (or stops the relay when the operator chose `--on-poison fail`), the stream goes on.
+ */
+export class PoisonEventError extends RelayError {
+  constructor(code: ErrorCode, message: string, options: RelayErrorOptions = {}) {
+    super(code, message, { ...options, retriable: false });
+    this.name = 'PoisonEventError';
+  }
+}
+
+export function errorCode(error: unknown): string {
+  return error instanceof RelayError ? error.code : 'UNEXPECTED';
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

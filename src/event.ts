@@ -1,0 +1,31 @@
+import type { TrackedTransaction } from './checkpoint/commit-tracker.js';
+
+/** One outbox row, decoded. The payload stays as Postgres gave it (parsed jsonb). */
+export interface OutboxEvent {
+  readonly eventId: string;
+  readonly aggregateType: string;
+  readonly aggregateId: string;
+  readonly eventType: string;
+  readonly payload: unknown;
+  /** The row's own headers (trace context and the like), values as strings. */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly createdAt: Date | null;
+}
+
+/** Where an event came from in the WAL: what dead letters and headers report. */
+export interface SourcePosition {
+  readonly transaction: TrackedTransaction;
+  readonly table: string;
+}
+
+/** A record ready for Kafka, tied to the transaction whose checkpoint waits for its ack. */
+export interface OutgoingMessage {
+  readonly topic: string;
+  readonly key: Buffer | string | null;
+  readonly value: Buffer | string;
+  readonly headers: Record<string, string>;
+  readonly transaction: TrackedTransaction;
+  /** For metrics: event type, or the dead-letter reason code. */
+  readonly label: string;
+  readonly deadLetter: boolean;
+}

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { formatLsn, lsnDistance, parseLsn, readLsn } from './lsn.js';
+
+describe('Lsn', () => {
+  it('parses and formats the X/Y form both ways', () => {
+    for (const text of ['0/0', '0/16B3748', '1/0', 'FFFFFFFF/FFFFFFFF', '16/B374D848']) {
+      expect(formatLsn(parseLsn(text))).toBe(text);
+    }
+    expect(parseLsn('1/0')).toBe(4294967296n);
+  });
+
+  it('compares numerically where strings would not', () => {
+    expect(parseLsn('0/A0000000') > parseLsn('0/9FFFFFFF')).toBe(true);
+    expect(parseLsn('10/0') > parseLsn('9/FFFFFFFF')).toBe(true);
+  });
+
+  it('rejects what is not an LSN, naming the value', () => {
+    expect(() => parseLsn('16B3748')).toThrow(/"16B3748"/);
+    expect(() => parseLsn('0/XYZ')).toThrow(/not an LSN/);
+  });
+
+  it('reads the 64-bit big-endian positions of the replication protocol', () => {
+    const buffer = Buffer.alloc(9);
+    buffer.writeBigUInt64BE(0x1_0000_00ffn, 1);
+    expect(formatLsn(readLsn(buffer, 1))).toBe('1/FF');
+  });
+
+  it('measures distance in bytes, never negative', () => {
+    expect(lsnDistance(parseLsn('0/100'), parseLsn('0/180'))).toBe(0x80);
+    expect(lsnDistance(parseLsn('0/180'), parseLsn('0/100'))).toBe(0);
+  });
+});

@@ -1,0 +1,139 @@
+import type { Logger } from 'pino';
+import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
+import type { RowDecoder } from './decode/row-decoder.js';
+import type { PayloadEncoder } from './encode/encoder.js';
+import { PoisonEventError, RelayError } from './errors.js';
+import type { OutgoingMessage } from './event.js';
+import { formatLsn } from './lsn.js';
+import type { RelayMetrics } from './observe/metrics.js';
+import type { ReplicationStream } from './source/replication-stream.js';
+import type { RelationRef, SourceMessage } from './source/messages.js';
+import { deadLetterMessage } from './sink/dead-letter.js';
+import { eventHeaders } from './sink/headers.js';
+import type { KafkaSink } from './sink/kafka-sink.js';
+import type { TopicRouter } from './sink/topic-router.js';
+
+export interface PipelineOptions {
+  readonly table: RelationRef;
+  readonly deadLetterTopic: string;
+  readonly onPoison: 'dead-letter' | 'fail';
+  readonly onUnexpectedChange: 'warn' | 'fail';
+  readonly maxBufferedEvents: number;
+  readonly columns: { readonly eventId: string; readonly aggregateId: string };
+}
+
+export interface PipelineStages {
+  readonly stream: ReplicationStream;
+  readonly tracker: CommitTracker;
+  readonly decoder: RowDecoder;
+  readonly router: TopicRouter;
+  readonly encoder: PayloadEncoder;
+  readonly sink: KafkaSink;
+  readonly metrics: RelayMetrics;
+  readonly logger: Logger;
+}
+
+/**
+ * Source message -> Kafka record, in commit order. Every event is registered with the commit
+ * tracker before it reaches the sink, so no position is confirmed ahead of its events.
+ */
+export class Pipeline {
+  private transaction: TrackedTransaction | null = null;
+  private readonly tableName: string;
+
+  constructor(
+    private readonly options: PipelineOptions,
+    private readonly stages: PipelineStages,
+  ) {
+    this.tableName = `${options.table.schema}.${options.table.name}`;
+  }
+
+  async handle(message: SourceMessage): Promise<void> {
+    const { tracker, stream } = this.stages;
+    switch (message.kind) {
+      case 'begin':
+        this.transaction = tracker.begin(message.commitLsn, message.commitTime);
+        return;
+      case 'insert':
+        if (!this.isOutbox(message.relation)) return this.unexpected('insert', message.relation);
+        return this.publish(message.row);
+      case 'change':
+        return this.unexpected(message.operation, message.relation);
+      case 'commit':
+        tracker.commit(this.requireTransaction(), message.endLsn);
+        this.transaction = null;
+        return;
+      case 'position':
+        tracker.position(message.lsn);
+        if (message.replyRequested) stream.sendStatus(tracker.confirmed);
+        return;
+    }
+  }
+
+  private async publish(row: Record<string, unknown> | Readonly<Record<string, unknown>>): Promise<void> {
+    const { tracker, sink } = this.stages;
+    const transaction = this.requireTransaction();
+    const message = await this.toMessage(row, transaction);
+    tracker.addEvent(transaction);
+    sink.send(message);
+    if (sink.buffered >= this.options.maxBufferedEvents) await sink.waitForRoom(this.options.maxBufferedEvents);
+  }
+
+  private async toMessage(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): Promise<OutgoingMessage> {
+    const { decoder, router, encoder } = this.stages;
+    try {
+      const event = decoder.decode(row);
+      const topic = router(event);
+      const value = await encoder.encode(event, topic);
+      return {
+        topic,
+        key: event.aggregateId,
+        value,
+        headers: eventHeaders(event, transaction.commitLsn),
+        transaction,
+        label: event.eventType,
+        deadLetter: false,
+      };
+    } catch (error) {
+      if (!(error instanceof PoisonEventError)) throw error;
+      return this.poison(row, transaction, error);
+    }
+  }
+
+  private poison(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: PoisonEventError): OutgoingMessage {
+    const position = { commitLsn: formatLsn(transaction.commitLsn), table: this.tableName, code: error.code };
+    if (this.options.onPoison === 'fail') {
+      this.stages.logger.error({ ...position, reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
+      throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error, retriable: false });
+    }
+    this.stages.logger.warn({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event sent to the dead-letter topic');
+    this.stages.metrics.deadLettered.inc({ reason: error.code });
+    return deadLetterMessage({
+      topic: this.options.deadLetterTopic,
+      row,
+      error,
+      transaction,
+      table: this.tableName,
+      eventIdColumn: this.options.columns.eventId,
+      aggregateIdColumn: this.options.columns.aggregateId,
+    });
+  }
+
+  private unexpected(operation: string, relation: RelationRef): void {
+    const what = `${operation} on ${relation.schema}.${relation.name}`;
+    if (this.options.onUnexpectedChange === 'fail') {
+      throw new RelayError('SOURCE_UNEXPECTED_CHANGE', `unexpected ${what}: the publication should publish only inserts into ${this.tableName}`);
+    }
+    this.stages.logger.warn({ operation, relation: `${relation.schema}.${relation.name}` }, 'ignoring a change the relay does not publish (check the publication)');
+  }
+
+  private isOutbox(relation: RelationRef): boolean {
+    return relation.name === this.options.table.name && relation.schema === this.options.table.schema;
+  }
+
+  private requireTransaction(): TrackedTransaction {
+    if (!this.transaction) throw new RelayError('SOURCE_PROTOCOL', 'row or commit outside a transaction');
+    return this.transaction;
+  }
+}
+

@@ -1,0 +1,211 @@
+import type { Logger } from 'pino';
+import { CommitTracker } from './checkpoint/commit-tracker.js';
+import type { RelayConfig } from './config/options.js';
+import { RowDecoder } from './decode/row-decoder.js';
+import type { PayloadEncoder } from './encode/encoder.js';
+import { errorMessage, RelayError } from './errors.js';
+import type { OutgoingMessage } from './event.js';
+import { formatLsn } from './lsn.js';
+import { setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
+import { Pipeline } from './pipeline.js';
+import { KafkaSink } from './sink/kafka-sink.js';
+import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
+import { ReplicationStream } from './source/replication-stream.js';
+
+export interface RelayDependencies {
+  readonly config: RelayConfig;
+  readonly logger: Logger;
+  readonly metrics: RelayMetrics;
+  readonly encoder: PayloadEncoder;
+}
+
+type SessionOutcome = 'drained' | 'drain-timed-out' | 'standby';
+
+/** Frames the source may buffer before pausing the socket: a small multiple of one batch. */
+const SOURCE_HIGH_WATER_FRAMES = 2_000;
+
+/**
+ * Runs replication sessions until stopped. A session is one replication connection plus one
+ * Kafka producer; any failure ends the whole session and the next one resumes from the slot's
+ * confirmed position, so a failure can cause duplicates after that position but never a gap.
+ */
+export class Relay {
+  private currentState: RelayState = 'starting';
+  private readonly router: TopicRouter;
+  private readonly decoder: RowDecoder;
+
+  constructor(private readonly deps: RelayDependencies) {
+    const { config } = deps;
+    this.router = compileTopicTemplate(config.topicTemplate);
+    this.decoder = new RowDecoder({
+      eventId: config.columnEventId,
+      aggregateType: config.columnAggregateType,
+      aggregateId: config.columnAggregateId,
+      eventType: config.columnEventType,
+      payload: config.columnPayload,
+      headers: config.columnHeaders,
+      createdAt: config.columnCreatedAt,
+    });
+    setState(deps.metrics, this.currentState);
+  }
+
+  get state(): RelayState {
+    return this.currentState;
+  }
+
+  /** Resolves when stopped through `signal` (true if everything in flight was confirmed). */
+  async run(signal: AbortSignal): Promise<boolean> {
+    const { config, logger, metrics } = this.deps;
+    let delay = config.reconnectMin;
+    while (!signal.aborted) {
+      try {
+        const outcome = await this.session(signal);
+        if (outcome !== 'standby') return outcome === 'drained';
+        await sleep(config.standbyPoll, signal);
+      } catch (error) {
+        if (!(error instanceof RelayError) || !error.retriable) {
+          this.transition('stopped');
+          throw error;
+        }
+        if (signal.aborted) {
+          logger.error({ code: error.code, err: errorMessage(error) }, 'stopped while draining; unconfirmed events will be sent again by the next run');
+          this.transition('stopped');
+          return false;
+        }
+        metrics.reconnects.inc({ reason: error.code });
+        logger.warn({ code: error.code, err: errorMessage(error), retryInMs: delay }, 'stream interrupted; resuming from the confirmed position');
+        this.transition('starting');
+        await sleep(delay, signal);
+        delay = Math.min(delay * 2, config.reconnectMax);
+        continue;
+      }
+      delay = config.reconnectMin;
+    }
+    this.transition('stopped');
+    return true;
+  }
+
+  private async session(signal: AbortSignal): Promise<SessionOutcome> {
+    const { config, logger, metrics, encoder } = this.deps;
+    const stream = new ReplicationStream({
+      connectionString: config.databaseUrl,
+      slot: config.slot,
+      publication: config.publication,
+      highWaterFrames: SOURCE_HIGH_WATER_FRAMES,
+      logger,
+    });
+    let sink: KafkaSink | null = null;
+    let statusTimer: NodeJS.Timeout | undefined;
+    const stopReading = () => stream.stopReading();
+    try {
+      let startLsn;
+      try {
+        startLsn = await stream.start();
+      } catch (error) {
+        if (error instanceof RelayError && error.code === 'SOURCE_SLOT_BUSY') {
+          if (this.currentState !== 'standby') logger.info({ slot: config.slot }, 'standby: the slot is read by another instance; taking over when it is free');
+          this.transition('standby');
+          return 'standby';
+        }
+        throw error;
+      }
+      const tracker = new CommitTracker(startLsn);
+      sink = new KafkaSink({
+        brokers: config.kafkaBrokers,
+        clientId: config.kafkaClientId,
+        batchMaxEvents: config.batchMaxEvents,
+        logger: logger.child({ stage: 'sink' }),
+        onAcknowledged: (batch) => this.acknowledged(batch, tracker),
+      });
+      await sink.start();
+      const pipeline = new Pipeline(
+        {
+          table: config.table,
+          deadLetterTopic: config.deadLetterTopic,
+          onPoison: config.onPoison,
+          onUnexpectedChange: config.onUnexpectedChange,
+          maxBufferedEvents: config.maxBufferedEvents,
+          columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
+        },
+        { stream, tracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
+      );
+      this.transition('active');
+      logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
+      statusTimer = setInterval(() => this.reportPosition(stream, tracker, sink), config.statusInterval);
+      signal.addEventListener('abort', stopReading, { once: true });
+      if (signal.aborted) stream.stopReading();
+
+      for await (const message of stream.messages()) await pipeline.handle(message);
+
+      this.transition('draining');
+      const drained = await withTimeout(sink.drain(), config.shutdownTimeout);
+      stream.sendStatus(tracker.confirmed);
+      const fields = { confirmed: formatLsn(tracker.confirmed), unacknowledged: sink.buffered };
+      if (drained) logger.info(fields, 'drained: everything acknowledged is confirmed');
+      else logger.error(fields, `drain timed out after ${config.shutdownTimeout}ms; unconfirmed events will be sent again by the next run`);
+      return drained ? 'drained' : 'drain-timed-out';
+    } finally {
+      clearInterval(statusTimer);
+      signal.removeEventListener('abort', stopReading);
+      await stream.close();
+      await sink?.stop();
+    }
+  }
+
+  private acknowledged(batch: readonly OutgoingMessage[], tracker: CommitTracker): void {
+    const { metrics } = this.deps;
+    const now = Date.now();
+    const published = new Map<string, { topic: string; eventType: string; count: number }>();
+    let bytes = 0;
+    for (const message of batch) {
+      tracker.acknowledge(message.transaction);
+      bytes += message.value.length;
+      metrics.commitToAck.observe((now - message.transaction.commitTime.getTime()) / 1000);
+      if (message.deadLetter) continue;
+      const key = `${message.topic}\u0000${message.label}`;
+      const entry = published.get(key);
+      if (entry) entry.count += 1;
+      else published.set(key, { topic: message.topic, eventType: message.label, count: 1 });
+    }
+    for (const entry of published.values()) metrics.published.inc({ topic: entry.topic, event_type: entry.eventType }, entry.count);
+    metrics.bytesOut.inc(bytes);
+  }
+
+  private reportPosition(stream: ReplicationStream, tracker: CommitTracker, sink: KafkaSink | null): void {
+    const { metrics } = this.deps;
+    stream.sendStatus(tracker.confirmed);
+    metrics.confirmedLsn.set(Number(tracker.confirmed));
+    metrics.inFlight.set(sink?.buffered ?? 0);
+    const oldest = tracker.oldestUnconfirmedCommitTime;
+    metrics.lagSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
+  }
+
+  private transition(state: RelayState): void {
+    this.currentState = state;
+    setState(this.deps.metrics, state);
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+async function withTimeout(work: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([work.then(() => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+

@@ -1,0 +1,150 @@
+import { readFile } from 'node:fs/promises';
+import pg from 'pg';
+import { RelayError } from '../errors.js';
+
+export interface SetupTarget {
+  readonly databaseUrl: string;
+  readonly table: { readonly schema: string; readonly name: string };
+  readonly publication: string;
+  readonly slot: string;
+}
+
+const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
+
+/**
+ * Makes the database ready for the relay, idempotently: outbox table, publication (inserts of
+ * the outbox table only) and logical slot. Returns what it did, one line per action; checks
+ * what already exists and refuses, with the reason, a shape the relay cannot run safely on.
+ */
+export async function setup(target: SetupTarget): Promise<string[]> {
+  return withClient(target.databaseUrl, async (client) => {
+    await checkServer(client);
+    const actions: string[] = [];
+    actions.push(await ensureTable(client, target));
+    actions.push(await ensurePublication(client, target));
+    actions.push(await ensureSlot(client, target));
+    return actions;
+  });
+}
+
+/** The checks `run` makes before streaming, creating nothing. */
+export async function verify(target: SetupTarget): Promise<void> {
+  await withClient(target.databaseUrl, async (client) => {
+    await checkServer(client);
+    if (!(await tableExists(client, target))) {
+      throw new RelayError('SETUP_TABLE', `outbox table ${qualified(target)} does not exist; run \`outbox-relay setup\``);
+    }
+    if (!(await checkPublication(client, target))) {
+      throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
+    }
+  });
+}
+
+async function withClient<T>(databaseUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function checkServer(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ wal_level: string; replication: boolean }>(
+    `SELECT current_setting('wal_level') AS wal_level,
+            (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) AS replication`,
+  );
+  const row = rows[0]!;
+  if (row.wal_level !== 'logical') {
+    throw new RelayError('SETUP_WAL_LEVEL', `wal_level is "${row.wal_level}"; logical replication needs wal_level = logical (ALTER SYSTEM SET wal_level = logical; then restart Postgres)`);
+  }
+  if (!row.replication) {
+    throw new RelayError('SETUP_PRIVILEGE', `role "${await currentUser(client)}" lacks the REPLICATION attribute (ALTER ROLE ... WITH REPLICATION)`);
+  }
+}
+
+async function currentUser(client: pg.Client): Promise<string> {
+  const { rows } = await client.query<{ user: string }>('SELECT current_user AS user');
+  return rows[0]!.user;
+}
+
+function qualified(target: SetupTarget): string {
+  return `${target.table.schema}.${target.table.name}`;
+}
+
+async function tableExists(client: pg.Client, target: SetupTarget): Promise<boolean> {
+  const { rows } = await client.query('SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2', [target.table.schema, target.table.name]);
+  return rows.length > 0;
+}
+
+async function ensureTable(client: pg.Client, target: SetupTarget): Promise<string> {
+  if (await tableExists(client, target)) return `table ${qualified(target)}: exists`;
+  const template = await readFile(OUTBOX_SQL, 'utf8');
+  const sql = template
+    .replace(/\bevent_outbox_created_at_idx\b/g, pg.escapeIdentifier(`${target.table.name}_created_at_idx`))
+    .replace(/\bevent_outbox\b/g, `${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)}`);
+  await client.query(sql);
+  return `table ${qualified(target)}: created`;
+}
+
+interface PublicationRow {
+  puballtables: boolean;
+  pubinsert: boolean;
+  pubupdate: boolean;
+  pubdelete: boolean;
+  pubtruncate: boolean;
+  tables: string[] | null;
+}
+
+/** True if the publication exists and has the right shape; throws if it exists with another. */
+async function checkPublication(client: pg.Client, target: SetupTarget): Promise<boolean> {
+  const { rows } = await client.query<PublicationRow>(
+    `SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+            (SELECT array_agg(t.schemaname || '.' || t.tablename) FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
+       FROM pg_publication p WHERE p.pubname = $1`,
+    [target.publication],
+  );
+  const publication = rows[0];
+  if (!publication) return false;
+  const problems: string[] = [];
+  const tables = publication.tables ?? [];
+  if (publication.puballtables) problems.push('it is FOR ALL TABLES');
+  else if (tables.length !== 1 || tables[0] !== qualified(target)) problems.push(`it covers [${tables.join(', ')}] instead of only ${qualified(target)}`);
+  const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
+  if (operations.length > 0) problems.push(`it publishes ${operations.join(', ')} (expected insert only)`);
+  if (!publication.pubinsert) problems.push('it does not publish insert');
+  if (problems.length > 0) {
+    throw new RelayError(
+      'SETUP_PUBLICATION',
+      `publication "${target.publication}" cannot be used: ${problems.join('; ')}. ` +
+        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${qualified(target)} WITH (publish = 'insert')`,
+    );
+  }
+  return true;
+}
+
+async function ensurePublication(client: pg.Client, target: SetupTarget): Promise<string> {
+  if (await checkPublication(client, target)) return `publication ${target.publication}: exists`;
+  await client.query(
+    `CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)} FOR TABLE ` +
+      `${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} WITH (publish = 'insert')`,
+  );
+  return `publication ${target.publication}: created (inserts into ${qualified(target)})`;
+}
+
+async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string> {
+  const { rows } = await client.query<{ plugin: string; database: string; current: string }>(
+    'SELECT plugin, database, current_database() AS current FROM pg_replication_slots WHERE slot_name = $1',
+    [target.slot],
+  );
+  const slot = rows[0];
+  if (slot) {
+    if (slot.plugin !== 'pgoutput' || slot.database !== slot.current) {
+      throw new RelayError('SETUP_PUBLICATION', `replication slot "${target.slot}" exists with plugin ${slot.plugin} on database ${slot.database}; expected pgoutput on ${slot.current}`);
+    }
+    return `slot ${target.slot}: exists`;
+  }
+  const created = await client.query<{ lsn: string }>("SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", [target.slot]);
+  return `slot ${target.slot}: created at ${created.rows[0]!.lsn}`;
+}

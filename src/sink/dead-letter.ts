@@ -1,0 +1,45 @@
+import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
+import { errorCode, errorMessage } from '../errors.js';
+import type { OutgoingMessage } from '../event.js';
+import { formatLsn } from '../lsn.js';
+import type { RowValues } from '../source/messages.js';
+import { HEADER } from './headers.js';
+
+export interface DeadLetterInput {
+  readonly topic: string;
+  readonly row: RowValues;
+  readonly error: unknown;
+  readonly transaction: TrackedTransaction;
+  readonly table: string;
+  /** Column names, to carry the event id and key when the row has them. */
+  readonly eventIdColumn: string;
+  readonly aggregateIdColumn: string;
+}
+
+/**
+ * A poison event as a Kafka record on the dead-letter topic: the row as it was read (JSON),
+ * and headers naming the reason, the error code and the source position — enough to fix the
+ * cause and replay it, without opening the database.
+ */
+export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
+  const code = errorCode(input.error);
+  const headers: Record<string, string> = {
+    [HEADER.deadLetterReason]: errorMessage(input.error),
+    [HEADER.deadLetterCode]: code,
+    [HEADER.deadLetterTable]: input.table,
+    [HEADER.commitLsn]: formatLsn(input.transaction.commitLsn),
+  };
+  const eventId = input.row[input.eventIdColumn];
+  if (typeof eventId === 'string' || typeof eventId === 'number') headers[HEADER.eventId] = String(eventId);
+  const aggregateId = input.row[input.aggregateIdColumn];
+  const key = typeof aggregateId === 'string' || typeof aggregateId === 'number' ? String(aggregateId) : null;
+  return {
+    topic: input.topic,
+    key,
+    value: Buffer.from(JSON.stringify(input.row), 'utf8'),
+    headers,
+    transaction: input.transaction,
+    label: code,
+    deadLetter: true,
+  };
+}

@@ -1,0 +1,132 @@
+import { Kafka, logLevel as kafkaLogLevel, type Message, type Producer, type TopicMessages } from 'kafkajs';
+import type { Logger } from 'pino';
+import { RelayError } from '../errors.js';
+import type { OutgoingMessage } from '../event.js';
+import { Fifo } from '../fifo.js';
+
+export interface KafkaSinkOptions {
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  readonly batchMaxEvents: number;
+  readonly logger: Logger;
+  /** Called with each batch once Kafka acknowledged all of it (acks=all), in send order. */
+  readonly onAcknowledged: (batch: readonly OutgoingMessage[]) => void;
+}
+
+/**
+ * The Kafka side of the pipeline. One produce request in flight at a time: a request's
+ * retries finish before the next request starts, so retries can never reorder a partition;
+ * the next batch accumulates meanwhile, which is where throughput comes from.
+ * A request that fails after the producer's own retries fails the sink: the relay restarts the
+ * stream from the confirmed position rather than skip anything.
+ */
+export class KafkaSink {
+  private readonly producer: Producer;
+  private readonly queue = new Fifo<OutgoingMessage>();
+  private inFlight: readonly OutgoingMessage[] = [];
+  private failure: RelayError | null = null;
+  private pumpScheduled = false;
+  private waiters: (() => void)[] = [];
+
+  constructor(private readonly options: KafkaSinkOptions) {
+    const logger = options.logger;
+    const kafka = new Kafka({
+      clientId: options.clientId,
+      brokers: [...options.brokers],
+      logLevel: kafkaLogLevel.WARN,
+      logCreator: () => ({ namespace, level, log }) => {
+        const { message, ...extra } = log;
+        const method = level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
+        logger[method]({ kafkajs: namespace, ...extra }, message);
+      },
+      retry: { initialRetryTime: 200, retries: 8, maxRetryTime: 5_000 },
+    });
+    // Idempotent with one request in flight: the broker drops duplicates of a retried request
+    // and a partition's order is the send order. kafkajs requires acks=-1 for idempotence.
+    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+  }
+
+  async start(): Promise<void> {
+    try {
+      await this.producer.connect();
+    } catch (error) {
+      throw new RelayError('SINK_PUBLISH', `cannot connect to Kafka at ${this.options.brokers.join(',')}: ${(error as Error).message}`, { retriable: true, cause: error });
+    }
+  }
+
+  /** Messages accepted and not yet acknowledged. */
+  get buffered(): number {
+    return this.queue.length + this.inFlight.length;
+  }
+
+  send(message: OutgoingMessage): void {
+    if (this.failure) throw this.failure;
+    this.queue.push(message);
+    if (this.queue.length >= this.options.batchMaxEvents) this.pump();
+    else this.schedulePump();
+  }
+
+  /** Resolves once fewer than `limit` messages are buffered; rejects if the sink failed. */
+  async waitForRoom(limit: number): Promise<void> {
+    while (this.buffered >= limit) await this.nextChange();
+  }
+
+  /** Resolves when everything sent so far is acknowledged; rejects if the sink failed. */
+  async drain(): Promise<void> {
+    this.pump();
+    while (this.buffered > 0) await this.nextChange();
+  }
+
+  async stop(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.inFlight.length > 0 || this.queue.length === 0 || this.failure) return;
+    const batch = this.queue.take(this.options.batchMaxEvents);
+    this.inFlight = batch;
+    this.producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages: groupByTopic(batch) }).then(
+      () => {
+        this.inFlight = [];
+        this.options.onAcknowledged(batch);
+        this.pump();
+        this.notify();
+      },
+      (error: unknown) => {
+        this.failure = new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${batch.length}: ${(error as Error).message}`, { retriable: true, cause: error });
+        this.notify();
+      },
+    );
+  }
+
+  private async nextChange(): Promise<void> {
+    if (this.failure) throw this.failure;
+    await new Promise<void>((resolve) => this.waiters.push(resolve));
+    if (this.failure) throw this.failure;
+  }
+
+  private notify(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+}
+
+function groupByTopic(batch: readonly OutgoingMessage[]): TopicMessages[] {
+  const byTopic = new Map<string, Message[]>();
+  for (const message of batch) {
+    let messages = byTopic.get(message.topic);
+    if (!messages) byTopic.set(message.topic, (messages = []));
+    messages.push({ key: message.key, value: message.value, headers: message.headers });
+  }
+  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+}

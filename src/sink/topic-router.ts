@@ -1,0 +1,32 @@
+import { PoisonEventError, RelayError } from '../errors.js';
+import type { OutboxEvent } from '../event.js';
+
+const PLACEHOLDERS = { aggregate_type: 'aggregateType', event_type: 'eventType' } as const;
+type Placeholder = keyof typeof PLACEHOLDERS;
+const LEGAL_TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
+
+export type TopicRouter = (event: OutboxEvent) => string;
+
+/**
+ * Compiles a template such as `billing.{aggregate_type}` once into a function. An unknown
+ * placeholder fails at start; a topic that Kafka would refuse makes the event poison.
+ */
+export function compileTopicTemplate(template: string): TopicRouter {
+  const parts = template.split(/(\{[^}]*\})/).filter((part) => part !== '');
+  const pieces = parts.map((part): { literal: string } | { field: 'aggregateType' | 'eventType' } => {
+    if (!part.startsWith('{')) return { literal: part };
+    const name = part.slice(1, -1);
+    if (!(name in PLACEHOLDERS)) {
+      throw new RelayError('CONFIG_INVALID', `OUTBOX_TOPIC_TEMPLATE: unknown placeholder ${part}; expected one of ${Object.keys(PLACEHOLDERS).map((key) => `{${key}}`).join(', ')}`);
+    }
+    return { field: PLACEHOLDERS[name as Placeholder] };
+  });
+  return (event) => {
+    let topic = '';
+    for (const piece of pieces) topic += 'literal' in piece ? piece.literal : event[piece.field];
+    if (!LEGAL_TOPIC.test(topic) || topic === '.' || topic === '..') {
+      throw new PoisonEventError('ROUTE_BAD_TOPIC', `topic "${topic}" from template "${template}" is not a legal Kafka topic name (letters, digits, . _ -, at most 249)`);
+    }
+    return topic;
+  };
+}

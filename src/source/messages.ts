@@ -1,0 +1,21 @@
+import type { Lsn } from '../lsn.js';
+
+/** One column value as pgoutput delivered it, after pg's type parser (int8 -> string, jsonb -> parsed). */
+export type RowValues = Readonly<Record<string, unknown>>;
+
+export interface RelationRef {
+  readonly schema: string;
+  readonly name: string;
+}
+
+/**
+ * What the replication stream hands to the pipeline, in WAL commit order. `position` is a
+ * keepalive: no data, but a point the server has sent everything up to, which the checkpoint
+ * may confirm when nothing is in flight (so an idle outbox does not hold WAL).
+ */
+export type SourceMessage =
+  | { readonly kind: 'begin'; readonly xid: number; readonly commitLsn: Lsn; readonly commitTime: Date }
+  | { readonly kind: 'insert'; readonly relation: RelationRef; readonly row: RowValues }
+  | { readonly kind: 'change'; readonly operation: 'update' | 'delete' | 'truncate'; readonly relation: RelationRef }
+  | { readonly kind: 'commit'; readonly commitLsn: Lsn; readonly endLsn: Lsn; readonly commitTime: Date }
+  | { readonly kind: 'position'; readonly lsn: Lsn; readonly replyRequested: boolean };

@@ -1,0 +1,167 @@
+import pg from 'pg';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { RelayError } from '../errors.js';
+import { Fifo } from '../fifo.js';
+import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
+import type { SourceMessage } from './messages.js';
+import { PgoutputDecoder } from './pgoutput.js';
+
+/** The part of pg's Connection that a replication client needs; pg does not type it. */
+interface ReplicationWire {
+  readonly stream: Duplex;
+  on(event: 'copyData', listener: (message: { chunk: Buffer }) => void): void;
+  sendCopyFromChunk(chunk: Buffer): void;
+}
+
+export interface ReplicationStreamOptions {
+  readonly connectionString: string;
+  readonly slot: string;
+  readonly publication: string;
+  /** Frames buffered before the socket is paused: the memory bound on the source side. */
+  readonly highWaterFrames: number;
+  readonly logger: Logger;
+}
+
+const POSTGRES_EPOCH_MS = 946_684_800_000n;
+const OBJECT_IN_USE = '55006';
+const UNDEFINED_OBJECT = '42704';
+
+/**
+ * One START_REPLICATION session on a logical slot, read as an async iterator of
+ * SourceMessages in commit order. It never acknowledges anything by itself: the only way a
+ * position reaches Postgres is `sendStatus(lsn)`, and the wire carries exactly that lsn.
+ */
+export class ReplicationStream {
+  private readonly client: pg.Client;
+  private readonly decoder = new PgoutputDecoder();
+  private readonly frames = new Fifo<Buffer>();
+  private wire: ReplicationWire | null = null;
+  private paused = false;
+  private failure: Error | null = null;
+  private ended = false;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly options: ReplicationStreamOptions) {
+    this.client = new pg.Client({ connectionString: options.connectionString, replication: 'database' } as pg.ClientConfig);
+  }
+
+  /**
+   * Connects and starts streaming from the slot's confirmed position. Returns that position,
+   * the point from which Postgres will resend transactions.
+   */
+  async start(): Promise<Lsn> {
+    this.client.on('error', (error) => this.fail(error));
+    this.client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed', { retriable: true })));
+    await this.client.connect();
+    const confirmed = await this.readConfirmedPosition();
+    this.wire = this.client.connection as unknown as ReplicationWire;
+    this.wire.on('copyData', ({ chunk }) => this.receive(chunk));
+    const started = new Promise<void>((resolve) => this.client.connection.once('replicationStart', () => resolve()));
+    // 0/0 asks the server to start from the slot's confirmed_flush_lsn: the relay never
+    // chooses a start point of its own, so it cannot skip past what it has not confirmed.
+    const sql =
+      `START_REPLICATION SLOT ${pg.escapeIdentifier(this.options.slot)} LOGICAL 0/0 ` +
+      `(proto_version '1', publication_names ${pg.escapeLiteral(this.options.publication)})`;
+    const streaming = this.client.query(sql).then(
+      () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server', { retriable: true })),
+      (error: unknown) => this.fail(classifyStartError(error, this.options.slot)),
+    );
+    await Promise.race([started, streaming]);
+    if (this.failure) throw this.failure;
+    return confirmed;
+  }
+
+  async *messages(): AsyncGenerator<SourceMessage> {
+    for (;;) {
+      if (this.ended) return;
+      const frame = this.frames.shift();
+      if (frame === undefined) {
+        if (this.failure) throw this.failure;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        continue;
+      }
+      if (this.paused && this.frames.length < this.options.highWaterFrames / 2) this.resume();
+      const message = this.decoder.decode(frame);
+      if (message) yield message;
+    }
+  }
+
+  /** Standby status update carrying `lsn` as write, flush and apply position — not lsn + 1. */
+  sendStatus(lsn: Lsn, replyRequested = false): void {
+    if (!this.wire || this.failure) return;
+    const update = Buffer.alloc(34);
+    update[0] = 0x72; // 'r'
+    update.writeBigUInt64BE(lsn, 1);
+    update.writeBigUInt64BE(lsn, 9);
+    update.writeBigUInt64BE(lsn, 17);
+    update.writeBigInt64BE((BigInt(Date.now()) - POSTGRES_EPOCH_MS) * 1000n, 25);
+    update[33] = replyRequested ? 1 : 0;
+    this.wire.sendCopyFromChunk(update);
+  }
+
+  /** Ends `messages()` at the next frame; the connection stays open for a final status update. */
+  stopReading(): void {
+    this.ended = true;
+    this.frames.take(this.frames.length);
+    this.wire?.stream.pause();
+    this.signal();
+  }
+
+  async close(): Promise<void> {
+    this.ended = true;
+    this.wake?.();
+    this.client.removeAllListeners('end');
+    this.client.on('error', () => undefined);
+    await this.client.end().catch(() => undefined);
+  }
+
+  private async readConfirmedPosition(): Promise<Lsn> {
+    const result = await this.client.query<{ confirmed_flush_lsn: string | null }>(
+      'SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1',
+      [this.options.slot],
+    );
+    const row = result.rows[0];
+    if (!row) {
+      throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${this.options.slot}" does not exist; run \`outbox-relay setup\``);
+    }
+    return row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : ZERO_LSN;
+  }
+
+  private receive(frame: Buffer): void {
+    this.frames.push(frame);
+    if (!this.paused && this.frames.length >= this.options.highWaterFrames) {
+      this.wire?.stream.pause();
+      this.paused = true;
+    }
+    this.signal();
+  }
+
+  private resume(): void {
+    this.paused = false;
+    this.wire?.stream.resume();
+  }
+
+  private fail(error: unknown): void {
+    if (this.ended || this.failure) return;
+    this.failure = error instanceof Error ? error : new Error(String(error));
+    this.signal();
+  }
+
+  private signal(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+}
+
+function classifyStartError(error: unknown, slot: string): RelayError {
+  const code = (error as { code?: string }).code;
+  if (code === OBJECT_IN_USE) {
+    return new RelayError('SOURCE_SLOT_BUSY', `replication slot "${slot}" is in use by another reader`, { retriable: true, cause: error });
+  }
+  if (code === UNDEFINED_OBJECT) {
+    return new RelayError('SOURCE_SLOT_MISSING', `replication slot or publication missing: ${(error as Error).message}`, { cause: error });
+  }
+  return new RelayError('SOURCE_DISCONNECTED', `replication failed: ${(error as Error).message}`, { retriable: true, cause: error });
+}
