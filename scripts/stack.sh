@@ -95,6 +95,7 @@ cmd_start() {
       say "$s: already running (pid $(svc_pid "$s"))"
       continue
     fi
+    "${s}_fetch"  # normally a no-op (e.g. a different OUTBOX_CACHE_DIR than at `up`)
     t0=$(now)
     "${s}_start" || {
       warn "$s: FAILED to start after $(elapsed "$t0")s; last lines of $STACK_DIR/logs/$s.log:"

@@ -62,8 +62,11 @@ export class Relay {
         const outcome = await this.session(signal);
         if (outcome !== 'standby') return outcome === 'drained';
         await sleep(config.standbyPoll, signal);
-      } catch (error) {
-        if (!(error instanceof RelayError) || !error.retriable) {
+      } catch (thrown) {
+        // Errors the relay did not classify come from the drivers (refused or reset
+        // connections, timeouts): resuming from the confirmed position is always safe.
+        const error = thrown instanceof RelayError ? thrown : new RelayError('SOURCE_DISCONNECTED', errorMessage(thrown), { retriable: true, cause: thrown });
+        if (!error.retriable) {
           this.transition('stopped');
           throw error;
         }

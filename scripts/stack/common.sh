@@ -121,10 +121,15 @@ log_has_since() { tail -c +"$(( $3 + 1 ))" "$1" 2>/dev/null | grep -qF -- "$2"; 
 
 # mvn with the plugin version pinned; quiet unless it fails.
 MVN_DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+# Its output is shown only when it fails.
 run_mvn() {
   command -v mvn >/dev/null || die "mvn (Apache Maven) is needed to fetch jars from Maven Central"
+  local out
   # shellcheck disable=SC2086
-  mvn -B -q -Dstyle.color=never ${OUTBOX_MVN_ARGS:-} "$@"
+  if ! out=$(mvn -B -q -Dstyle.color=never ${OUTBOX_MVN_ARGS:-} "$@" 2>&1); then
+    printf '%s\n' "$out" >&2
+    return 1
+  fi
 }
 
 # Major version of a java binary (17, 21, 25, ...), empty if it does not run.

@@ -72,6 +72,11 @@ auto.create.topics.enable=true
 num.partitions=3
 # Consumers in tests should get their partitions immediately.
 group.initial.rebalance.delay.ms=0
+# After kill -9, the restarted broker cannot register until the controller
+# expires the old incarnation's session (default 9 s). Shorter = faster
+# fault-injection restarts; still far above any GC pause of a 512 MB heap.
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=1000
 EOF
 
   # Kafka 4 logs via SLF4J -> log4j2. One console appender whose output the
@@ -143,7 +148,6 @@ kafka_start() {
   dir=$(kafka_dir)
   log="$STACK_DIR/logs/kafka.log"
   [ -f "$(kafka_data_dir)/meta.properties" ] || die "kafka: no formatted storage in $(kafka_data_dir) (run: scripts/stack.sh up kafka)"
-  [ -f "$KAFKA_HOME/.complete" ] || kafka_fetch
   # Listener ports are fixed at format time (the controller's address is part
   # of the KRaft voter set), so take them from the config actually in use.
   local port cport

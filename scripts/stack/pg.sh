@@ -127,9 +127,15 @@ pg_start() {
 
   # After `kill -9` of the postmaster its backends notice and exit on their own,
   # but a new postmaster refuses to start while they still hold shared memory.
-  local i
-  for ((i = 0; i < 100; i++)); do
-    pgrep -f "^postgres: $(pg_cluster_name): " >/dev/null || break
+  # Also, the killed postmaster lingers as a zombie until init reaps it, and
+  # Postgres takes a zombie pid in postmaster.pid for a live postmaster.
+  local i old_pid
+  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+  for ((i = 0; i < 150; i++)); do
+    if ! pgrep -f "^postgres: $(pg_cluster_name): " >/dev/null \
+       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
+      break
+    fi
     sleep 0.1
   done
 

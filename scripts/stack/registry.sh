@@ -46,15 +46,15 @@ registry_fetch_unlocked() {
   t0=$(now)
   say "registry: first use of Apicurio Registry $REGISTRY_VERSION: downloading io.apicurio:apicurio-registry-app:$REGISTRY_VERSION:tar.gz:all (~160 MB) from Maven Central (via ~/.m2) into $REGISTRY_HOME"
   tmp="$REGISTRY_HOME.tmp.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp/dl" "$tmp/app"
+  rm -rf "$tmp" "$tmp.dl"
+  mkdir -p "$tmp" "$tmp.dl"
   run_mvn -f "$REPO_ROOT/stack/registry/pom.xml" "$MVN_DEP_PLUGIN:copy-dependencies" \
-    -Dapicurio.version="$REGISTRY_VERSION" -DoutputDirectory="$tmp/dl" \
-    || { rm -rf "$tmp"; die "registry: Maven could not resolve Apicurio Registry $REGISTRY_VERSION"; }
+    -Dapicurio.version="$REGISTRY_VERSION" -DoutputDirectory="$tmp.dl" \
+    || { rm -rf "$tmp" "$tmp.dl"; die "registry: Maven could not resolve Apicurio Registry $REGISTRY_VERSION"; }
   # The bundle is a Quarkus "fast-jar" layout: quarkus-run.jar, lib/, app/, quarkus/.
-  tar -xzf "$tmp"/dl/*.tar.gz -C "$tmp/app"
-  rm -rf "$tmp/dl"
-  [ -f "$tmp/app/quarkus-run.jar" ] || { rm -rf "$tmp"; die "registry: unexpected bundle layout (no quarkus-run.jar)"; }
+  tar -xzf "$tmp".dl/*.tar.gz -C "$tmp"
+  rm -rf "$tmp.dl"
+  [ -f "$tmp/quarkus-run.jar" ] || { rm -rf "$tmp"; die "registry: unexpected bundle layout (no quarkus-run.jar)"; }
   touch "$tmp/.complete"
   rm -rf "$REGISTRY_HOME"
   mv "$tmp" "$REGISTRY_HOME"
@@ -66,7 +66,6 @@ registry_up() { registry_start; }
 registry_start() {
   local dir log pid compat url
   registry_resolve
-  [ -f "$REGISTRY_HOME/.complete" ] || registry_fetch
   dir=$(registry_data_dir)
   log="$STACK_DIR/logs/registry.log"
   mkdir -p "$dir/tmp" "$STACK_DIR/logs"

@@ -117,9 +117,9 @@ export class ReplicationStream {
   }
 
   private async readConfirmedPosition(): Promise<Lsn> {
+    // A replication connection speaks only the simple query protocol: no bind parameters.
     const result = await this.client.query<{ confirmed_flush_lsn: string | null }>(
-      'SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1',
-      [this.options.slot],
+      `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ${pg.escapeLiteral(this.options.slot)}`,
     );
     const row = result.rows[0];
     if (!row) {

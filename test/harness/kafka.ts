@@ -1,0 +1,78 @@
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel, type Consumer, type IHeaders } from 'kafkajs';
+import { inject } from 'vitest';
+
+export interface ConsumedRecord {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: string;
+  readonly key: string | null;
+  readonly value: Buffer | null;
+  readonly headers: Record<string, string>;
+}
+
+export function kafkaClient(): Kafka {
+  return new Kafka({ clientId: 'outbox-relay-tests', brokers: inject('services').kafkaBrokers.split(','), logLevel: logLevel.NOTHING });
+}
+
+export async function createTopics(topics: readonly string[], partitions = 3): Promise<void> {
+  const admin = kafkaClient().admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })), waitForLeaders: true });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * Reads topics from the beginning into memory, like any consumer that knows nothing of the
+ * relay. `records` grows while it runs; `until` waits for a condition on it.
+ */
+export class TopicReader {
+  readonly records: ConsumedRecord[] = [];
+  private consumer: Consumer | null = null;
+
+  async start(topics: readonly string[]): Promise<this> {
+    this.consumer = kafkaClient().consumer({ groupId: `reader-${randomUUID()}`, retry: { retries: 50, maxRetryTime: 2_000 } });
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
+    await this.consumer.run({
+      eachMessage: async ({ topic, partition, message }) => {
+        this.records.push({
+          topic,
+          partition,
+          offset: message.offset,
+          key: message.key?.toString('utf8') ?? null,
+          value: message.value,
+          headers: stringHeaders(message.headers),
+        });
+      },
+    });
+    return this;
+  }
+
+  async until(what: string, condition: (records: readonly ConsumedRecord[]) => boolean, timeoutMs = 90_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!condition(this.records)) {
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; have ${this.records.length} records`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.consumer?.disconnect();
+  }
+}
+
+function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
+  const result: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (value !== undefined) result[name] = Array.isArray(value) ? value.map(String).join(',') : String(value);
+  }
+  return result;
+}
+
+export function eventIds(records: readonly ConsumedRecord[]): string[] {
+  return records.map((record) => record.headers.event_id ?? '');
+}
