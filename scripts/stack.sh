@@ -26,13 +26,13 @@
 set -euo pipefail
 
 STACK_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/stack"
-# shellcheck source=stack/common.sh
+# shellcheck source=scripts/stack/common.sh
 source "$STACK_SCRIPTS/common.sh"
-# shellcheck source=stack/pg.sh
+# shellcheck source=scripts/stack/pg.sh
 source "$STACK_SCRIPTS/pg.sh"
-# shellcheck source=stack/kafka.sh
+# shellcheck source=scripts/stack/kafka.sh
 source "$STACK_SCRIPTS/kafka.sh"
-# shellcheck source=stack/registry.sh
+# shellcheck source=scripts/stack/registry.sh
 source "$STACK_SCRIPTS/registry.sh"
 
 ALL_SERVICES=(pg kafka registry)
@@ -62,33 +62,66 @@ services_required() {
   services_or_all "$@"
 }
 
+data_note() {
+  if [ "$1" = registry ]; then echo "in-memory storage: registered schemas are gone"; else echo "data kept"; fi
+}
+
+# Runs "$@" in a subshell with errexit really on, and puts its exit status in
+# STRICT_RC. Bash ignores `set -e` in anything called as a condition (`if f`,
+# `f || ...`), so this and its callers must be called as plain commands;
+# otherwise a failing step inside the service functions would be skipped.
+run_strict() {
+  set +e
+  (set -e; "$@")
+  STRICT_RC=$?
+  set -e
+}
+
+# Starts one service for `up` and reports; sets UP_FAILED=1 on failure.
+up_one() {
+  local s=$1 t0 offset
+  if svc_running "$s"; then
+    say "$s: already running (pid $(svc_pid "$s"), port $(svc_port "$s"))"
+    return 0
+  fi
+  t0=$(now)
+  offset=$(file_size "$STACK_DIR/logs/$s.log")
+  run_strict "${s}_up"
+  if [ "$STRICT_RC" -eq 0 ]; then
+    say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"), log $STACK_DIR/logs/$s.log)"
+  else
+    warn "$s: FAILED to start after $(elapsed "$t0")s"
+    show_new_log "$s" "$offset"
+    UP_FAILED=1
+  fi
+}
+
+# Prints what the service logged since byte OFFSET (this attempt only).
+show_new_log() {
+  local log="$STACK_DIR/logs/$1.log"
+  if [ "$(file_size "$log")" -gt "$2" ]; then
+    warn "$1: last lines it logged ($log):"
+    tail -c +"$(( $2 + 1 ))" "$log" | tail -n 30 >&2
+  fi
+}
+
 cmd_up() {
-  local svcs s t0 failed=0
+  local svcs s
   mapfile -t svcs < <(services_or_all "$@")
   mkdir -p "$STACK_DIR/logs"
   # Fetch everything first so that download time is not counted as start-up time.
   for s in "${svcs[@]}"; do "${s}_fetch"; done
-  for s in "${svcs[@]}"; do
-    if svc_running "$s"; then
-      say "$s: already running (pid $(svc_pid "$s"), port $(svc_port "$s"))"
-      continue
-    fi
-    t0=$(now)
-    if "${s}_up"; then
-      say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"), log $STACK_DIR/logs/$s.log)"
-    else
-      warn "$s: FAILED to start after $(elapsed "$t0")s; last lines of $STACK_DIR/logs/$s.log:"
-      tail -n 30 "$STACK_DIR/logs/$s.log" >&2 2>/dev/null || true
-      failed=1
-    fi
-  done
+  # One after the other: on 2 cores, starting the JVMs side by side was no
+  # faster overall (same ~10 s), and per-service timings become meaningless.
+  UP_FAILED=0
+  for s in "${svcs[@]}"; do up_one "$s"; done
   write_env_file
-  [ "$failed" -eq 0 ] || die "some services failed to start"
+  [ "$UP_FAILED" -eq 0 ] || die "some services failed to start"
   say "env written to $STACK_DIR/env (use: set -a; . $STACK_DIR/env; set +a)"
 }
 
 cmd_start() {
-  local svcs s t0
+  local svcs s t0 offset
   mapfile -t svcs < <(services_required "$@")
   for s in "${svcs[@]}"; do
     if svc_running "$s"; then
@@ -97,11 +130,13 @@ cmd_start() {
     fi
     "${s}_fetch"  # normally a no-op (e.g. a different OUTBOX_CACHE_DIR than at `up`)
     t0=$(now)
-    "${s}_start" || {
-      warn "$s: FAILED to start after $(elapsed "$t0")s; last lines of $STACK_DIR/logs/$s.log:"
-      tail -n 30 "$STACK_DIR/logs/$s.log" >&2 2>/dev/null || true
+    offset=$(file_size "$STACK_DIR/logs/$s.log")
+    run_strict "${s}_start"
+    if [ "$STRICT_RC" -ne 0 ]; then
+      warn "$s: FAILED to start after $(elapsed "$t0")s"
+      show_new_log "$s" "$offset"
       exit 1
-    }
+    fi
     say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"))"
   done
   write_env_file
@@ -118,7 +153,7 @@ cmd_stop() {
     fi
     t0=$(now)
     "${s}_stop"
-    say "$s: stopped gracefully in $(elapsed "$t0")s (data kept)"
+    say "$s: stopped gracefully in $(elapsed "$t0")s ($(data_note "$s"))"
   done
 }
 
@@ -134,7 +169,7 @@ cmd_kill() {
     kill -9 "$pid" 2>/dev/null || true
     wait_pid_gone "$pid" 30 || die "$s: pid $pid still alive after kill -9"
     rm -f "$(pid_file "$s")"
-    say "$s: killed -9 (pid $pid; data kept)"
+    say "$s: killed -9 (pid $pid; $(data_note "$s"))"
   done
 }
 

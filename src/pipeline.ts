@@ -100,10 +100,13 @@ export class Pipeline {
     }
   }
 
-  private poison(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: PoisonEventError): OutgoingMessage {
+  private async poison(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: PoisonEventError): Promise<OutgoingMessage> {
     const position = { commitLsn: formatLsn(transaction.commitLsn), table: this.tableName, code: error.code };
     if (this.options.onPoison === 'fail') {
-      this.stages.logger.error({ ...position, reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
+      // Stop exactly at the poison event: everything before it is delivered and confirmed,
+      // and the next run starts with the transaction that holds it.
+      await this.stages.sink.drain();
+      this.stages.logger.error({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
       throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error, retriable: false });
     }
     this.stages.logger.warn({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event sent to the dead-letter topic');

@@ -21,8 +21,8 @@ export interface RelayDependencies {
 
 type SessionOutcome = 'drained' | 'drain-timed-out' | 'standby';
 
-/** Frames the source may buffer before pausing the socket: a small multiple of one batch. */
-const SOURCE_HIGH_WATER_FRAMES = 2_000;
+/** Messages the source may buffer before pausing the socket: about one batch. */
+const SOURCE_HIGH_WATER_MESSAGES = 2_000;
 
 /**
  * Runs replication sessions until stopped. A session is one replication connection plus one
@@ -94,10 +94,11 @@ export class Relay {
       connectionString: config.databaseUrl,
       slot: config.slot,
       publication: config.publication,
-      highWaterFrames: SOURCE_HIGH_WATER_FRAMES,
+      highWaterMessages: SOURCE_HIGH_WATER_MESSAGES,
       logger,
     });
     let sink: KafkaSink | null = null;
+    let tracker: CommitTracker | null = null;
     let statusTimer: NodeJS.Timeout | undefined;
     const stopReading = () => stream.stopReading();
     try {
@@ -112,13 +113,14 @@ export class Relay {
         }
         throw error;
       }
-      const tracker = new CommitTracker(startLsn);
+      const sessionTracker = new CommitTracker(startLsn);
+      tracker = sessionTracker;
       sink = new KafkaSink({
         brokers: config.kafkaBrokers,
         clientId: config.kafkaClientId,
         batchMaxEvents: config.batchMaxEvents,
         logger: logger.child({ stage: 'sink' }),
-        onAcknowledged: (batch) => this.acknowledged(batch, tracker),
+        onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
       });
       await sink.start();
       const pipeline = new Pipeline(
@@ -130,11 +132,11 @@ export class Relay {
           maxBufferedEvents: config.maxBufferedEvents,
           columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
         },
-        { stream, tracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
+        { stream, tracker: sessionTracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
       );
       this.transition('active');
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
-      statusTimer = setInterval(() => this.reportPosition(stream, tracker, sink), config.statusInterval);
+      statusTimer = setInterval(() => this.reportPosition(stream, sessionTracker, sink), config.statusInterval);
       signal.addEventListener('abort', stopReading, { once: true });
       if (signal.aborted) stream.stopReading();
 
@@ -142,13 +144,14 @@ export class Relay {
 
       this.transition('draining');
       const drained = await withTimeout(sink.drain(), config.shutdownTimeout);
-      stream.sendStatus(tracker.confirmed);
-      const fields = { confirmed: formatLsn(tracker.confirmed), unacknowledged: sink.buffered };
+      const fields = { confirmed: formatLsn(sessionTracker.confirmed), unacknowledged: sink.buffered };
       if (drained) logger.info(fields, 'drained: everything acknowledged is confirmed');
       else logger.error(fields, `drain timed out after ${config.shutdownTimeout}ms; unconfirmed events will be sent again by the next run`);
       return drained ? 'drained' : 'drain-timed-out';
     } finally {
       clearInterval(statusTimer);
+      // Whatever ended the session, what Kafka acknowledged is confirmed before closing.
+      if (tracker) stream.sendStatus(tracker.confirmed);
       signal.removeEventListener('abort', stopReading);
       await stream.close();
       await sink?.stop();

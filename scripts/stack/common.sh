@@ -46,16 +46,22 @@ svc_running() {
   [ -n "$pid" ] || return 1
   [ -r "/proc/$pid/cmdline" ] || return 1
   marker=$("${1}_marker")
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$marker"
+  # (args joined by spaces; the trailing space stops /x/st matching /x/st2)
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$marker "
 }
 
 # True if something accepts TCP connections on 127.0.0.1:$1.
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 require_port_free() {
-  local svc=$1 port=$2
+  local svc=$1 port=$2 i
+  # Allow a few seconds for a just-killed process to release the port.
+  for ((i = 0; i < 25; i++)); do
+    port_open "$port" || return 0
+    sleep 0.2
+  done
   if port_open "$port"; then
-    die "$svc: port 127.0.0.1:$port is already in use by another process ($(ss -ltnpH "sport = :$port" 2>/dev/null | awk '{print $NF}' | head -1)); set OUTBOX_${3:-}PORT to another port"
+    die "$svc: port 127.0.0.1:$port is already in use by another process ($(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'users:.*' | head -1)); set OUTBOX_${3:-}PORT to another port"
   fi
 }
 
@@ -65,8 +71,12 @@ wait_pid_gone() {
   local pid=$1 timeout=$2 i
   for ((i = 0; i < timeout * 10; i++)); do
     pid_alive "$pid" || return 0
-    # A killed child of ours stays a zombie until reaped; treat that as gone.
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+    # A killed process stays a zombie until init reaps it; that counts as gone
+    # once all its threads have exited (only then are its sockets closed).
+    if [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] \
+       && [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -le 1 ]; then
+      return 0
+    fi
     sleep 0.1
   done
   return 1

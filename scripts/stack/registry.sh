@@ -48,17 +48,30 @@ registry_fetch_unlocked() {
   tmp="$REGISTRY_HOME.tmp.$$"
   rm -rf "$tmp" "$tmp.dl"
   mkdir -p "$tmp" "$tmp.dl"
-  run_mvn -f "$REPO_ROOT/stack/registry/pom.xml" "$MVN_DEP_PLUGIN:copy-dependencies" \
-    -Dapicurio.version="$REGISTRY_VERSION" -DoutputDirectory="$tmp.dl" \
+  # dependency:copy of the one artifact (no pom of ours): the bundle is
+  # self-contained, but its pom's parents/dependencies are not all on Maven
+  # Central (e.g. the 3.0.9 parent pom). copy-dependencies and the 3.x copy
+  # goal give up on that; the 2.8 copy goal only warns.
+  (cd "$tmp.dl" && run_mvn org.apache.maven.plugins:maven-dependency-plugin:2.8:copy \
+    -Dartifact="io.apicurio:apicurio-registry-app:$REGISTRY_VERSION:tar.gz:all" -DoutputDirectory="$tmp.dl") \
     || { rm -rf "$tmp" "$tmp.dl"; die "registry: Maven could not resolve Apicurio Registry $REGISTRY_VERSION"; }
-  # The bundle is a Quarkus "fast-jar" layout: quarkus-run.jar, lib/, app/, quarkus/.
   tar -xzf "$tmp".dl/*.tar.gz -C "$tmp"
   rm -rf "$tmp.dl"
-  [ -f "$tmp/quarkus-run.jar" ] || { rm -rf "$tmp"; die "registry: unexpected bundle layout (no quarkus-run.jar)"; }
+  REGISTRY_HOME=$tmp registry_jar >/dev/null || { rm -rf "$tmp"; die "registry: unexpected bundle layout (no runnable jar)"; }
   touch "$tmp/.complete"
   rm -rf "$REGISTRY_HOME"
   mv "$tmp" "$REGISTRY_HOME"
   say "registry: fetched $(du -sh "$REGISTRY_HOME" | cut -f1) in $(elapsed "$t0")s"
+}
+
+# The bundle is a Quarkus app: 3.1+ use the "fast-jar" layout (quarkus-run.jar,
+# lib/, app/, quarkus/), 3.0.x the legacy one (*-runner.jar + lib/).
+registry_jar() {
+  local j
+  for j in "$REGISTRY_HOME/quarkus-run.jar" "$REGISTRY_HOME"/*-runner.jar; do
+    [ -f "$j" ] && { printf '%s' "$j"; return 0; }
+  done
+  return 1
 }
 
 registry_up() { registry_start; }
@@ -81,7 +94,7 @@ registry_start() {
 
   pid=$(cd "$dir" && spawn "$log" "$REGISTRY_JAVA" -Xms128m -Xmx512m \
     "$(registry_marker)" \
-    -Djava.io.tmpdir="$dir/tmp" \
+    -Djava.io.tmpdir="$dir/tmp" -Dvertx.cacheDirBase="$dir/tmp/vertx-cache" \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
     -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$REGISTRY_MGMT_PORT" \
     -Dquarkus.otel.sdk.disabled=true \
@@ -89,7 +102,7 @@ registry_start() {
     -Dapicurio.ccompat.max-subjects=100000 \
     -Dquarkus.oidc.tenant-enabled=false \
     "${rule_opts[@]}" \
-    -jar "$REGISTRY_HOME/quarkus-run.jar")
+    -jar "$(registry_jar)")
   echo "$pid" >"$(pid_file registry)"
   echo "$REGISTRY_PORT" >"$STACK_DIR/registry.port"
   url="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7/subjects"

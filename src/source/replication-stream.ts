@@ -18,8 +18,8 @@ export interface ReplicationStreamOptions {
   readonly connectionString: string;
   readonly slot: string;
   readonly publication: string;
-  /** Frames buffered before the socket is paused: the memory bound on the source side. */
-  readonly highWaterFrames: number;
+  /** Messages buffered before the socket is paused: the memory bound on the source side. */
+  readonly highWaterMessages: number;
   readonly logger: Logger;
 }
 
@@ -35,7 +35,7 @@ const UNDEFINED_OBJECT = '42704';
 export class ReplicationStream {
   private readonly client: pg.Client;
   private readonly decoder = new PgoutputDecoder();
-  private readonly frames = new Fifo<Buffer>();
+  private readonly messagesReceived = new Fifo<SourceMessage>();
   private wire: ReplicationWire | null = null;
   private paused = false;
   private failure: Error | null = null;
@@ -75,15 +75,14 @@ export class ReplicationStream {
   async *messages(): AsyncGenerator<SourceMessage> {
     for (;;) {
       if (this.ended) return;
-      const frame = this.frames.shift();
-      if (frame === undefined) {
+      const message = this.messagesReceived.shift();
+      if (message === undefined) {
         if (this.failure) throw this.failure;
         await new Promise<void>((resolve) => (this.wake = resolve));
         continue;
       }
-      if (this.paused && this.frames.length < this.options.highWaterFrames / 2) this.resume();
-      const message = this.decoder.decode(frame);
-      if (message) yield message;
+      if (this.paused && this.messagesReceived.length < this.options.highWaterMessages / 2) this.resume();
+      yield message;
     }
   }
 
@@ -103,7 +102,7 @@ export class ReplicationStream {
   /** Ends `messages()` at the next frame; the connection stays open for a final status update. */
   stopReading(): void {
     this.ended = true;
-    this.frames.take(this.frames.length);
+    this.messagesReceived.take(this.messagesReceived.length);
     this.wire?.stream.pause();
     this.signal();
   }
@@ -129,8 +128,17 @@ export class ReplicationStream {
   }
 
   private receive(frame: Buffer): void {
-    this.frames.push(frame);
-    if (!this.paused && this.frames.length >= this.options.highWaterFrames) {
+    // Decoded at once: pg reuses the buffer that `frame` points into for the next socket read.
+    let message: SourceMessage | null;
+    try {
+      message = this.decoder.decode(frame);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (message === null) return;
+    this.messagesReceived.push(message);
+    if (!this.paused && this.messagesReceived.length >= this.options.highWaterMessages) {
       this.wire?.stream.pause();
       this.paused = true;
     }

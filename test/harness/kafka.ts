@@ -38,24 +38,27 @@ export class TopicReader {
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await this.consumer.run({
-      eachMessage: async ({ topic, partition, message }) => {
-        this.records.push({
-          topic,
-          partition,
-          offset: message.offset,
-          key: message.key?.toString('utf8') ?? null,
-          value: message.value,
-          headers: stringHeaders(message.headers),
-        });
+      eachBatch: async ({ batch }) => {
+        for (const message of batch.messages) {
+          this.records.push({
+            topic: batch.topic,
+            partition: batch.partition,
+            offset: message.offset,
+            key: message.key?.toString('utf8') ?? null,
+            value: message.value,
+            headers: stringHeaders(message.headers),
+          });
+        }
       },
     });
     return this;
   }
 
-  async until(what: string, condition: (records: readonly ConsumedRecord[]) => boolean, timeoutMs = 90_000): Promise<void> {
+  /** `context` adds to the failure message, e.g. the relay's last log lines. */
+  async until(what: string, condition: (records: readonly ConsumedRecord[]) => boolean, timeoutMs = 90_000, context: () => string = () => ''): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!condition(this.records)) {
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; have ${this.records.length} records`);
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; have ${this.records.length} records\n${context()}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }

@@ -26,6 +26,11 @@ export class TestOutbox {
   readonly databaseUrl = inject('services').databaseUrl;
   readonly pool = new pg.Pool({ connectionString: this.databaseUrl, max: 8 });
 
+  constructor() {
+    // Fault tests restart Postgres under this pool: broken idle clients are dropped, not fatal.
+    this.pool.on('error', () => undefined);
+  }
+
   /** The relay's environment for this outbox. */
   relayEnv(extra: Record<string, string> = {}): Record<string, string> {
     const services = inject('services');

@@ -1,0 +1,54 @@
+import { billingEvent, type TestOutbox } from './outbox.js';
+import { delay } from './relay-process.js';
+
+export interface LoadOptions {
+  readonly writers: number;
+  readonly rowsPerTransaction: number;
+  readonly aggregates: number;
+  /** Pause between one writer's transactions. */
+  readonly pauseMs: number;
+}
+
+/**
+ * Writers committing outbox transactions until stopped, riding through database outages
+ * (a failed transaction is retried later with new ids). Which rows committed is read back from
+ * the table afterwards: that, not this class's counters, is the truth tests compare against.
+ */
+export class OutboxLoad {
+  private running = false;
+  private writers: Promise<void>[] = [];
+  committedTransactions = 0;
+  failedTransactions = 0;
+
+  constructor(private readonly outbox: TestOutbox, private readonly options: LoadOptions) {}
+
+  start(): this {
+    this.running = true;
+    this.writers = Array.from({ length: this.options.writers }, (_, writer) => this.write(writer));
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.writers);
+  }
+
+  private async write(writer: number): Promise<void> {
+    const { rowsPerTransaction, aggregates, pauseMs } = this.options;
+    let sequence = 0;
+    while (this.running) {
+      const rows = Array.from({ length: rowsPerTransaction }, () => {
+        sequence += 1;
+        return billingEvent(`inv_${writer}_${sequence % aggregates}`, sequence);
+      });
+      try {
+        await this.outbox.insert(rows);
+        this.committedTransactions += 1;
+      } catch {
+        this.failedTransactions += 1;
+        await delay(100);
+      }
+      if (pauseMs > 0) await delay(pauseMs);
+    }
+  }
+}
