@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTopics, TopicReader } from '../harness/kafka.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { delay, RelayProcess } from '../harness/relay-process.js';
+
+describe('graceful shutdown', () => {
+  const outbox = new TestOutbox();
+  const reader = new TopicReader();
+
+  beforeAll(async () => {
+    await outbox.create();
+    await createTopics([outbox.topic('invoice')]);
+    await reader.start([outbox.topic('invoice')]);
+  });
+
+  afterAll(async () => {
+    await reader.stop();
+    await outbox.destroy();
+  });
+
+  it('confirms everything Kafka acknowledged before exiting 0, so a restart sends nothing twice', async () => {
+    // A status interval longer than the test: only the shutdown itself can confirm the batch.
+    const env = outbox.relayEnv({ OUTBOX_STATUS_INTERVAL: '10m' });
+    const relay = new RelayProcess(env).start();
+    await relay.waitActive();
+    const confirmedAtStart = (await outbox.slotState()).confirmed;
+    for (let i = 0; i < 50; i += 1) await outbox.insert(Array.from({ length: 10 }, (_, j) => billingEvent(`inv_${j}`, i * 10 + j)));
+    await reader.until('500 events', (records) => records.length >= 500);
+    expect((await outbox.slotState()).confirmed).toBe(confirmedAtStart);
+
+    expect(await relay.stop()).toBe(0);
+    await relay.waitForLog(/^drained/);
+    const walAfter = await outbox.currentWalLsn();
+    expect((await outbox.slotState()).confirmed).toBeGreaterThan(confirmedAtStart);
+
+    const marker = billingEvent('inv_marker', 0);
+    const restarted = new RelayProcess(env).start();
+    try {
+      await restarted.waitActive();
+      await outbox.insert([marker]);
+      await reader.until('the marker', (records) => records.some((record) => record.headers.event_id === marker.eventId));
+      await delay(500);
+    } finally {
+      await restarted.stop();
+    }
+    expect(reader.records).toHaveLength(501);
+    expect(walAfter).toBeGreaterThan(confirmedAtStart);
+  });
+});

@@ -1,0 +1,41 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTopics, TopicReader } from '../harness/kafka.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { RelayProcess } from '../harness/relay-process.js';
+
+describe('two instances on one slot', () => {
+  const outbox = new TestOutbox();
+  const reader = new TopicReader();
+
+  beforeAll(async () => {
+    await outbox.create();
+    await createTopics([outbox.topic('invoice')]);
+    await reader.start([outbox.topic('invoice')]);
+  });
+
+  afterAll(async () => {
+    await reader.stop();
+    await outbox.destroy();
+  });
+
+  it('runs one active reader and one standby that takes over when the active one dies', async () => {
+    const active = new RelayProcess(outbox.relayEnv()).start();
+    await active.waitActive();
+    const standby = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await standby.waitForLog(/^standby/);
+      const before = billingEvent('inv_ha', 1);
+      await outbox.insert([before]);
+      await reader.until('the first event', (records) => records.length >= 1);
+
+      await active.kill9();
+      await standby.waitActive(30_000);
+      const after = billingEvent('inv_ha', 2);
+      await outbox.insert([after]);
+      await reader.until('the event after the takeover', (records) => records.some((record) => record.headers.event_id === after.eventId), 30_000, () => standby.tail());
+      expect(reader.records.map((record) => record.headers.event_id)).toContain(before.eventId);
+    } finally {
+      await standby.stop();
+    }
+  });
+});
