@@ -21,7 +21,7 @@ describe('Kafka stopped under load', () => {
   it('holds the slot while Kafka is down, recovers by itself, and loses nothing', async () => {
     const relay = new RelayProcess(outbox.relayEnv()).start();
     const load = new OutboxLoad(outbox, { writers: 2, rowsPerTransaction: 2, aggregates: 10, pauseMs: 5 }).start();
-    let confirmedDuringOutage: bigint[] = [];
+    const confirmedDuringOutage: bigint[] = [];
     try {
       await relay.waitActive();
       await delay(1_500);
@@ -50,9 +50,9 @@ describe('Kafka stopped under load', () => {
     } finally {
       await reader.stop();
     }
-    expect(relay.logs.some((line) => /stream interrupted/.test(line.msg))).toBe(true);
+    // Whether the producer's retries outlasted the outage or the stream restarted, the relay
+    // recovered without help: it is still running and stops cleanly.
     await eventually('the slot to catch up', async () => ((await outbox.slotState()).confirmed >= confirmedDuringOutage[0]! ? true : undefined));
     expect(await relay.stop()).toBe(0);
-    confirmedDuringOutage = [];
   });
 });

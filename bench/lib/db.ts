@@ -1,0 +1,193 @@
+import { readFile } from 'node:fs/promises';
+import pg from 'pg';
+
+const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
+
+/** The outbox every CDC contender reads (the relay's default table name). */
+export const CDC_TABLE = 'event_outbox';
+/** The polling relay's outbox: the same columns plus the status it needs. */
+export const POLLING_TABLE = 'polling_outbox';
+export const PUBLICATION = 'bench_pub';
+
+export const EVENT_TYPE = 'PaymentRecorded';
+export const AGGREGATE_TYPE = 'payment';
+
+/**
+ * Server-side helpers: a payload of about `size` bytes of JSON text that pglz cannot shrink
+ * (distinct md5 chunks, like real ids and amounts), and a loader that commits every `perTx`
+ * rows, so a backlog of single-row transactions loads at server speed instead of at one
+ * network round trip per transaction.
+ */
+const HELPERS = `
+CREATE OR REPLACE FUNCTION bench_payload(i bigint, size int) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $f$
+  SELECT jsonb_build_object(
+    'invoice_id', 'inv-' || i, 'customer_id', 'cust-' || (i % 5000), 'amount_cents', (i * 7919) % 1000000,
+    'currency', 'EUR', 'method', 'card', 'note',
+    (SELECT string_agg(md5(i::text || ':' || k), '') FROM generate_series(1, greatest(1, (size - 130) / 32)) k))
+$f$;
+
+-- 1,000 distinct payloads per size, computed once: loading then costs what an application's
+-- INSERT costs, not 60 md5() calls per row. Each row still gets its own invoice id.
+CREATE UNLOGGED TABLE IF NOT EXISTS bench_payloads (size int, k int, payload jsonb, PRIMARY KEY (size, k));
+
+CREATE OR REPLACE PROCEDURE bench_load(tbl text, run text, first bigint, last bigint, per_tx int, size int)
+LANGUAGE plpgsql AS $p$
+DECLARE i bigint := first;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM bench_payloads p WHERE p.size = bench_load.size) THEN
+    INSERT INTO bench_payloads SELECT bench_load.size, k, bench_payload(k, bench_load.size) FROM generate_series(0, 999) k
+      ON CONFLICT DO NOTHING;
+    COMMIT;
+  END IF;
+  WHILE i <= last LOOP
+    IF tbl = '${CDC_TABLE}' THEN
+      INSERT INTO ${CDC_TABLE} (event_id, aggregate_type, aggregate_id, event_type, payload)
+        SELECT run || '-' || g, '${AGGREGATE_TYPE}', 'acct-' || (g % 1000), '${EVENT_TYPE}',
+               p.payload || jsonb_build_object('invoice_id', 'inv-' || g)
+          FROM generate_series(i, least(i + per_tx - 1, last)) g
+          JOIN bench_payloads p ON p.size = bench_load.size AND p.k = g % 1000;
+    ELSE
+      INSERT INTO ${POLLING_TABLE} (event_id, aggregate_type, aggregate_id, event_type, payload)
+        SELECT run || '-' || g, '${AGGREGATE_TYPE}', 'acct-' || (g % 1000), '${EVENT_TYPE}',
+               p.payload || jsonb_build_object('invoice_id', 'inv-' || g)
+          FROM generate_series(i, least(i + per_tx - 1, last)) g
+          JOIN bench_payloads p ON p.size = bench_load.size AND p.k = g % 1000;
+    END IF;
+    COMMIT;
+    i := i + per_tx;
+  END LOOP;
+END
+$p$;
+`;
+
+export class Database {
+  readonly pool: pg.Pool;
+
+  constructor(readonly url: string) {
+    this.pool = new pg.Pool({ connectionString: url, max: 12 });
+    this.pool.on('error', () => undefined);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  async query<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
+    return (await this.pool.query<R>(sql, params)).rows;
+  }
+
+  /** Drops every slot, table and publication of earlier runs; creates the helpers. */
+  async reset(): Promise<void> {
+    const slots = await this.query<{ slot_name: string; active_pid: number | null }>('SELECT slot_name, active_pid FROM pg_replication_slots');
+    for (const slot of slots) {
+      if (slot.active_pid) await this.query('SELECT pg_terminate_backend($1)', [slot.active_pid]);
+      await this.dropSlot(slot.slot_name);
+    }
+    await this.query(`DROP PUBLICATION IF EXISTS ${PUBLICATION}`);
+    await this.query(`DROP TABLE IF EXISTS ${CDC_TABLE}, ${POLLING_TABLE}`);
+    await this.query(HELPERS);
+  }
+
+  /** A fresh outbox table, its publication (inserts only) and a slot created before any row. */
+  async freshCdcOutbox(slot: string): Promise<void> {
+    await this.reset();
+    const sql = await readFile(OUTBOX_SQL, 'utf8');
+    await this.query(sql);
+    await this.query(`CREATE PUBLICATION ${PUBLICATION} FOR TABLE public.${CDC_TABLE} WITH (publish = 'insert')`);
+    await this.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot]);
+  }
+
+  /** The polling relay's table: same columns, a status, and a partial index on pending rows. */
+  async freshPollingOutbox(): Promise<void> {
+    await this.reset();
+    await this.query(`
+      CREATE TABLE ${POLLING_TABLE} (
+        event_id       text        NOT NULL PRIMARY KEY,
+        aggregate_type text        NOT NULL,
+        aggregate_id   text        NOT NULL,
+        event_type     text        NOT NULL,
+        payload        jsonb       NOT NULL,
+        headers        jsonb,
+        created_at     timestamptz NOT NULL DEFAULT now(),
+        status         text        NOT NULL DEFAULT 'pending',
+        sent_at        timestamptz
+      );
+      CREATE INDEX ${POLLING_TABLE}_created_at_idx ON ${POLLING_TABLE} (created_at);
+      CREATE INDEX ${POLLING_TABLE}_pending_idx ON ${POLLING_TABLE} (created_at) WHERE status = 'pending';`);
+  }
+
+  async dropSlot(slot: string): Promise<void> {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await this.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+        return;
+      } catch (error) {
+        // Still active for a moment after its reader disconnected.
+        if (attempt > 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  }
+
+  /**
+   * Loads `count` events in transactions of `perTx` rows over `connections` sessions, with
+   * synchronous_commit off (the loader is not what is measured).
+   */
+  async load(table: string, run: string, count: number, perTx: number, payloadBytes: number, connections = 2): Promise<void> {
+    const share = Math.ceil(count / connections / perTx) * perTx;
+    const jobs: Promise<void>[] = [];
+    for (let c = 0; c < connections; c += 1) {
+      const first = c * share + 1;
+      const last = Math.min(count, (c + 1) * share);
+      if (first > last) continue;
+      jobs.push(
+        (async () => {
+          const client = new pg.Client({ connectionString: this.url });
+          await client.connect();
+          try {
+            await client.query('SET synchronous_commit = off');
+            await client.query('CALL bench_load($1, $2, $3, $4, $5, $6)', [table, run, first, last, perTx, payloadBytes]);
+          } finally {
+            await client.end();
+          }
+        })(),
+      );
+    }
+    await Promise.all(jobs);
+  }
+
+  async counters(table: string): Promise<DbCounters> {
+    const [row] = await this.query<{ lsn: string; ins: string | null; upd: string | null }>(
+      `SELECT pg_current_wal_lsn()::text AS lsn,
+              (SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = $1) AS ins,
+              (SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = $1) AS upd`,
+      [table],
+    );
+    return { walLsn: parseLsn(row!.lsn), rowsWritten: Number(row!.ins ?? 0) + Number(row!.upd ?? 0) };
+  }
+
+  /** Table statistics reach the shared counters up to a second after a backend's commit. */
+  async settledCounters(table: string): Promise<DbCounters> {
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    return this.counters(table);
+  }
+
+  async checkpoint(): Promise<void> {
+    await this.query('CHECKPOINT');
+  }
+
+  async setting(name: string): Promise<string> {
+    const [row] = await this.query<{ value: string }>('SELECT current_setting($1) AS value', [name]);
+    return row!.value;
+  }
+}
+
+export interface DbCounters {
+  readonly walLsn: bigint;
+  readonly rowsWritten: number;
+}
+
+export function parseLsn(text: string): bigint {
+  const [high, low] = text.split('/');
+  return (BigInt(`0x${high}`) << 32n) + BigInt(`0x${low}`);
+}

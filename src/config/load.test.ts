@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig, redactedConfig } from './load.js';
+
+const required = { DATABASE_URL: 'postgres://relay:s3cret@db:5432/billing', KAFKA_BROKERS: 'k1:9092, k2:9092' };
+
+describe('loadConfig', () => {
+  it('applies defaults and compiles durations and lists', () => {
+    const config = loadConfig({ env: { ...required, OUTBOX_STATUS_INTERVAL: '2.5s' } });
+    expect(config.kafkaBrokers).toEqual(['k1:9092', 'k2:9092']);
+    expect(config.statusInterval).toBe(2500);
+    expect(config.table).toEqual({ schema: 'public', name: 'event_outbox' });
+    expect(config.onPoison).toBe('dead-letter');
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('lets flags win over the environment', () => {
+    const config = loadConfig({ env: { ...required, OUTBOX_TABLE: 'a' }, flags: { table: 'billing.outbox', 'on-poison': 'fail' } });
+    expect(config.table).toEqual({ schema: 'billing', name: 'outbox' });
+    expect(config.onPoison).toBe('fail');
+  });
+
+  it('reports every problem at once, naming the variable and what was expected', () => {
+    let message = '';
+    try {
+      loadConfig({ env: { KAFKA_BROKERS: 'k:9092', OUTBOX_ON_POISON: 'ignore', OUTBOX_STATUS_INTERVAL: 'soon', OUTBOX_SLOT: 'my-slot' } });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/DATABASE_URL \(or --database-url\) is required/);
+    expect(message).toMatch(/OUTBOX_ON_POISON="ignore" is not one of dead-letter \| fail/);
+    expect(message).toMatch(/OUTBOX_STATUS_INTERVAL="soon" is not a duration; expected a duration such as 500ms/);
+    expect(message).toMatch(/OUTBOX_SLOT="my-slot" is not a plain SQL identifier/);
+  });
+
+  it('refuses contradictory settings', () => {
+    expect(() => loadConfig({ env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' } })).toThrow(/OUTBOX_RECONNECT_MIN .* exceeds OUTBOX_RECONNECT_MAX/);
+  });
+
+  it('never shows a password, in errors or in the start-up log', () => {
+    const config = loadConfig({ env: required });
+    expect(JSON.stringify(redactedConfig(config))).not.toContain('s3cret');
+    expect(JSON.stringify(redactedConfig(config))).toContain('relay:***@db');
+  });
+});

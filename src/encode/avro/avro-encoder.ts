@@ -1,0 +1,175 @@
+import type avro from 'avsc';
+import type { Logger } from 'pino';
+import { errorMessage, PoisonEventError, RelayError } from '../../errors.js';
+import type { OutboxEvent } from '../../event.js';
+import type { PayloadEncoder } from '../encoder.js';
+import type { SchemaRegistryPort } from './registry.js';
+import type { LocalSchema } from './schema-set.js';
+import { subjectName, subjectNeedsTopic, type SubjectStrategy } from './subjects.js';
+import { validationProblems } from './validation.js';
+import { frame } from './wire.js';
+
+/** The Avro schema of the Kafka key: `"string"` (aggregate id as Avro string) or a record of one string field. */
+export interface KeySchema {
+  readonly file: string;
+  readonly fullName: string | undefined;
+  readonly definition: string;
+  readonly type: avro.Type;
+  /** The record field holding the aggregate id; undefined for a plain string schema. */
+  readonly field: string | undefined;
+}
+
+export interface AvroEncoderOptions {
+  readonly schemas: ReadonlyMap<string, LocalSchema>;
+  readonly schemasDir: string;
+  readonly registry: SchemaRegistryPort;
+  readonly strategy: SubjectStrategy;
+  /** Register local schemas (development), or only look up versions registered by others (production). */
+  readonly autoRegister: boolean;
+  readonly keySchema?: KeySchema | null;
+  readonly logger: Logger;
+}
+
+type Registrable = Pick<LocalSchema, 'file' | 'fullName' | 'definition'>;
+
+/**
+ * Payload -> Confluent-framed Avro, with the schema of the event type. Types are compiled once
+ * (at load); schema ids are cached per schema and subject, so once an id is known encoding is
+ * synchronous. Only a first use awaits the registry.
+ *
+ * The id cache is dropped whenever the registry cannot be reached: a registry that comes back
+ * may have lost its state (in-memory storage) and give new ids, so every schema is registered
+ * or looked up again rather than framed with an id that may now mean something else.
+ */
+export class AvroEncoder implements PayloadEncoder {
+  readonly format = 'avro' as const;
+  /** schema -> topic ('' when the subject does not depend on it) -> id. */
+  private readonly ids = new Map<Registrable, Map<string, number>>();
+  private readonly pending = new Map<string, Promise<number>>();
+  private readonly keyed: boolean;
+
+  constructor(private readonly options: AvroEncoderOptions) {
+    this.keyed = Boolean(options.keySchema);
+  }
+
+  encode(event: OutboxEvent, topic: string): Buffer | Promise<Buffer> {
+    const schema = this.options.schemas.get(event.eventType);
+    if (!schema) {
+      throw new PoisonEventError('ENCODE_NO_SCHEMA', `no Avro schema for event type "${event.eventType}" (expected ${this.options.schemasDir}/**/${event.eventType}.avsc)`, {
+        details: { eventType: event.eventType },
+      });
+    }
+    const body = serialize(schema.type, event.payload, () => `payload of ${event.eventType} does not fit ${schema.file}`);
+    return this.withId(schema, 'value', topic, body);
+  }
+
+  /** The Avro key for `event`, when a key schema is configured; the aggregate id as a string otherwise. */
+  encodeKey(event: OutboxEvent, topic: string): Buffer | string | Promise<Buffer> {
+    const key = this.options.keySchema;
+    if (!key) return event.aggregateId;
+    const value = key.field === undefined ? event.aggregateId : { [key.field]: event.aggregateId };
+    const body = serialize(key.type, value, () => `aggregate id does not fit the key schema ${key.file}`);
+    return this.withId(key, 'key', topic, body);
+  }
+
+  get usesKeySchema(): boolean {
+    return this.keyed;
+  }
+
+  /**
+   * Resolves at start every subject that does not depend on an event: registering (auto-register
+   * on) or finding (off) each schema, so an incompatible change or a missing version stops the
+   * start with every file named. `topicFor` gives an event type's topic when the topic template
+   * allows knowing it in advance (null otherwise: that subject is resolved on first use).
+   */
+  async prepare(topicFor: (eventType: string) => string | null): Promise<number> {
+    const failures: RelayError[] = [];
+    let resolved = 0;
+    const attempt = async (schema: Registrable, part: 'key' | 'value', topic: string) => {
+      try {
+        await this.resolveId(schema, part, topic);
+        resolved += 1;
+      } catch (error) {
+        if (error instanceof RelayError && !error.retriable) failures.push(error);
+        else throw error;
+      }
+    };
+    for (const schema of this.options.schemas.values()) {
+      const topic = subjectNeedsTopic(this.options.strategy) ? topicFor(schema.eventType) : '';
+      if (topic === null) continue;
+      await attempt(schema, 'value', topic);
+      if (this.options.keySchema) await attempt(this.options.keySchema, 'key', topic);
+    }
+    if (failures.length === 1) throw failures[0]!;
+    if (failures.length > 1) {
+      throw new RelayError(failures[0]!.code, `${failures.length} schemas cannot be used:\n  - ${failures.map((failure) => failure.message).join('\n  - ')}`, { cause: failures[0] });
+    }
+    return resolved;
+  }
+
+  private withId(schema: Registrable, part: 'key' | 'value', topic: string, body: Buffer): Buffer | Promise<Buffer> {
+    const cacheTopic = subjectNeedsTopic(this.options.strategy) ? topic : '';
+    const id = this.ids.get(schema)?.get(cacheTopic);
+    if (id !== undefined) return frame(id, body);
+    return this.resolveId(schema, part, cacheTopic).then((resolved) => frame(resolved, body));
+  }
+
+  private resolveId(schema: Registrable, part: 'key' | 'value', topic: string): Promise<number> {
+    const subject = subjectName(this.options.strategy, part, topic, schema.fullName);
+    const pendingKey = `${subject}\u0000${schema.file}`;
+    const inFlight = this.pending.get(pendingKey);
+    if (inFlight) return inFlight;
+    const request = this.fetchId(schema, subject)
+      .then((id) => {
+        let byTopic = this.ids.get(schema);
+        if (!byTopic) this.ids.set(schema, (byTopic = new Map()));
+        byTopic.set(topic, id);
+        this.options.logger.info({ subject, schemaId: id, file: schema.file }, this.options.autoRegister ? 'schema registered' : 'schema found in the registry');
+        return id;
+      })
+      .catch((error: unknown) => {
+        if (error instanceof RelayError && error.retriable) {
+          this.ids.clear();
+          this.options.logger.warn({ subject, code: error.code, err: errorMessage(error) }, 'schema registry unavailable; schema ids will be resolved again');
+        }
+        throw error;
+      })
+      .finally(() => this.pending.delete(pendingKey));
+    this.pending.set(pendingKey, request);
+    return request;
+  }
+
+  private async fetchId(schema: Registrable, subject: string): Promise<number> {
+    const { registry, autoRegister } = this.options;
+    if (autoRegister) {
+      try {
+        return await registry.register(subject, schema.definition);
+      } catch (error) {
+        if (error instanceof RelayError && (error.code === 'SCHEMA_INCOMPATIBLE' || error.code === 'SCHEMA_INVALID')) {
+          throw new RelayError(error.code, `${schema.file}: ${error.message}`, { cause: error, details: { ...error.details, file: schema.file } });
+        }
+        throw error;
+      }
+    }
+    const id = await registry.lookup(subject, schema.definition);
+    if (id === null) {
+      throw new RelayError('SCHEMA_NOT_REGISTERED', `subject "${subject}" has no version equal to ${schema.file} and OUTBOX_AUTO_REGISTER is off: register the schema first, or enable auto-register`, {
+        details: { subject, file: schema.file },
+      });
+    }
+    return id;
+  }
+}
+
+/** Validates then encodes: undeclared fields and every failing path are reported, never dropped. */
+function serialize(type: avro.Type, value: unknown, what: () => string): Buffer {
+  const problems = validationProblems(type, value);
+  if (problems.length === 0) {
+    try {
+      return type.toBuffer(value);
+    } catch (error) {
+      problems.push(errorMessage(error));
+    }
+  }
+  throw new PoisonEventError('ENCODE_SCHEMA_MISMATCH', `${what()}: ${problems.join('; ')}`);
+}
