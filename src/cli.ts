@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { loadConfig, redactedConfig } from './config/load.js';
 import { flagName, OPTIONS, type OptionKey } from './config/options.js';
-import { JsonEncoder } from './encode/json-encoder.js';
+import { createEncoder } from './encode/create-encoder.js';
+import { schemasCheck } from './encode/schemas-check.js';
 import { errorCode, errorMessage, RelayError } from './errors.js';
 import { createLogger } from './observe/logger.js';
 import { createRelayMetrics } from './observe/metrics.js';
@@ -12,14 +13,18 @@ import { setup, verify } from './setup/setup.js';
 const EXIT = { ok: 0, failed: 1, usage: 2, drainTimedOut: 3 } as const;
 
 const SETUP_OPTIONS: readonly OptionKey[] = ['databaseUrl', 'table', 'publication', 'slot', 'logLevel'];
+const SCHEMAS_CHECK_OPTIONS: readonly OptionKey[] = ['schemasDir', 'keySchema'];
 
 const COMMANDS: Record<string, { summary: string; options: readonly OptionKey[] | 'all'; action: (flags: Record<string, string>) => Promise<number> }> = {
   run: { summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.', options: 'all', action: runCommand },
   setup: { summary: 'Create the outbox table, publication and slot if missing (idempotent).', options: SETUP_OPTIONS, action: setupCommand },
+  'schemas check': { summary: 'Parse and compile every Avro schema; list problems with file and path (exit 1 if any).', options: SCHEMAS_CHECK_OPTIONS, action: schemasCheckCommand },
 };
 
 async function main(argv: readonly string[]): Promise<number> {
-  const [command, ...rest] = argv;
+  const [first, ...rest] = argv;
+  // Two-word commands (`schemas check`).
+  const command = first !== undefined && rest[0] !== undefined && !rest[0].startsWith('--') && `${first} ${rest[0]}` in COMMANDS ? `${first} ${rest.shift()}` : first;
   if (command === undefined || command === '--help' || command === 'help') {
     process.stdout.write(usage());
     return command === undefined ? EXIT.usage : EXIT.ok;
@@ -54,8 +59,10 @@ async function runCommand(flags: Record<string, string>): Promise<number> {
   if (config.setup) for (const action of await setup(target)) logger.info({ action }, 'setup');
   else await verify(target);
 
-  const relay = new Relay({ config, logger, metrics: createRelayMetrics(), encoder: new JsonEncoder() });
   const stop = new AbortController();
+  const metrics = createRelayMetrics();
+  const encoder = await createEncoder(config, { logger, metricsRegistry: metrics.registry, signal: stop.signal });
+  const relay = new Relay({ config, logger, metrics, encoder });
   const onSignal = (signal: NodeJS.Signals) => {
     if (stop.signal.aborted) {
       logger.warn({ signal }, 'second signal: exiting without draining');
@@ -83,6 +90,13 @@ async function setupCommand(flags: Record<string, string>): Promise<number> {
   return EXIT.ok;
 }
 
+async function schemasCheckCommand(flags: Record<string, string>): Promise<number> {
+  const config = loadConfig({ env: process.env, flags }, SCHEMAS_CHECK_OPTIONS);
+  const report = await schemasCheck(config.schemasDir, config.keySchema);
+  for (const line of report.lines) process.stdout.write(`${line}\n`);
+  return report.ok ? EXIT.ok : EXIT.failed;
+}
+
 function parseFlags(args: readonly string[]): Record<string, string> {
   const flags: Record<string, string> = {};
   for (let i = 0; i < args.length; i += 1) {
@@ -97,7 +111,7 @@ function parseFlags(args: readonly string[]): Record<string, string> {
 }
 
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, spec]) => `  ${name.padEnd(8)} ${spec.summary}`);
+  const lines = Object.entries(COMMANDS).map(([name, spec]) => `  ${name.padEnd(14)} ${spec.summary}`);
   return `usage: outbox-relay <command> [--option value ...]\n\ncommands:\n${lines.join('\n')}\n\n` +
     `Run \`outbox-relay <command> --help\` for its options. Exit codes: 0 ok, 1 failed, 2 bad usage or configuration, 3 stopped before draining.\n`;
 }

@@ -14,6 +14,25 @@ function option<T>(spec: OptionSpec<T>): OptionSpec<T> {
   return spec;
 }
 
+/** An option that may be left empty (its default): null then. */
+function optional<T>(parser: p.Parser<T>): p.Parser<T | null> {
+  return { expected: `${parser.expected}, or empty`, parse: (raw) => (raw.trim() === '' ? null : parser.parse(raw)) };
+}
+
+const httpUrl: p.Parser<string> = {
+  expected: 'an http(s) URL, e.g. http://registry:8081 or http://apicurio:8080/apis/ccompat/v7',
+  parse: (raw) => {
+    let url: URL;
+    try {
+      url = new URL(raw.trim());
+    } catch {
+      throw new Error('is not a URL');
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('is not an http(s) URL');
+    return raw.trim();
+  },
+};
+
 /**
  * Every setting of the relay, declared once: environment variable, type, default and meaning.
  * The flag for an option is its env name in kebab case without the OUTBOX_ prefix
@@ -37,7 +56,12 @@ export const OPTIONS = {
   deadLetterTopic: option({ env: 'OUTBOX_DEAD_LETTER_TOPIC', parser: p.text, default: 'outbox.dead-letter', description: 'Where events that cannot be decoded, routed or encoded go.' }),
   onPoison: option({ env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),
   onUnexpectedChange: option({ env: 'OUTBOX_ON_UNEXPECTED_CHANGE', parser: p.oneOf('warn', 'fail'), default: 'warn', description: 'An UPDATE, DELETE or TRUNCATE reaching the relay is logged, or stops it.' }),
-  format: option({ env: 'OUTBOX_FORMAT', parser: p.oneOf('json'), default: 'json', description: 'Payload encoding: json (UTF-8 JSON of the payload column).' }),
+  format: option({ env: 'OUTBOX_FORMAT', parser: p.oneOf('json', 'avro'), default: 'json', description: 'Payload encoding: json (UTF-8 JSON of the payload column), or avro (schema of the event type from OUTBOX_SCHEMAS_DIR, Confluent wire format, via the schema registry).' }),
+  schemaRegistryUrl: option({ env: 'SCHEMA_REGISTRY_URL', parser: optional(httpUrl), default: '', secret: true, description: 'Confluent-compatible schema registry (Apicurio: .../apis/ccompat/v7); user:password@ in the URL is sent as basic auth. Required with avro.' }),
+  schemasDir: option({ env: 'OUTBOX_SCHEMAS_DIR', parser: p.text, default: 'schemas', description: 'Folder of Avro schemas, one <event_type>.avsc per event type, at any depth (e.g. schemas/billing/invoice.paid.avsc).' }),
+  subjectStrategy: option({ env: 'OUTBOX_SUBJECT_STRATEGY', parser: p.oneOf('topic', 'record', 'topic-record'), default: 'topic', description: 'Registry subject: topic (<topic>-value), record (<namespace>.<name>) or topic-record (<topic>-<namespace>.<name>).' }),
+  autoRegister: option({ env: 'OUTBOX_AUTO_REGISTER', parser: p.boolean, default: 'false', description: 'Register local schemas (development); off, use the version already registered and fail, naming the subject, if none equals the local schema.' }),
+  keySchema: option({ env: 'OUTBOX_KEY_SCHEMA', parser: optional(p.text), default: '', description: 'Avro schema file for the Kafka key ("string", or a record of one string field); empty: the key is the aggregate id as a UTF-8 string.' }),
   batchMaxEvents: option({ env: 'OUTBOX_BATCH_MAX_EVENTS', parser: p.integer(1, 100_000), default: '4000', description: 'Most events in one Kafka produce request.' }),
   maxBufferedEvents: option({ env: 'OUTBOX_MAX_BUFFERED_EVENTS', parser: p.integer(1, 10_000_000), default: '40000', description: 'Events decoded but not yet acknowledged before reading from Postgres pauses (memory bound).' }),
   statusInterval: option({ env: 'OUTBOX_STATUS_INTERVAL', parser: p.duration, default: '1s', description: 'How often the confirmed position is sent to Postgres.' }),

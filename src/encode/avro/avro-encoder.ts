@@ -46,11 +46,8 @@ export class AvroEncoder implements PayloadEncoder {
   /** schema -> topic ('' when the subject does not depend on it) -> id. */
   private readonly ids = new Map<Registrable, Map<string, number>>();
   private readonly pending = new Map<string, Promise<number>>();
-  private readonly keyed: boolean;
 
-  constructor(private readonly options: AvroEncoderOptions) {
-    this.keyed = Boolean(options.keySchema);
-  }
+  constructor(private readonly options: AvroEncoderOptions) {}
 
   encode(event: OutboxEvent, topic: string): Buffer | Promise<Buffer> {
     const schema = this.options.schemas.get(event.eventType);
@@ -70,10 +67,6 @@ export class AvroEncoder implements PayloadEncoder {
     const value = key.field === undefined ? event.aggregateId : { [key.field]: event.aggregateId };
     const body = serialize(key.type, value, () => `aggregate id does not fit the key schema ${key.file}`);
     return this.withId(key, 'key', topic, body);
-  }
-
-  get usesKeySchema(): boolean {
-    return this.keyed;
   }
 
   /**
