@@ -1,17 +1,28 @@
 import type { Logger } from 'pino';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
+import type { RelayConfig } from './config/options.js';
 import type { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { PoisonEventError, RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
-import { formatLsn } from './lsn.js';
+import { formatLsn, type Lsn } from './lsn.js';
 import type { RelayMetrics } from './observe/metrics.js';
-import type { ReplicationStream } from './source/replication-stream.js';
 import type { RelationRef, SourceMessage } from './source/messages.js';
 import { deadLetterMessage } from './sink/dead-letter.js';
 import { eventHeaders } from './sink/headers.js';
 import type { KafkaSink } from './sink/kafka-sink.js';
 import type { TopicRouter } from './sink/topic-router.js';
+
+export function pipelineOptions(config: RelayConfig): PipelineOptions {
+  return {
+    table: config.table,
+    deadLetterTopic: config.deadLetterTopic,
+    onPoison: config.onPoison,
+    onUnexpectedChange: config.onUnexpectedChange,
+    maxBufferedEvents: config.maxBufferedEvents,
+    columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
+  };
+}
 
 export interface PipelineOptions {
   readonly table: RelationRef;
@@ -22,8 +33,13 @@ export interface PipelineOptions {
   readonly columns: { readonly eventId: string; readonly aggregateId: string };
 }
 
+/** Where a keepalive that asks for a reply gets one. */
+export interface StatusReporter {
+  sendStatus(lsn: Lsn, replyRequested?: boolean): void;
+}
+
 export interface PipelineStages {
-  readonly stream: ReplicationStream;
+  readonly stream: StatusReporter;
   readonly tracker: CommitTracker;
   readonly decoder: RowDecoder;
   readonly router: TopicRouter;

@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { RelayConfig } from './config/options.js';
-import { RowDecoder } from './decode/row-decoder.js';
+import { rowDecoderFor, type RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
 import { formatLsn } from './lsn.js';
 import { setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
-import { Pipeline } from './pipeline.js';
+import { Pipeline, pipelineOptions } from './pipeline.js';
 import { KafkaSink } from './sink/kafka-sink.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream } from './source/replication-stream.js';
@@ -37,15 +37,7 @@ export class Relay {
   constructor(private readonly deps: RelayDependencies) {
     const { config } = deps;
     this.router = compileTopicTemplate(config.topicTemplate);
-    this.decoder = new RowDecoder({
-      eventId: config.columnEventId,
-      aggregateType: config.columnAggregateType,
-      aggregateId: config.columnAggregateId,
-      eventType: config.columnEventType,
-      payload: config.columnPayload,
-      headers: config.columnHeaders,
-      createdAt: config.columnCreatedAt,
-    });
+    this.decoder = rowDecoderFor(config);
     setState(deps.metrics, this.currentState);
   }
 
@@ -124,14 +116,7 @@ export class Relay {
       });
       await sink.start();
       const pipeline = new Pipeline(
-        {
-          table: config.table,
-          deadLetterTopic: config.deadLetterTopic,
-          onPoison: config.onPoison,
-          onUnexpectedChange: config.onUnexpectedChange,
-          maxBufferedEvents: config.maxBufferedEvents,
-          columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
-        },
+        pipelineOptions(config),
         { stream, tracker: sessionTracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
       );
       this.transition('active');

@@ -2,6 +2,20 @@ import { PoisonEventError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
 import type { RowValues } from '../source/messages.js';
 
+import type { RelayConfig } from '../config/options.js';
+
+export function rowDecoderFor(config: RelayConfig): RowDecoder {
+  return new RowDecoder({
+    eventId: config.columnEventId,
+    aggregateType: config.columnAggregateType,
+    aggregateId: config.columnAggregateId,
+    eventType: config.columnEventType,
+    payload: config.columnPayload,
+    headers: config.columnHeaders,
+    createdAt: config.columnCreatedAt,
+  });
+}
+
 export interface ColumnMap {
   readonly eventId: string;
   readonly aggregateType: string;

@@ -2,10 +2,12 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 export type RelayState = 'starting' | 'standby' | 'active' | 'draining' | 'stopped';
 export const RELAY_STATES: readonly RelayState[] = ['starting', 'standby', 'active', 'draining', 'stopped'];
+export const WAL_STATUSES = ['reserved', 'extended', 'unreserved', 'lost'] as const;
 
 /**
- * The relay's Prometheus metrics, one registry per process (tests create their own).
- * Names follow Prometheus conventions: counters end in _total, units in the name.
+ * The relay's Prometheus metrics, one registry per process. Names follow Prometheus
+ * conventions: counters end in _total, units in the name. deploy/ alerts and the Grafana
+ * dashboard use these names; scripts/validate-deploy.sh checks they exist.
  */
 export function createRelayMetrics(registry = new Registry()) {
   collectDefaultMetrics({ register: registry });
@@ -16,7 +18,7 @@ export function createRelayMetrics(registry = new Registry()) {
     deadLettered: new Counter({ name: 'outbox_relay_events_dead_lettered_total', help: 'Poison events sent to the dead-letter topic, by reason code.', labelNames: ['reason'], registers }),
     bytesOut: new Counter({ name: 'outbox_relay_bytes_out_total', help: 'Record value bytes acknowledged by Kafka.', registers }),
     inFlight: new Gauge({ name: 'outbox_relay_in_flight_events', help: 'Events handed to Kafka and not yet acknowledged.', registers }),
-    reconnects: new Counter({ name: 'outbox_relay_reconnects_total', help: 'Stream restarts after a lost connection or a failed publish.', labelNames: ['reason'], registers }),
+    reconnects: new Counter({ name: 'outbox_relay_reconnects_total', help: 'Stream restarts after a lost connection or a failed publish, by error code.', labelNames: ['reason'], registers }),
     state: new Gauge({ name: 'outbox_relay_state', help: 'Relay state: 1 for the current one.', labelNames: ['state'], registers }),
     confirmedLsn: new Gauge({ name: 'outbox_relay_confirmed_lsn_bytes', help: 'Position last confirmed to Postgres, as a byte offset in the WAL.', registers }),
     lagSeconds: new Gauge({ name: 'outbox_relay_lag_seconds', help: 'Now minus the commit time of the oldest event not yet acknowledged; 0 when caught up.', registers }),
@@ -26,6 +28,10 @@ export function createRelayMetrics(registry = new Registry()) {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     }),
+    slotLagBytes: new Gauge({ name: 'outbox_relay_slot_lag_bytes', help: "pg_current_wal_lsn() minus the slot's confirmed_flush_lsn: WAL the slot holds.", registers }),
+    slotActive: new Gauge({ name: 'outbox_relay_slot_active', help: '1 when a reader is streaming from the slot.', registers }),
+    slotWalStatus: new Gauge({ name: 'outbox_relay_slot_wal_status', help: "The slot's wal_status: 1 for the current one (unreserved or lost: the slot is about to be, or was, invalidated).", labelNames: ['status'], registers }),
+    slotSafeWalSize: new Gauge({ name: 'outbox_relay_slot_safe_wal_size_bytes', help: 'WAL that can still be written before max_slot_wal_keep_size invalidates the slot; -1 when unlimited.', registers }),
   };
 }
 

@@ -1,0 +1,90 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { RelayMetrics } from './metrics.js';
+import { WAL_STATUSES } from './metrics.js';
+
+export interface SlotReport {
+  readonly slot: string;
+  readonly exists: boolean;
+  readonly active: boolean;
+  readonly activePid: number | null;
+  readonly confirmedFlushLsn: string | null;
+  readonly currentWalLsn: string;
+  readonly lagBytes: number | null;
+  readonly walStatus: string | null;
+  /** null when max_slot_wal_keep_size is unlimited. */
+  readonly safeWalSizeBytes: number | null;
+  /** How long ago the WAL now confirmed was written (pg_stat_replication.flush_lag); null when idle or inactive. */
+  readonly flushLagSeconds: number | null;
+  readonly reader: { readonly applicationName: string; readonly clientAddress: string | null; readonly since: Date } | null;
+}
+
+/** What Postgres says about the slot: for `status` and for the relay's slot metrics. */
+export async function readSlot(client: pg.ClientBase, slot: string): Promise<SlotReport> {
+  const { rows } = await client.query<{
+    active: boolean; active_pid: number | null; confirmed: string | null; current: string; lag: string | null;
+    wal_status: string | null; safe_wal_size: string | null; flush_lag: number | null;
+    application_name: string | null; client_addr: string | null; backend_start: Date | null;
+  }>(
+    `SELECT s.active, s.active_pid, s.confirmed_flush_lsn::text AS confirmed, pg_current_wal_lsn()::text AS current,
+            (pg_current_wal_lsn() - s.confirmed_flush_lsn)::text AS lag, s.wal_status, s.safe_wal_size::text AS safe_wal_size,
+            extract(epoch FROM r.flush_lag)::float8 AS flush_lag, r.application_name, r.client_addr::text, r.backend_start
+       FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+      WHERE s.slot_name = $1`,
+    [slot],
+  );
+  const row = rows[0];
+  if (!row) {
+    const current = await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null };
+  }
+  return {
+    slot,
+    exists: true,
+    active: row.active,
+    activePid: row.active_pid,
+    confirmedFlushLsn: row.confirmed,
+    currentWalLsn: row.current,
+    lagBytes: row.lag === null ? null : Number(row.lag),
+    walStatus: row.wal_status,
+    safeWalSizeBytes: row.safe_wal_size === null ? null : Number(row.safe_wal_size),
+    flushLagSeconds: row.flush_lag,
+    reader: row.active && row.backend_start ? { applicationName: row.application_name ?? '', clientAddress: row.client_addr, since: row.backend_start } : null,
+  };
+}
+
+/**
+ * Polls the slot on an interval and exports what it finds. Runs on a normal connection, in
+ * active and standby instances alike: the slot's lag matters most when nobody is reading it.
+ */
+export class SlotMonitor {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly pool: pg.Pool;
+
+  constructor(private readonly options: { databaseUrl: string; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {
+    this.pool = new pg.Pool({ connectionString: options.databaseUrl, max: 1, application_name: 'outbox-relay-monitor' } as pg.PoolConfig);
+    this.pool.on('error', () => undefined);
+  }
+
+  start(): void {
+    const poll = () => {
+      this.poll().catch((error: unknown) => this.options.logger.debug({ err: (error as Error).message }, 'slot poll failed'));
+    };
+    poll();
+    this.timer = setInterval(poll, this.options.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.pool.end();
+  }
+
+  private async poll(): Promise<void> {
+    const { metrics } = this.options;
+    const report = await readSlot(this.pool as unknown as pg.ClientBase, this.options.slot);
+    metrics.slotActive.set(report.active ? 1 : 0);
+    if (report.lagBytes !== null) metrics.slotLagBytes.set(report.lagBytes);
+    for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, report.walStatus === status ? 1 : 0);
+    metrics.slotSafeWalSize.set(report.safeWalSizeBytes ?? -1);
+  }
+}

@@ -1,0 +1,82 @@
+import { Kafka, logLevel } from 'kafkajs';
+import pg from 'pg';
+import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
+
+export interface StatusInput {
+  readonly databaseUrl: string;
+  readonly slot: string;
+  readonly publication: string;
+  readonly table: { readonly schema: string; readonly name: string };
+  readonly createdAtColumn: string;
+  readonly kafkaBrokers: readonly string[] | null;
+  readonly deadLetterTopic: string;
+}
+
+export interface StatusReport {
+  readonly slot: SlotReport;
+  readonly publication: { readonly name: string; readonly exists: boolean };
+  readonly outbox: { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number };
+  /** Records in the dead-letter topic, or why it could not be read. */
+  readonly deadLetters: { readonly topic: string; readonly count: number | null; readonly error?: string };
+}
+
+/** Everything an operator asks first, read from Postgres (and Kafka for the dead letters). */
+export async function readStatus(input: StatusInput): Promise<StatusReport> {
+  const client = new pg.Client({ connectionString: input.databaseUrl, application_name: 'outbox-relay-status' } as pg.ClientConfig);
+  await client.connect();
+  try {
+    const table = `${pg.escapeIdentifier(input.table.schema)}.${pg.escapeIdentifier(input.table.name)}`;
+    const slot = await readSlot(client, input.slot);
+    const publication = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [input.publication]);
+    const outbox = await client.query<{ rows: string; age: number | null; bytes: string }>(
+      `SELECT count(*)::text AS rows, extract(epoch FROM now() - min(${pg.escapeIdentifier(input.createdAtColumn)}))::float8 AS age,
+              pg_total_relation_size(${pg.escapeLiteral(table)})::text AS bytes FROM ${table}`,
+    );
+    const row = outbox.rows[0]!;
+    return {
+      slot,
+      publication: { name: input.publication, exists: publication.rows.length > 0 },
+      outbox: { table: `${input.table.schema}.${input.table.name}`, rows: Number(row.rows), oldestRowAgeSeconds: row.age, totalBytes: Number(row.bytes) },
+      deadLetters: await countDeadLetters(input),
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+async function countDeadLetters(input: StatusInput): Promise<StatusReport['deadLetters']> {
+  const topic = input.deadLetterTopic;
+  if (!input.kafkaBrokers) return { topic, count: null, error: 'KAFKA_BROKERS not set' };
+  const admin = new Kafka({ clientId: 'outbox-relay-status', brokers: [...input.kafkaBrokers], logLevel: logLevel.NOTHING, connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
+  try {
+    await admin.connect();
+    const topics = await admin.listTopics();
+    if (!topics.includes(topic)) return { topic, count: 0 };
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return { topic, count: offsets.reduce((sum, partition) => sum + Number(partition.high) - Number(partition.low), 0) };
+  } catch (error) {
+    return { topic, count: null, error: (error as Error).message };
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
+export function formatStatus(report: StatusReport): string {
+  const { slot } = report;
+  const bytes = (value: number | null) => (value === null ? '-' : value < 1024 ? `${value} B` : value < 1 << 20 ? `${(value / 1024).toFixed(1)} KiB` : `${(value / (1 << 20)).toFixed(1)} MiB`);
+  const seconds = (value: number | null) => (value === null ? '-' : `${value.toFixed(1)} s`);
+  const rows: [string, string][] = [
+    ['slot', slot.exists ? slot.slot : `${slot.slot} (MISSING: run outbox-relay setup)`],
+    ['active reader', slot.reader ? `pid ${slot.activePid} ${slot.reader.applicationName} ${slot.reader.clientAddress ?? 'local'} since ${slot.reader.since.toISOString()}` : 'none'],
+    ['confirmed flush lsn', slot.confirmedFlushLsn ?? '-'],
+    ['current wal lsn', slot.currentWalLsn],
+    ['lag', `${bytes(slot.lagBytes)} (flush lag ${seconds(slot.flushLagSeconds)})`],
+    ['wal status', slot.walStatus ?? '-'],
+    ['safe wal size', slot.exists ? (slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)) : '-'],
+    ['publication', `${report.publication.name}${report.publication.exists ? '' : ' (MISSING)'}`],
+    ['outbox', `${report.outbox.table}: ${report.outbox.rows} rows, ${bytes(report.outbox.totalBytes)}, oldest ${seconds(report.outbox.oldestRowAgeSeconds)} old`],
+    ['dead letters', report.deadLetters.count === null ? `unknown (${report.deadLetters.error})` : `${report.deadLetters.count} in ${report.deadLetters.topic}`],
+  ];
+  const width = Math.max(...rows.map(([name]) => name.length));
+  return rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`).join('\n') + '\n';
+}

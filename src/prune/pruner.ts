@@ -1,0 +1,151 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { RelayError } from '../errors.js';
+
+export interface PruneOptions {
+  readonly databaseUrl: string;
+  readonly table: { readonly schema: string; readonly name: string };
+  readonly createdAtColumn: string;
+  readonly slot: string;
+  readonly retentionMs: number;
+  readonly batchSize: number;
+  readonly logger: Logger;
+  readonly metrics: PruneMetrics;
+}
+
+export function createPruneMetrics(registry = new Registry()) {
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    rowsDeleted: new Counter({ name: 'outbox_prune_rows_deleted_total', help: 'Outbox rows deleted by the pruner.', registers }),
+    oldestRowAge: new Gauge({ name: 'outbox_prune_oldest_row_age_seconds', help: 'Age of the oldest row left in the outbox table.', registers }),
+    tableBytes: new Gauge({ name: 'outbox_prune_table_bytes', help: 'Size of the outbox table with its indexes and TOAST.', registers }),
+    lastSuccess: new Gauge({ name: 'outbox_prune_last_success_timestamp_seconds', help: 'When a prune pass last completed.', registers }),
+  };
+}
+
+export type PruneMetrics = ReturnType<typeof createPruneMetrics>;
+
+export interface PruneResult {
+  readonly deleted: number;
+  /** The WAL position below which rows were provably confirmed, or null if none yet. */
+  readonly safeBelowLsn: string | null;
+}
+
+/**
+ * Deletes outbox rows older than the retention — but never a row the relay has not confirmed.
+ *
+ * The outbox row does not know its commit LSN, so each pass records a mark: the WAL insert
+ * position and the oldest transaction still running, read in one statement. Every transaction
+ * older than that oldest running one had finished before the position was read, so its commit
+ * lies below the mark's LSN. Once the slot's confirmed_flush_lsn passes a mark's LSN, rows
+ * inserted by transactions older than the mark's oldest running transaction are confirmed and
+ * may go. Transaction ids are compared as 64-bit (epoch-extended) values, so wraparound cannot
+ * make an old id look new. Deletes publish nothing: the publication carries inserts only.
+ */
+export class Pruner {
+  private readonly table: string;
+  private readonly marks: string;
+
+  constructor(private readonly options: PruneOptions) {
+    const { schema, name } = options.table;
+    this.table = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
+    this.marks = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${name}_prune_marks`)}`;
+  }
+
+  async pass(): Promise<PruneResult> {
+    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: 'outbox-relay-prune' } as pg.ClientConfig);
+    await client.connect();
+    try {
+      await client.query(`CREATE TABLE IF NOT EXISTS ${this.marks} (taken_at timestamptz NOT NULL, wal_lsn pg_lsn NOT NULL, oldest_running_xid bigint NOT NULL)`);
+      const confirmed = await this.confirmedFlushLsn(client);
+      await this.recordMark(client);
+      const mark = await this.newestConfirmedMark(client, confirmed);
+      let deleted = 0;
+      if (mark) {
+        deleted = await this.deleteConfirmed(client, mark);
+        await client.query(`DELETE FROM ${this.marks} WHERE wal_lsn < $1::pg_lsn`, [mark.walLsn]);
+      } else {
+        this.options.logger.info({ confirmed }, 'prune: no mark confirmed by the relay yet; nothing deleted this pass');
+      }
+      await this.updateGauges(client);
+      this.options.metrics.lastSuccess.set(Date.now() / 1000);
+      return { deleted, safeBelowLsn: mark?.walLsn ?? null };
+    } finally {
+      await client.end();
+    }
+  }
+
+  private async confirmedFlushLsn(client: pg.Client): Promise<string | null> {
+    const { rows } = await client.query<{ lsn: string | null }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [this.options.slot]);
+    if (!rows[0]) throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${this.options.slot}" does not exist; the pruner deletes only what the relay confirmed through it`);
+    return rows[0].lsn;
+  }
+
+  private async recordMark(client: pg.Client): Promise<void> {
+    // Read first, in a statement of its own: the snapshot is taken before the insert position is
+    // read, and no transaction id of ours is in it yet.
+    const { rows } = await client.query<{ wal_lsn: string; oldest: string }>(
+      'SELECT pg_current_wal_insert_lsn()::text AS wal_lsn, pg_snapshot_xmin(pg_current_snapshot())::text AS oldest',
+    );
+    const sample = rows[0]!;
+    await client.query(`INSERT INTO ${this.marks} (taken_at, wal_lsn, oldest_running_xid) VALUES (clock_timestamp(), $1, $2)`, [sample.wal_lsn, sample.oldest]);
+  }
+
+  private async newestConfirmedMark(client: pg.Client, confirmed: string | null): Promise<{ walLsn: string; oldestRunningXid: string; takenAt: Date } | null> {
+    if (confirmed === null) return null;
+    const { rows } = await client.query<{ wal_lsn: string; oldest_running_xid: string; taken_at: Date }>(
+      `SELECT wal_lsn::text, oldest_running_xid::text, taken_at FROM ${this.marks} WHERE wal_lsn <= $1::pg_lsn ORDER BY wal_lsn DESC LIMIT 1`,
+      [confirmed],
+    );
+    const row = rows[0];
+    return row ? { walLsn: row.wal_lsn, oldestRunningXid: row.oldest_running_xid, takenAt: row.taken_at } : null;
+  }
+
+  /** Small batches, each its own transaction: short locks, progress visible, safe to stop. */
+  private async deleteConfirmed(client: pg.Client, mark: { oldestRunningXid: string; takenAt: Date }): Promise<number> {
+    const { logger, retentionMs, batchSize, metrics } = this.options;
+    let total = 0;
+    const started = Date.now();
+    const createdAt = pg.escapeIdentifier(this.options.createdAtColumn);
+    for (;;) {
+      // A row's 64-bit xid is our own xid minus age(xmin): age() counts from our xid once we
+      // have one, so take it first. A frozen row (age 2^31-1) counts as old, which is why rows
+      // must also predate the mark's time.
+      await client.query('BEGIN');
+      let deleted: number;
+      try {
+        const own = await client.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
+        const result = await client.query(
+          `DELETE FROM ${this.table} WHERE ctid = ANY (ARRAY(
+             SELECT ctid FROM ${this.table}
+              WHERE ${createdAt} < now() - make_interval(secs => $1::float8 / 1000)
+                AND ${createdAt} < $2
+                AND $3::bigint - age(xmin) < $4::bigint
+              LIMIT $5))`,
+          [retentionMs, mark.takenAt, own.rows[0]!.xid, mark.oldestRunningXid, batchSize],
+        );
+        await client.query('COMMIT');
+        deleted = result.rowCount ?? 0;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      }
+      total += deleted;
+      metrics.rowsDeleted.inc(deleted);
+      if (deleted > 0) logger.info({ deleted: total, elapsedMs: Date.now() - started }, 'prune: progress');
+      if (deleted < batchSize) return total;
+    }
+  }
+
+  private async updateGauges(client: pg.Client): Promise<void> {
+    const { rows } = await client.query<{ age: number | null; bytes: string }>(
+      `SELECT extract(epoch FROM now() - min(${pg.escapeIdentifier(this.options.createdAtColumn)}))::float8 AS age,
+              pg_total_relation_size(${pg.escapeLiteral(this.table)})::text AS bytes FROM ${this.table}`,
+    );
+    this.options.metrics.oldestRowAge.set(rows[0]?.age ?? 0);
+    this.options.metrics.tableBytes.set(Number(rows[0]?.bytes ?? 0));
+  }
+}
