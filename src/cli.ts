@@ -1,30 +1,29 @@
 #!/usr/bin/env node
-import { loadConfig, redactedConfig } from './config/load.js';
-import { flagName, OPTIONS, type OptionKey } from './config/options.js';
-import { createEncoder } from './encode/create-encoder.js';
-import { schemasCheck } from './encode/schemas-check.js';
+import { dropSlotCommand } from './commands/drop-slot.js';
+import { EXIT, type Command } from './commands/command.js';
+import { pruneCommand } from './commands/prune.js';
+import { replayCommand } from './commands/replay.js';
+import { runCommand } from './commands/run.js';
+import { schemasCheckCommand } from './commands/schemas-check.js';
+import { setupCommand } from './commands/setup.js';
+import { statusCommand } from './commands/status.js';
+import { flagName, OPTIONS } from './config/options.js';
 import { errorCode, errorMessage, RelayError } from './errors.js';
-import { createLogger } from './observe/logger.js';
-import { createRelayMetrics } from './observe/metrics.js';
-import { Relay } from './relay.js';
-import { setup, verify } from './setup/setup.js';
 
-/** Exit codes, documented in the README. */
-const EXIT = { ok: 0, failed: 1, usage: 2, drainTimedOut: 3 } as const;
-
-const SETUP_OPTIONS: readonly OptionKey[] = ['databaseUrl', 'table', 'publication', 'slot', 'logLevel'];
-const SCHEMAS_CHECK_OPTIONS: readonly OptionKey[] = ['schemasDir', 'keySchema'];
-
-const COMMANDS: Record<string, { summary: string; options: readonly OptionKey[] | 'all'; action: (flags: Record<string, string>) => Promise<number> }> = {
-  run: { summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.', options: 'all', action: runCommand },
-  setup: { summary: 'Create the outbox table, publication and slot if missing (idempotent).', options: SETUP_OPTIONS, action: setupCommand },
-  'schemas check': { summary: 'Parse and compile every Avro schema; list problems with file and path (exit 1 if any).', options: SCHEMAS_CHECK_OPTIONS, action: schemasCheckCommand },
+const COMMANDS: Readonly<Record<string, Command>> = {
+  run: runCommand,
+  setup: setupCommand,
+  status: statusCommand,
+  prune: pruneCommand,
+  replay: replayCommand,
+  'drop-slot': dropSlotCommand,
+  'schemas check': schemasCheckCommand,
 };
 
 async function main(argv: readonly string[]): Promise<number> {
   const [first, ...rest] = argv;
   // Two-word commands (`schemas check`).
-  const command = first !== undefined && rest[0] !== undefined && !rest[0].startsWith('--') && `${first} ${rest[0]}` in COMMANDS ? `${first} ${rest.shift()}` : first;
+  const command = first !== undefined && rest[0] !== undefined && `${first} ${rest[0]}` in COMMANDS ? `${first} ${rest.shift()}` : first;
   if (command === undefined || command === '--help' || command === 'help') {
     process.stdout.write(usage());
     return command === undefined ? EXIT.usage : EXIT.ok;
@@ -34,12 +33,13 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`unknown command "${command}"\n\n${usage()}`);
     return EXIT.usage;
   }
-  const flags = parseFlags(rest);
-  if ('help' in flags) {
-    process.stdout.write(commandHelp(command));
-    return EXIT.ok;
-  }
   try {
+    const flags = parseFlags(rest);
+    if ('help' in flags) {
+      process.stdout.write(commandHelp(command, spec));
+      return EXIT.ok;
+    }
+    checkFlags(command, spec, flags);
     return await spec.action(flags);
   } catch (error) {
     if (error instanceof RelayError && error.code === 'CONFIG_INVALID') {
@@ -49,52 +49,6 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`outbox-relay ${command} failed [${errorCode(error)}]: ${errorMessage(error)}\n`);
     return EXIT.failed;
   }
-}
-
-async function runCommand(flags: Record<string, string>): Promise<number> {
-  const config = loadConfig({ env: process.env, flags });
-  const logger = createLogger(config.logLevel);
-  logger.info({ config: redactedConfig(config) }, 'starting');
-  const target = { databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot };
-  if (config.setup) for (const action of await setup(target)) logger.info({ action }, 'setup');
-  else await verify(target);
-
-  const stop = new AbortController();
-  const metrics = createRelayMetrics();
-  const encoder = await createEncoder(config, { logger, metricsRegistry: metrics.registry, signal: stop.signal });
-  const relay = new Relay({ config, logger, metrics, encoder });
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stop.signal.aborted) {
-      logger.warn({ signal }, 'second signal: exiting without draining');
-      process.exit(EXIT.failed);
-    }
-    logger.info({ signal }, 'stopping: draining in-flight events');
-    stop.abort();
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  try {
-    const drained = await relay.run(stop.signal);
-    logger.info({ drained }, 'stopped');
-    return drained ? EXIT.ok : EXIT.drainTimedOut;
-  } catch (error) {
-    logger.fatal({ code: errorCode(error), err: errorMessage(error) }, 'relay stopped on an error it cannot recover from');
-    return EXIT.failed;
-  }
-}
-
-async function setupCommand(flags: Record<string, string>): Promise<number> {
-  const config = loadConfig({ env: process.env, flags }, SETUP_OPTIONS);
-  const actions = await setup({ databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot });
-  for (const action of actions) process.stdout.write(`${action}\n`);
-  return EXIT.ok;
-}
-
-async function schemasCheckCommand(flags: Record<string, string>): Promise<number> {
-  const config = loadConfig({ env: process.env, flags }, SCHEMAS_CHECK_OPTIONS);
-  const report = await schemasCheck(config.schemasDir, config.keySchema);
-  for (const line of report.lines) process.stdout.write(`${line}\n`);
-  return report.ok ? EXIT.ok : EXIT.failed;
 }
 
 function parseFlags(args: readonly string[]): Record<string, string> {
@@ -110,21 +64,30 @@ function parseFlags(args: readonly string[]): Record<string, string> {
   return flags;
 }
 
+/** A mistyped flag fails loudly instead of being ignored. */
+function checkFlags(command: string, spec: Command, flags: Record<string, string>): void {
+  const known = new Set([...spec.options.map((key) => flagName(key).slice(2)), ...Object.keys(spec.args ?? {})]);
+  const unknown = Object.keys(flags).filter((name) => !known.has(name));
+  if (unknown.length > 0) {
+    throw new RelayError('CONFIG_INVALID', `unknown option ${unknown.map((name) => `--${name}`).join(', ')} for \`${command}\`; see \`outbox-relay ${command} --help\``);
+  }
+}
+
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, spec]) => `  ${name.padEnd(14)} ${spec.summary}`);
   return `usage: outbox-relay <command> [--option value ...]\n\ncommands:\n${lines.join('\n')}\n\n` +
     `Run \`outbox-relay <command> --help\` for its options. Exit codes: 0 ok, 1 failed, 2 bad usage or configuration, 3 stopped before draining.\n`;
 }
 
-function commandHelp(command: string): string {
-  const spec = COMMANDS[command]!;
-  const keys = spec.options === 'all' ? (Object.keys(OPTIONS) as OptionKey[]) : spec.options;
-  const rows = keys.map((key) => {
+function commandHelp(command: string, spec: Command): string {
+  const own = Object.entries(spec.args ?? {}).map(([name, help]) => `  --${name}\n      ${help}`);
+  const rows = spec.options.map((key) => {
     const option = OPTIONS[key];
-    const fallback = 'default' in option ? ` (default: ${option.default})` : ' (required)';
+    const fallback = 'default' in option ? ` (default: ${option.default === '' ? 'none' : option.default})` : ' (required)';
     return `  ${flagName(key)}  [${option.env}]${fallback}\n      ${option.description}`;
   });
-  return `outbox-relay ${command}: ${spec.summary}\n\noptions (flag, environment variable):\n${rows.join('\n')}\n`;
+  const ownSection = own.length > 0 ? `\narguments:\n${own.join('\n')}\n` : '';
+  return `outbox-relay ${command}: ${spec.summary}\n${ownSection}\noptions (flag, environment variable):\n${rows.join('\n')}\n`;
 }
 
 process.exitCode = await main(process.argv.slice(2));

@@ -103,7 +103,7 @@ export class Pipeline {
       const value = await encoder.encode(event, topic);
       return {
         topic,
-        key: event.aggregateId,
+        key: encoder.encodeKey ? await encoder.encodeKey(event, topic) : event.aggregateId,
         value,
         headers: eventHeaders(event, transaction.commitLsn),
         transaction,
@@ -125,7 +125,10 @@ export class Pipeline {
       this.stages.logger.error({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
       throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error, retriable: false });
     }
-    this.stages.logger.warn({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event sent to the dead-letter topic');
+    // A schema mismatch names the offending value, which is billing data: only at debug.
+    const reason = error.code === 'ENCODE_SCHEMA_MISMATCH' ? 'the payload does not fit its schema (the path is in the dead-letter headers)' : error.message;
+    this.stages.logger.warn({ ...position, eventId: row[this.options.columns.eventId], reason }, 'poison event sent to the dead-letter topic');
+    this.stages.logger.debug({ ...position, reason: error.message }, 'poison event reason');
     this.stages.metrics.deadLettered.inc({ reason: error.code });
     return deadLetterMessage({
       topic: this.options.deadLetterTopic,

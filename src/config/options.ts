@@ -8,6 +8,8 @@ interface OptionSpec<T> {
   readonly description: string;
   /** Redacted from the start-up log. */
   readonly secret?: boolean;
+  /** A flag name other than the derived one, where the command reads better (`prune --every`). */
+  readonly flag?: string;
 }
 
 function option<T>(spec: OptionSpec<T>): OptionSpec<T> {
@@ -59,7 +61,7 @@ export const OPTIONS = {
   format: option({ env: 'OUTBOX_FORMAT', parser: p.oneOf('json', 'avro'), default: 'json', description: 'Payload encoding: json (UTF-8 JSON of the payload column), or avro (schema of the event type from OUTBOX_SCHEMAS_DIR, Confluent wire format, via the schema registry).' }),
   schemaRegistryUrl: option({ env: 'SCHEMA_REGISTRY_URL', parser: optional(httpUrl), default: '', secret: true, description: 'Confluent-compatible schema registry (Apicurio: .../apis/ccompat/v7); user:password@ in the URL is sent as basic auth. Required with avro.' }),
   schemasDir: option({ env: 'OUTBOX_SCHEMAS_DIR', parser: p.text, default: 'schemas', description: 'Folder of Avro schemas, one <event_type>.avsc per event type, at any depth (e.g. schemas/billing/invoice.paid.avsc).' }),
-  subjectStrategy: option({ env: 'OUTBOX_SUBJECT_STRATEGY', parser: p.oneOf('topic', 'record', 'topic-record'), default: 'topic', description: 'Registry subject: topic (<topic>-value), record (<namespace>.<name>) or topic-record (<topic>-<namespace>.<name>).' }),
+  subjectStrategy: option({ env: 'OUTBOX_SUBJECT_STRATEGY', parser: p.oneOf('topic', 'record', 'topic-record'), default: 'topic-record', description: 'Registry subject: topic-record (<topic>-<namespace>.<name>: several event types share a topic), topic (<topic>-value, one schema per topic) or record (<namespace>.<name>).' }),
   autoRegister: option({ env: 'OUTBOX_AUTO_REGISTER', parser: p.boolean, default: 'false', description: 'Register local schemas (development); off, use the version already registered and fail, naming the subject, if none equals the local schema.' }),
   keySchema: option({ env: 'OUTBOX_KEY_SCHEMA', parser: optional(p.text), default: '', description: 'Avro schema file for the Kafka key ("string", or a record of one string field); empty: the key is the aggregate id as a UTF-8 string.' }),
   batchMaxEvents: option({ env: 'OUTBOX_BATCH_MAX_EVENTS', parser: p.integer(1, 100_000), default: '4000', description: 'Most events in one Kafka produce request.' }),
@@ -71,6 +73,12 @@ export const OPTIONS = {
   standbyPoll: option({ env: 'OUTBOX_STANDBY_POLL', parser: p.duration, default: '2s', description: 'How often a standby checks whether the slot became free.' }),
   setup: option({ env: 'OUTBOX_SETUP', parser: p.boolean, default: 'false', description: '`run` first creates the table, publication and slot when missing.' }),
   logLevel: option({ env: 'LOG_LEVEL', parser: p.oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal'), default: 'info', description: 'Log level (payloads are logged at trace only).' }),
+  httpHost: option({ env: 'OUTBOX_HTTP_HOST', parser: p.text, default: '127.0.0.1', description: 'Address of /metrics, /healthz and /readyz (0.0.0.0 in a container).' }),
+  httpPort: option({ env: 'OUTBOX_HTTP_PORT', parser: p.integer(0, 65_535), default: '9464', description: 'Port of /metrics, /healthz and /readyz; 0 turns the endpoint off.' }),
+  slotPollInterval: option({ env: 'OUTBOX_SLOT_POLL_INTERVAL', parser: p.duration, default: '10s', description: "How often the slot's lag, wal_status and safe_wal_size are read for the metrics." }),
+  pruneRetention: option({ env: 'OUTBOX_PRUNE_RETENTION', flag: 'retention', parser: p.duration, default: '7d', description: '`prune`: keep rows at least this long (and always until the relay confirmed them; 0s allowed).' }),
+  pruneEvery: option({ env: 'OUTBOX_PRUNE_EVERY', flag: 'every', parser: p.duration, default: '0s', description: '`prune`: repeat a pass at this interval; 0s runs one pass and exits.' }),
+  pruneBatchSize: option({ env: 'OUTBOX_PRUNE_BATCH_SIZE', flag: 'batch-size', parser: p.integer(1, 100_000), default: '1000', description: '`prune`: rows deleted per transaction (bounds lock time).' }),
 } as const;
 
 export type OptionKey = keyof typeof OPTIONS;
@@ -80,5 +88,7 @@ export type RelayConfig = {
 };
 
 export function flagName(key: OptionKey): string {
+  const spec: OptionSpec<unknown> = OPTIONS[key];
+  if (spec.flag) return `--${spec.flag}`;
   return `--${OPTIONS[key].env.replace(/^OUTBOX_/, '').toLowerCase().replace(/_/g, '-')}`;
 }

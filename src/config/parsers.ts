@@ -51,12 +51,12 @@ export const boolean: Parser<boolean> = {
   },
 };
 
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
-const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/;
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** Durations are written `500ms`, `10s`, `5m`, `1h` (a bare number is milliseconds) and compiled to ms. */
+/** Durations are written `500ms`, `10s`, `5m`, `1h`, `7d` (a bare number is milliseconds) and compiled to ms. */
 export const duration: Parser<number> = {
-  expected: 'a duration such as 500ms, 10s, 5m or 1h',
+  expected: 'a duration such as 500ms, 10s, 5m, 1h or 7d',
   parse: (raw) => {
     const match = DURATION.exec(raw.trim());
     if (!match) throw new Error('is not a duration');

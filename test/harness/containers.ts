@@ -1,5 +1,5 @@
-import { createServer } from 'node:net';
 import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+import { freePort } from './ports.js';
 import type { ServiceEndpoints } from './services.js';
 
 /**
@@ -50,14 +50,4 @@ export async function startContainers(): Promise<{ endpoints: ServiceEndpoints; 
       await Promise.all(started.map((container) => container.stop()));
     },
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }

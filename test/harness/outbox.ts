@@ -47,6 +47,8 @@ export class TestOutbox {
       OUTBOX_RECONNECT_MIN: '200ms',
       OUTBOX_RECONNECT_MAX: '2s',
       OUTBOX_STANDBY_POLL: '500ms',
+      // Many relays run at once in these tests: metrics only where a test asks for a port.
+      OUTBOX_HTTP_PORT: '0',
       LOG_LEVEL: 'info',
       ...extra,
     };

@@ -10,7 +10,7 @@ export interface LogLine {
 }
 
 /**
- * The relay as a real process (`node dist/cli.js run`), so tests can SIGTERM it and kill -9
+ * The relay as a real process (`node dist/cli.js run`, or the `prune` loop), so tests can SIGTERM it and kill -9
  * it. Its JSON log lines are parsed and kept for assertions and for the failure message.
  */
 export class RelayProcess {
@@ -20,10 +20,14 @@ export class RelayProcess {
   private exit: Promise<number | null> = Promise.resolve(null);
   private exited = false;
 
-  constructor(private readonly env: Record<string, string>, private readonly args: readonly string[] = []) {}
+  constructor(
+    private readonly env: Record<string, string>,
+    private readonly args: readonly string[] = [],
+    private readonly command: 'run' | 'prune' = 'run',
+  ) {}
 
   start(): this {
-    const child = spawn(process.execPath, [CLI, 'run', ...this.args], {
+    const child = spawn(process.execPath, [CLI, this.command, ...this.args], {
       env: { PATH: process.env.PATH ?? '', ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

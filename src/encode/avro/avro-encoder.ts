@@ -30,7 +30,11 @@ export interface AvroEncoderOptions {
   readonly logger: Logger;
 }
 
-type Registrable = Pick<LocalSchema, 'file' | 'fullName' | 'definition'>;
+interface Registrable {
+  readonly file: string;
+  readonly fullName: string | undefined;
+  readonly definition: string;
+}
 
 /**
  * Payload -> Confluent-framed Avro, with the schema of the event type. Types are compiled once

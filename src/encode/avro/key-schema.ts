@@ -1,16 +1,16 @@
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import avro from 'avsc';
 import { RelayError } from '../../errors.js';
 import type { KeySchema } from './avro-encoder.js';
 import { FOR_SCHEMA_OPTIONS } from './logical-types.js';
+import { displayPath } from './schema-set.js';
 
 /**
  * The optional Avro key schema (OUTBOX_KEY_SCHEMA): `"string"` (or `{"type": "string"}`), or a
  * named record with exactly one string field, which receives the aggregate id.
  */
 export async function loadKeySchema(file: string): Promise<KeySchema> {
-  const shown = path.relative(process.cwd(), file) || file;
+  const shown = displayPath(file);
   const fail = (message: string, cause?: unknown) => new RelayError('SCHEMA_INVALID', `OUTBOX_KEY_SCHEMA ${shown}: ${message}`, { cause });
   let raw: unknown;
   try {

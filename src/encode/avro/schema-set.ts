@@ -44,7 +44,7 @@ export async function loadSchemaSet(dir: string): Promise<SchemaSet> {
   const byEventType = new Map<string, LocalSchema>();
   const problems: SchemaProblem[] = [];
   for (const absolute of files) {
-    const file = path.relative(process.cwd(), absolute) || absolute;
+    const file = displayPath(absolute);
     const loaded = loadSchemaText(file, await readFile(absolute, 'utf8'));
     if ('problems' in loaded) {
       problems.push(...loaded.problems);
@@ -58,6 +58,12 @@ export async function loadSchemaSet(dir: string): Promise<SchemaSet> {
     byEventType.set(loaded.eventType, loaded);
   }
   return { dir, byEventType, problems };
+}
+
+/** Relative to the working directory when inside it, else absolute. */
+export function displayPath(file: string): string {
+  const relative = path.relative(process.cwd(), path.resolve(file));
+  return relative === '' || relative.startsWith('..') ? path.resolve(file) : relative;
 }
 
 async function findSchemaFiles(dir: string): Promise<string[]> {
@@ -78,7 +84,7 @@ export function loadSchemaText(file: string, text: string): LocalSchema | { prob
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    return problem(jsonPosition(text, error), `not valid JSON: ${(error as Error).message}`);
+    return problem(jsonPosition(text, error), `not valid JSON: ${(error as Error).message.replace(/\s+/g, ' ')}`);
   }
   if (!isObject(raw) || raw.type !== 'record') return problem('(root)', 'an event schema must be a record (the payload is a JSON object)');
   if (typeof raw.name !== 'string' || raw.name === '') return problem('(root)', 'the record needs a name');
@@ -86,9 +92,11 @@ export function loadSchemaText(file: string, text: string): LocalSchema | { prob
   if (namespace === '') return problem('(root)', 'the record needs a namespace (e.g. "namespace": "com.example.billing")');
 
   const paths = new Map<object, string>();
+  const defaults: { readonly json: string; readonly path: string }[] = [];
   const logicalProblems: SchemaProblem[] = [];
   walk(raw, [], (node, where) => {
     paths.set(node, formatWhere(where));
+    if ('default' in node && typeof node.name === 'string') defaults.push({ json: JSON.stringify(node.default), path: formatWhere(where) });
     const logical = node.logicalType;
     if (typeof logical === 'string' && !(logical in LOGICAL_TYPES) && !PASS_THROUGH_LOGICAL_TYPES.has(logical)) {
       logicalProblems.push({ file, path: formatWhere(where), message: `logicalType "${logical}" is not supported (supported: ${[...Object.keys(LOGICAL_TYPES), ...PASS_THROUGH_LOGICAL_TYPES].join(', ')}; money is integer minor units)` });
@@ -96,18 +104,26 @@ export function loadSchemaText(file: string, text: string): LocalSchema | { prob
   });
   if (logicalProblems.length > 0) return { problems: logicalProblems };
 
-  let last: object = raw;
+  let last: Record<string, unknown> = raw;
+  let lastName: unknown = undefined;
   let type: avro.Type;
   try {
     type = avro.Type.forSchema(raw as avro.Schema, {
       ...FOR_SCHEMA_OPTIONS,
       typeHook: (schema) => {
         if (isObject(schema)) last = schema;
+        lastName = typeof schema === 'string' ? schema : undefined;
         return undefined;
       },
     });
   } catch (error) {
-    return problem(paths.get(last) ?? '(root)', (error as Error).message);
+    const message = (error as Error).message;
+    // avsc names a bad default by its value only; find the field that has it.
+    const badDefault = /field default (.*) \(/.exec(message)?.[1];
+    // A type name that does not resolve is a string, not an object: find the field that holds it.
+    const field = lastName === undefined || !Array.isArray(last.fields) ? undefined : (last.fields as unknown[]).find((each) => isObject(each) && each.type === lastName);
+    const where = defaults.find((entry) => entry.json === badDefault)?.path ?? paths.get(isObject(field) ? field : last) ?? '(root)';
+    return problem(where, message);
   }
   const fullName = type.name ?? `${namespace}.${raw.name}`;
   return { eventType, file, fullName, definition: JSON.stringify(raw), type };

@@ -1,0 +1,61 @@
+import { loadConfig, redactedConfig } from '../config/load.js';
+import { OPTIONS, type OptionKey } from '../config/options.js';
+import { createEncoder } from '../encode/create-encoder.js';
+import { errorCode, errorMessage } from '../errors.js';
+import { startHttpServer } from '../observe/http-server.js';
+import { createLogger } from '../observe/logger.js';
+import { createRelayMetrics } from '../observe/metrics.js';
+import { SlotMonitor } from '../observe/slot-monitor.js';
+import { Relay } from '../relay.js';
+import { setup, verify } from '../setup/setup.js';
+import { EXIT, type Command } from './command.js';
+
+const PRUNE_ONLY: readonly OptionKey[] = ['pruneRetention', 'pruneEvery', 'pruneBatchSize'];
+
+export const runCommand: Command = {
+  summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.',
+  options: (Object.keys(OPTIONS) as OptionKey[]).filter((key) => !PRUNE_ONLY.includes(key)),
+  action: async (flags) => {
+    const config = loadConfig({ env: process.env, flags }, runCommand.options);
+    const logger = createLogger(config.logLevel);
+    logger.info({ config: redactedConfig(config) }, 'starting');
+    const target = { databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot };
+    if (config.setup) for (const action of await setup(target)) logger.info({ action }, 'setup');
+    else await verify(target);
+
+    const stop = new AbortController();
+    const metrics = createRelayMetrics();
+    const encoder = await createEncoder(config, { logger, metricsRegistry: metrics.registry, signal: stop.signal });
+    const relay = new Relay({ config, logger, metrics, encoder });
+    const monitor = new SlotMonitor({ databaseUrl: config.databaseUrl, slot: config.slot, intervalMs: config.slotPollInterval, metrics, logger });
+    monitor.start();
+    const server =
+      config.httpPort === 0
+        ? null
+        : await startHttpServer(config.httpHost, config.httpPort, {
+            registry: metrics.registry,
+            readiness: () => [relay.state === 'active' || relay.state === 'standby', relay.state],
+          });
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stop.signal.aborted) {
+        logger.warn({ signal }, 'second signal: exiting without draining');
+        process.exit(EXIT.failed);
+      }
+      logger.info({ signal }, 'stopping: draining in-flight events');
+      stop.abort();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    try {
+      const drained = await relay.run(stop.signal);
+      logger.info({ drained }, 'stopped');
+      return drained ? EXIT.ok : EXIT.drainTimedOut;
+    } catch (error) {
+      logger.fatal({ code: errorCode(error), err: errorMessage(error) }, 'relay stopped on an error it cannot recover from');
+      return EXIT.failed;
+    } finally {
+      server?.close();
+      await monitor.stop();
+    }
+  },
+};

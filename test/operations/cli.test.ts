@@ -1,0 +1,107 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli } from '../harness/cli.js';
+import { createTopics, TopicReader } from '../harness/kafka.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { RelayProcess } from '../harness/relay-process.js';
+
+describe('operator CLI', () => {
+  const outbox = new TestOutbox();
+
+  beforeAll(async () => {
+    await createTopics([outbox.topic('invoice'), outbox.deadLetterTopic]);
+  });
+
+  afterAll(async () => {
+    await outbox.destroy();
+  });
+
+  it('setup twice is harmless and says what it did', async () => {
+    const first = await cli(['setup'], outbox.relayEnv());
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(new RegExp(`table public.${outbox.table}: created`));
+    expect(first.stdout).toMatch(/slot .*: created at/);
+    const second = await cli(['setup'], outbox.relayEnv());
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toBe(`table public.${outbox.table}: exists\npublication ${outbox.publication}: exists\nslot ${outbox.slot}: exists\n`);
+  });
+
+  it('refuses a publication that also publishes updates, saying what is wrong and what is expected', async () => {
+    const other = new TestOutbox();
+    try {
+      await other.pool.query(`CREATE TABLE ${other.table} (event_id text primary key)`);
+      await other.pool.query(`CREATE PUBLICATION ${other.publication} FOR TABLE ${other.table} WITH (publish = 'insert, update')`);
+      const result = await cli(['setup'], other.relayEnv());
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/\[SETUP_PUBLICATION\].*it publishes update \(expected insert only\).*Expected: CREATE PUBLICATION .* WITH \(publish = 'insert'\)/s);
+    } finally {
+      await other.destroy();
+    }
+  });
+
+  it('fails at start on bad configuration, naming the variable and what was expected', async () => {
+    const result = await cli(['run'], outbox.relayEnv({ OUTBOX_ON_POISON: 'ignore', OUTBOX_BATCH_MAX_EVENTS: 'lots' }));
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/OUTBOX_ON_POISON="ignore" is not one of dead-letter \| fail/);
+    expect(result.stderr).toMatch(/OUTBOX_BATCH_MAX_EVENTS="lots" is not an integer/);
+    const typo = await cli(['status', '--jsno'], outbox.relayEnv());
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/unknown option --jsno/);
+  });
+
+  it('status --json matches what Postgres says', async () => {
+    await outbox.insert([billingEvent('inv_status', 1), billingEvent('inv_status', 2)]);
+    const result = await cli(['status', '--json'], outbox.relayEnv());
+    expect(result.code, result.stderr).toBe(0);
+    const status = JSON.parse(result.stdout) as {
+      slot: { slot: string; exists: boolean; active: boolean; confirmedFlushLsn: string; lagBytes: number; walStatus: string };
+      outbox: { rows: number };
+      deadLetters: { count: number | null };
+    };
+    const { rows } = await outbox.pool.query<{ confirmed: string; wal_status: string }>(
+      'SELECT confirmed_flush_lsn::text AS confirmed, wal_status FROM pg_replication_slots WHERE slot_name = $1',
+      [outbox.slot],
+    );
+    expect(status.slot).toMatchObject({ slot: outbox.slot, exists: true, active: false, confirmedFlushLsn: rows[0]!.confirmed, walStatus: rows[0]!.wal_status });
+    expect(status.slot.lagBytes).toBeGreaterThan(0);
+    expect(status.outbox.rows).toBe(2);
+    expect(status.deadLetters.count).toBe(0);
+    const human = await cli(['status'], outbox.relayEnv());
+    expect(human.stdout).toMatch(/^slot\s+slot_/m);
+    expect(human.stdout).toMatch(/^active reader\s+none$/m);
+  });
+
+  it('replay republishes exactly the rows asked for, with their original event ids', async () => {
+    const reader = await new TopicReader().start([outbox.topic('invoice')]);
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      const rows = [billingEvent('inv_replay', 1), billingEvent('inv_replay', 2), billingEvent('inv_replay', 3)];
+      await outbox.insert(rows);
+      await reader.until('streamed events', (records) => records.length >= 5);
+      const chosen = [rows[0]!.eventId, rows[2]!.eventId];
+      const result = await cli(['replay', '--event-id', chosen.join(',')], outbox.relayEnv());
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(/replayed 2 events/);
+      await reader.until('the replayed events', (records) => records.length >= 7);
+      const replayed = reader.records.filter((record) => record.headers.outbox_commit_lsn === '0/0');
+      expect(replayed.map((record) => record.headers.event_id).sort()).toEqual([...chosen].sort());
+      expect(replayed.every((record) => record.key === 'inv_replay')).toBe(true);
+      const refused = await cli(['replay'], outbox.relayEnv());
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/needs at least one of --since/);
+    } finally {
+      await relay.stop();
+      await reader.stop();
+    }
+  });
+
+  it('drop-slot asks for confirmation, then drops and says where to replay from', async () => {
+    const unconfirmed = await cli(['drop-slot'], outbox.relayEnv());
+    expect(unconfirmed.code).toBe(2);
+    expect(unconfirmed.stderr).toMatch(/--yes/);
+    const dropped = await cli(['drop-slot', '--yes'], outbox.relayEnv());
+    expect(dropped.code, dropped.stderr).toBe(0);
+    expect(dropped.stdout).toMatch(/dropped slot .* confirmed up to/);
+    const { rows } = await outbox.pool.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
+    expect(rows).toHaveLength(0);
+  });
+});

@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serviceAction } from '../harness/control.js';
+import { createTopics } from '../harness/kafka.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { freePort } from '../harness/ports.js';
+import { eventually, RelayProcess } from '../harness/relay-process.js';
+
+async function get(port: number, path: string): Promise<{ status: number; body: string }> {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: response.status, body: await response.text() };
+}
+
+/** Sum of a metric's samples whose labels contain `labels` (e.g. 'reason="ROUTE_BAD_TOPIC"'). */
+function metric(body: string, name: string, labels = ''): number {
+  let total = 0;
+  for (const line of body.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (labels && !line.includes(labels)) continue;
+    total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
+describe('metrics and health endpoints of a running relay', () => {
+  const outbox = new TestOutbox();
+  let port: number;
+  let relay: RelayProcess;
+
+  beforeAll(async () => {
+    await outbox.create();
+    await createTopics([outbox.topic('invoice'), outbox.deadLetterTopic]);
+    port = await freePort();
+    relay = new RelayProcess(outbox.relayEnv({ OUTBOX_HTTP_PORT: String(port), OUTBOX_SLOT_POLL_INTERVAL: '300ms' })).start();
+    await relay.waitActive();
+  });
+
+  afterAll(async () => {
+    await serviceAction('start', 'kafka');
+    await serviceAction('start', 'pg');
+    await relay.stop();
+    await outbox.destroy();
+  });
+
+  it('reports active and standby as ready, and answers /healthz', async () => {
+    expect(await get(port, '/healthz')).toEqual({ status: 200, body: 'ok\n' });
+    expect(await get(port, '/readyz')).toEqual({ status: 200, body: 'active\n' });
+    const standbyPort = await freePort();
+    const standby = new RelayProcess(outbox.relayEnv({ OUTBOX_HTTP_PORT: String(standbyPort) })).start();
+    try {
+      await standby.waitForLog(/^standby/);
+      expect(await get(standbyPort, '/readyz')).toEqual({ status: 200, body: 'standby\n' });
+      expect(metric((await get(standbyPort, '/metrics')).body, 'outbox_relay_state', 'state="standby"')).toBe(1);
+    } finally {
+      await standby.stop();
+    }
+  });
+
+  it('counts published and dead-lettered events', async () => {
+    await outbox.insert(Array.from({ length: 10 }, (_, i) => billingEvent('inv_m', i)));
+    await outbox.insert([{ ...billingEvent('inv_m', 11), aggregateType: 'no such topic!' }]);
+    await eventually('the counters', async () => {
+      const body = (await get(port, '/metrics')).body;
+      return metric(body, 'outbox_relay_events_published_total', 'event_type="invoice.paid"') >= 10 &&
+        metric(body, 'outbox_relay_events_dead_lettered_total', 'reason="ROUTE_BAD_TOPIC"') === 1
+        ? true
+        : undefined;
+    });
+    const body = (await get(port, '/metrics')).body;
+    expect(metric(body, 'outbox_relay_slot_active')).toBe(1);
+    expect(metric(body, 'outbox_relay_slot_wal_status', 'status="reserved"')).toBe(1);
+    expect(metric(body, 'outbox_relay_commit_to_ack_seconds_count')).toBeGreaterThanOrEqual(11);
+    expect(body).toContain('process_resident_memory_bytes');
+  });
+
+  it('shows slot lag rising while Kafka is down and falling when it returns', async () => {
+    const lag = async () => metric((await get(port, '/metrics')).body, 'outbox_relay_slot_lag_bytes');
+    await eventually('a caught-up slot', async () => ((await lag()) < 64 * 1024 ? true : undefined));
+    await serviceAction('stop', 'kafka');
+    for (let i = 0; i < 20; i += 1) await outbox.insert(Array.from({ length: 20 }, (_, j) => billingEvent(`inv_lag_${j}`, i)));
+    const risen = await eventually('slot lag to rise', async () => {
+      const value = await lag();
+      return value > 100_000 ? value : undefined;
+    });
+    await serviceAction('start', 'kafka');
+    await eventually('slot lag to fall back', async () => ((await lag()) < risen / 4 ? true : undefined), 90_000);
+  });
+
+  it('reports not ready while Postgres is unreachable, and ready again after', async () => {
+    await serviceAction('stop', 'pg');
+    await eventually('readyz 503', async () => ((await get(port, '/readyz')).status === 503 ? true : undefined));
+    await serviceAction('start', 'pg');
+    await eventually('readyz 200', async () => ((await get(port, '/readyz')).status === 200 ? true : undefined), 60_000);
+    expect(metric((await get(port, '/metrics')).body, 'outbox_relay_reconnects_total')).toBeGreaterThanOrEqual(1);
+  });
+});
