@@ -23,8 +23,7 @@ export type ErrorCode =
   | 'SCHEMA_INCOMPATIBLE'
   | 'SCHEMA_NOT_REGISTERED'
   | 'SINK_PUBLISH'
-  | 'SINK_TOO_LARGE'
-  | 'SHUTDOWN_TIMEOUT';
+  | 'SINK_TOO_LARGE';
 
 export interface RelayErrorOptions {
   retriable?: boolean;

@@ -20,6 +20,7 @@ export function pipelineOptions(config: RelayConfig): PipelineOptions {
     onPoison: config.onPoison,
     onUnexpectedChange: config.onUnexpectedChange,
     maxBufferedEvents: config.maxBufferedEvents,
+    maxMessageBytes: config.maxMessageBytes,
     columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
   };
 }
@@ -30,6 +31,7 @@ export interface PipelineOptions {
   readonly onPoison: 'dead-letter' | 'fail';
   readonly onUnexpectedChange: 'warn' | 'fail';
   readonly maxBufferedEvents: number;
+  readonly maxMessageBytes: number;
   readonly columns: { readonly eventId: string; readonly aggregateId: string };
 }
 
@@ -101,15 +103,10 @@ export class Pipeline {
       const event = decoder.decode(row);
       const topic = router(event);
       const value = await encoder.encode(event, topic);
-      return {
-        topic,
-        key: encoder.encodeKey ? await encoder.encodeKey(event, topic) : event.aggregateId,
-        value,
-        headers: eventHeaders(event, transaction.commitLsn),
-        transaction,
-        label: event.eventType,
-        deadLetter: false,
-      };
+      const key = encoder.encodeKey ? await encoder.encodeKey(event, topic) : event.aggregateId;
+      const headers = eventHeaders(event, transaction.commitLsn);
+      this.checkSize(key, value, headers);
+      return { topic, key, value, headers, transaction, label: event.eventType, deadLetter: false };
     } catch (error) {
       if (!(error instanceof PoisonEventError)) throw error;
       return this.poison(row, transaction, error);
@@ -131,6 +128,7 @@ export class Pipeline {
     this.stages.logger.debug({ ...position, reason: error.message }, 'poison event reason');
     this.stages.metrics.deadLettered.inc({ reason: error.code });
     return deadLetterMessage({
+      maxBytes: this.options.maxMessageBytes,
       topic: this.options.deadLetterTopic,
       row,
       error,
@@ -139,6 +137,15 @@ export class Pipeline {
       eventIdColumn: this.options.columns.eventId,
       aggregateIdColumn: this.options.columns.aggregateId,
     });
+  }
+
+  /** A record the broker would refuse would fail its batch on every retry: stop it here instead. */
+  private checkSize(key: Buffer | string, value: Buffer, headers: Record<string, string>): void {
+    let size = Buffer.byteLength(key) + value.length;
+    for (const [name, headerValue] of Object.entries(headers)) size += name.length + Buffer.byteLength(headerValue);
+    if (size > this.options.maxMessageBytes) {
+      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes exceeds OUTBOX_MAX_MESSAGE_BYTES (${this.options.maxMessageBytes}); raise both it and the topic's max.message.bytes, then replay the event`);
+    }
   }
 
   private unexpected(operation: string, relation: RelationRef): void {

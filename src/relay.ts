@@ -6,7 +6,7 @@ import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
 import { formatLsn } from './lsn.js';
-import { setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
+import { initReasons, setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
 import { KafkaSink } from './sink/kafka-sink.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
@@ -39,6 +39,7 @@ export class Relay {
     this.router = compileTopicTemplate(config.topicTemplate);
     this.decoder = rowDecoderFor(config);
     setState(deps.metrics, this.currentState);
+    initReasons(deps.metrics);
   }
 
   get state(): RelayState {

@@ -13,7 +13,7 @@ describe('delivery', () => {
     await outbox.create();
     await createTopics([outbox.topic('invoice'), outbox.topic('subscription'), outbox.deadLetterTopic]);
     await reader.start([outbox.topic('invoice'), outbox.topic('subscription'), outbox.deadLetterTopic]);
-    relay = new RelayProcess(outbox.relayEnv()).start();
+    relay = new RelayProcess(outbox.relayEnv({ OUTBOX_MAX_MESSAGE_BYTES: '20000' })).start();
     await relay.waitActive();
   });
 
@@ -104,10 +104,13 @@ describe('delivery', () => {
       `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'invoice', 'inv_poison', 'invoice.paid', '{}', '[1,2]')`,
       [badHeadersId],
     );
+    // Larger than the broker would take: a dead letter (without the row), not a batch failing forever.
+    const huge = { ...billingEvent('inv_poison', 4), payload: { notes: 'x'.repeat(30_000) } };
+    await outbox.insert([huge]);
     await outbox.insert([after]);
 
     await reader.until('the event after the poison rows', (records) => records.some((record) => record.headers.event_id === after.eventId));
-    await reader.until('two dead letters', (records) => records.filter((record) => record.topic === outbox.deadLetterTopic).length >= 2);
+    await reader.until('three dead letters', (records) => records.filter((record) => record.topic === outbox.deadLetterTopic).length >= 3);
     const deadLetters = reader.records.filter((record) => record.topic === outbox.deadLetterTopic);
     const route = deadLetters.find((record) => record.headers.event_id === poisonId)!;
     expect(route.headers.dead_letter_code).toBe('ROUTE_BAD_TOPIC');
@@ -117,6 +120,10 @@ describe('delivery', () => {
     const headers = deadLetters.find((record) => record.headers.event_id === badHeadersId)!;
     expect(headers.headers.dead_letter_code).toBe('DECODE_BAD_VALUE');
     expect(headers.headers.dead_letter_reason).toMatch(/column "headers": expected a JSON object/);
+    const tooLarge = deadLetters.find((record) => record.headers.event_id === huge.eventId)!;
+    expect(tooLarge.headers.dead_letter_code).toBe('SINK_TOO_LARGE');
+    expect(tooLarge.headers.dead_letter_reason).toMatch(/exceeds OUTBOX_MAX_MESSAGE_BYTES \(20000\)/);
+    expect(tooLarge.headers.dead_letter_row_omitted).toMatch(/still in public\./);
     expect(reader.records.some((record) => record.headers.event_id === before.eventId)).toBe(true);
     expect(relay.logs.some((line) => line.msg.includes('poison') && JSON.stringify(line).includes('amount_cents'))).toBe(false);
   });

@@ -7,6 +7,8 @@ import { HEADER } from './headers.js';
 
 export interface DeadLetterInput {
   readonly topic: string;
+  /** A row larger than this goes without its values (it stays in the outbox for `replay`). */
+  readonly maxBytes: number;
   readonly row: RowValues;
   readonly error: unknown;
   readonly transaction: TrackedTransaction;
@@ -33,10 +35,15 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
   if (typeof eventId === 'string' || typeof eventId === 'number') headers[HEADER.eventId] = String(eventId);
   const aggregateId = input.row[input.aggregateIdColumn];
   const key = typeof aggregateId === 'string' || typeof aggregateId === 'number' ? String(aggregateId) : null;
+  let value = Buffer.from(JSON.stringify(input.row), 'utf8');
+  if (value.length > input.maxBytes) {
+    headers[HEADER.deadLetterOmitted] = `row of ${value.length} bytes omitted; it is still in ${input.table}`;
+    value = Buffer.from('{}', 'utf8');
+  }
   return {
     topic: input.topic,
     key,
-    value: Buffer.from(JSON.stringify(input.row), 'utf8'),
+    value,
     headers,
     transaction: input.transaction,
     label: code,

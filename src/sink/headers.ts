@@ -11,6 +11,7 @@ export const HEADER = {
   deadLetterReason: 'dead_letter_reason',
   deadLetterCode: 'dead_letter_code',
   deadLetterTable: 'dead_letter_source_table',
+  deadLetterOmitted: 'dead_letter_row_omitted',
 } as const;
 
 /** The row's own headers first, so the relay's names win when both are set. */

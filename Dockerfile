@@ -1,0 +1,39 @@
+# syntax=docker/dockerfile:1
+# outbox-relay image: `docker build -t outbox-relay .`
+# One image for every command: run (default), setup, prune --every 60s, status, replay, drop-slot.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+# Dependencies first, so a source change does not reinstall them.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production \
+    # In a container the metrics/health server must listen beyond loopback.
+    OUTBOX_HTTP_HOST=0.0.0.0 \
+    OUTBOX_HTTP_PORT=9464
+WORKDIR /app
+# Owned by root and not writable by the runtime user: the process needs no writes
+# (works with a read-only root filesystem).
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY sql ./sql
+COPY schemas ./schemas
+# The `node` user of the base image, numeric so that Kubernetes runAsNonRoot can verify it.
+USER 1000:1000
+EXPOSE 9464
+# Liveness for plain `docker run`; compose and Kubernetes define their own probes.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.OUTBOX_HTTP_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# Node is PID 1 and handles SIGTERM itself (drain, confirm, exit 0).
+ENTRYPOINT ["node", "dist/cli.js"]
+CMD ["run"]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Validates the deployment files offline (no Docker engine, no cluster, no network):
+#   1. docker-compose.yml against the compose-spec JSON schema bundled in dclint, plus lint rules
+#      (scripts/validate-deploy/dclint.json);
+#   2. deploy/kubernetes/* against the Kubernetes and Prometheus Operator schemas bundled in
+#      kubernetes-models, their TypeScript types (unknown fields) and cross-references;
+#   3. PromQL of the alerts and the Grafana dashboard (lezer-promql), metric names and labels
+#      against scripts/validate-deploy/metrics.json and prom-client's default metrics;
+#   4. README anchors of every alert's runbook_url; compose Prometheus config and rules;
+#   5. if `promtool` is on PATH (Debian: apt-get install prometheus), also
+#      `promtool check config`, `promtool check rules` and the alert unit tests in
+#      scripts/validate-deploy/alerts.test.yml (VALIDATE_DEPLOY_PROMTOOL=required makes its
+#      absence an error).
+# Usage: scripts/validate-deploy.sh [--write-rules]
+#   --write-rules  regenerate deploy/prometheus/rules/outbox-relay.rules.yml from the PrometheusRule
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for pkg in dclint kubernetes-models @kubernetes-models/prometheus-operator @prometheus-io/lezer-promql yaml prom-client typescript tsx; do
+  [ -d "node_modules/$pkg" ] || { echo "validate-deploy: node_modules/$pkg missing: run npm ci" >&2; exit 2; }
+done
+
+echo "validate-deploy: docker-compose.yml (compose-spec schema, dclint)"
+node_modules/.bin/dclint --config scripts/validate-deploy/dclint.json --max-warnings 0 --color false docker-compose.yml
+echo "  ok    docker-compose.yml matches the compose-spec schema; no lint findings"
+
+echo "validate-deploy: Kubernetes manifests, alerts, dashboard, Prometheus config"
+node_modules/.bin/tsx scripts/validate-deploy/validate.ts "$@"
+
+if command -v promtool >/dev/null 2>&1; then
+  echo "validate-deploy: promtool ($(promtool --version 2>&1 | head -n1))"
+  promtool check config --lint=all deploy/prometheus/prometheus.yml
+  promtool check rules --lint=all deploy/prometheus/rules/*.rules.yml
+  promtool test rules scripts/validate-deploy/alerts.test.yml
+elif [ "${VALIDATE_DEPLOY_PROMTOOL:-}" = required ]; then
+  echo "validate-deploy: promtool not found (apt-get install prometheus)" >&2
+  exit 1
+else
+  echo "  skip  promtool not installed (optional: apt-get install prometheus)"
+fi
+echo "validate-deploy: all checks passed"
