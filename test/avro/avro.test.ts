@@ -4,30 +4,13 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
-import avro from 'avsc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createTopics, TopicReader, type ConsumedRecord } from '../harness/kafka.js';
 import { TestOutbox, type OutboxRow } from '../harness/outbox.js';
+import { consumerRegistry } from '../harness/registry-consumer.js';
 import { RelayProcess } from '../harness/relay-process.js';
 
-// What any consumer would write: timestamp-millis as Date, straight from the avsc docs. Nothing of the relay.
-class DateType extends avro.types.LogicalType {
-  protected override _fromValue(value: number): Date {
-    return new Date(value);
-  }
-  protected override _toValue(value: unknown): number | undefined {
-    return value instanceof Date ? value.getTime() : undefined;
-  }
-  protected override _resolve(type: avro.Type) {
-    return avro.Type.isType(type, 'long', 'logical:timestamp-millis') ? (value: number) => new Date(value) : undefined;
-  }
-}
-
-function consumerRegistry(url = inject('services').schemaRegistryUrl): SchemaRegistry {
-  return new SchemaRegistry({ host: url }, { [SchemaType.AVRO]: { logicalTypes: { 'timestamp-millis': DateType } } });
-}
 
 /** The timestamp-millis fields of the billing schemas. */
 const TIMESTAMPS = new Set(['current_period_start', 'current_period_end', 'trial_end', 'created_at', 'period_start', 'period_end', 'renewed_at', 'canceled_at', 'effective_at', 'paid_at', 'next_retry_at', 'failed_at', 'completed_at']);

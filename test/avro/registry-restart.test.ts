@@ -1,25 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
-import avro from 'avsc';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
 import { createTopics, TopicReader, type ConsumedRecord } from '../harness/kafka.js';
 import { TestOutbox, type OutboxRow } from '../harness/outbox.js';
+import { consumerRegistry } from '../harness/registry-consumer.js';
 import { delay, RelayProcess } from '../harness/relay-process.js';
 
-class DateType extends avro.types.LogicalType {
-  protected override _fromValue(value: number): Date {
-    return new Date(value);
-  }
-  protected override _toValue(value: unknown): number | undefined {
-    return value instanceof Date ? value.getTime() : undefined;
-  }
-  protected override _resolve(type: avro.Type) {
-    return avro.Type.isType(type, 'long', 'logical:timestamp-millis') ? (value: number) => new Date(value) : undefined;
-  }
-}
-
-const consumerRegistry = () => new SchemaRegistry({ host: inject('services').schemaRegistryUrl }, { [SchemaType.AVRO]: { logicalTypes: { 'timestamp-millis': DateType } } });
 
 function invoicePaid(aggregateId: string, n: number): OutboxRow {
   const payload = { invoice_id: aggregateId, customer_id: 'cus_1', subscription_id: null, payment_id: `pay_${n}`, amount_cents: n, currency: 'EUR', lines: [], paid_at: Date.UTC(2024, 0, 1) + n };

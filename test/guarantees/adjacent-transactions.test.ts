@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { formatLsn, type Lsn } from '../../src/lsn.js';
-import { createTopics, TopicReader } from '../harness/kafka.js';
-import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { useTestOutbox } from '../harness/fixture.js';
+import { billingEvent } from '../harness/outbox.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
 
 /**
@@ -10,19 +10,7 @@ import { eventually, RelayProcess } from '../harness/relay-process.js';
  * one's end. Confirming one byte past that end (as `lsn + 1` acknowledgement does) loses it.
  */
 describe('adjacent transactions across a restart', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
-
-  beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice'), outbox.deadLetterTopic]);
-    await reader.start([outbox.topic('invoice'), outbox.deadLetterTopic]);
-  });
-
-  afterAll(async () => {
-    await reader.stop();
-    await outbox.destroy();
-  });
+  const { outbox, reader } = useTestOutbox({ deadLetters: true, read: true });
 
   it('delivers, after a restart, the transaction whose commit starts exactly where the confirmed one ends', async () => {
     // A commits, then B commits right behind it, from two open transactions, so nothing else

@@ -1,21 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
-import { createTopics, TopicReader } from '../harness/kafka.js';
+import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
 import { OutboxLoad } from '../harness/load.js';
-import { TestOutbox } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
 describe('Kafka stopped under load', () => {
-  const outbox = new TestOutbox();
-
-  beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice')]);
-  });
+  const { outbox } = useTestOutbox();
 
   afterAll(async () => {
     await serviceAction('start', 'kafka');
-    await outbox.destroy();
   });
 
   it('holds the slot while Kafka is down, recovers by itself, and loses nothing', async () => {
@@ -41,15 +34,7 @@ describe('Kafka stopped under load', () => {
     }
     expect(new Set(confirmedDuringOutage).size, `confirmed positions during the outage: ${confirmedDuringOutage.join(', ')}`).toBe(1);
 
-    const committed = await outbox.committedIds();
-    const reader = await new TopicReader().start([outbox.topic('invoice')]);
-    try {
-      await reader.until(`all ${committed.length} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.length, 120_000, () => relay.tail());
-      const delivered = new Set(reader.records.map((record) => record.headers.event_id));
-      expect([...delivered].sort()).toEqual([...committed].sort());
-    } finally {
-      await reader.stop();
-    }
+    await expectEveryCommittedEventDelivered(outbox, () => relay.tail());
     // Whether the producer's retries outlasted the outage or the stream restarted, the relay
     // recovered without help: it is still running and stops cleanly.
     await eventually('the slot to catch up', async () => ((await outbox.slotState()).confirmed >= confirmedDuringOutage[0]! ? true : undefined));

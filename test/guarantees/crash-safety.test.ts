@@ -1,24 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseLsn } from '../../src/lsn.js';
-import { createTopics, TopicReader } from '../harness/kafka.js';
+import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
 import { OutboxLoad } from '../harness/load.js';
-import { TestOutbox } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
 describe('crash safety: kill -9 of the relay under load', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
-
-  beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice')]);
-    await reader.start([outbox.topic('invoice')]);
-  });
-
-  afterAll(async () => {
-    await reader.stop();
-    await outbox.destroy();
-  });
+  const { outbox } = useTestOutbox();
 
   it('delivers every committed event; duplicates only of events after the confirmed position at a crash', async () => {
     const load = new OutboxLoad(outbox, { writers: 4, rowsPerTransaction: 3, aggregates: 20, pauseMs: 2 }).start();
@@ -42,16 +29,13 @@ describe('crash safety: kill -9 of the relay under load', () => {
     }
     const committed = await outbox.committedIds();
     expect(committed.length).toBeGreaterThan(500);
-    await reader.until(`all ${committed.length} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.length, 120_000, () => relay.tail());
+    const records = await expectEveryCommittedEventDelivered(outbox, () => relay.tail());
     await relay.stop();
-
-    const delivered = new Set(reader.records.map((record) => record.headers.event_id));
-    expect([...delivered].sort()).toEqual([...committed].sort());
 
     // An event is sent again after crash k only if its transaction committed at or after the
     // position confirmed at that crash; anything more is a duplicate the relay must not make.
     const occurrences = new Map<string, { count: number; commitLsn: bigint }>();
-    for (const record of reader.records) {
+    for (const record of records) {
       const entry = occurrences.get(record.headers.event_id!) ?? { count: 0, commitLsn: parseLsn(record.headers.outbox_commit_lsn!) };
       entry.count += 1;
       occurrences.set(record.headers.event_id!, entry);
@@ -62,6 +46,6 @@ describe('crash safety: kill -9 of the relay under load', () => {
       expect(count, `event ${eventId} at ${commitLsn}`).toBeLessThanOrEqual(allowed);
       if (count > 1) duplicated += 1;
     }
-    process.stdout.write(`crash safety: ${committed.length} committed, ${reader.records.length} delivered, ${duplicated} duplicated after ${confirmedAtCrash.length} kills\n`);
+    process.stdout.write(`crash safety: ${committed.length} committed, ${records.length} delivered, ${duplicated} duplicated after ${confirmedAtCrash.length} kills\n`);
   });
 });

@@ -1,21 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
-import { createTopics, TopicReader } from '../harness/kafka.js';
+import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
 import { OutboxLoad } from '../harness/load.js';
-import { TestOutbox } from '../harness/outbox.js';
 import { delay, RelayProcess } from '../harness/relay-process.js';
 
 describe('Postgres restarted under load', () => {
-  const outbox = new TestOutbox();
-
-  beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice')]);
-  });
+  const { outbox } = useTestOutbox();
 
   afterAll(async () => {
     await serviceAction('start', 'pg');
-    await outbox.destroy();
   });
 
   it('reconnects by itself after a clean restart and after kill -9, and nothing is lost', async () => {
@@ -35,15 +28,8 @@ describe('Postgres restarted under load', () => {
     }
     // The table is the truth: a transaction whose COMMIT was cut off by the restart either
     // committed (and must be delivered) or did not (and must not be).
-    const committed = await outbox.committedIds();
     expect(load.committedTransactions).toBeGreaterThan(50);
-    const reader = await new TopicReader().start([outbox.topic('invoice')]);
-    try {
-      await reader.until(`all ${committed.length} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.length, 120_000, () => relay.tail());
-      expect([...new Set(reader.records.map((record) => record.headers.event_id))].sort()).toEqual([...committed].sort());
-    } finally {
-      await reader.stop();
-    }
+    await expectEveryCommittedEventDelivered(outbox, () => relay.tail());
     expect(relay.logs.filter((line) => /stream interrupted/.test(line.msg)).length).toBeGreaterThanOrEqual(2);
     expect(await relay.stop()).toBe(0);
   });

@@ -1,22 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTopics, TopicReader } from '../harness/kafka.js';
-import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { describe, expect, it } from 'vitest';
+import { useTestOutbox } from '../harness/fixture.js';
+import { billingEvent } from '../harness/outbox.js';
 import { RelayProcess } from '../harness/relay-process.js';
 
 describe('two instances on one slot', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
-
-  beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice')]);
-    await reader.start([outbox.topic('invoice')]);
-  });
-
-  afterAll(async () => {
-    await reader.stop();
-    await outbox.destroy();
-  });
+  const { outbox, reader } = useTestOutbox({ read: true });
 
   it('runs one active reader and one standby that takes over when the active one dies', async () => {
     const active = new RelayProcess(outbox.relayEnv()).start();

@@ -1,23 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
-import { createTopics, TopicReader } from '../harness/kafka.js';
-import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { useTestOutbox } from '../harness/fixture.js';
+import { billingEvent } from '../harness/outbox.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
 
 describe('prune sidecar', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
-
-  beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice')]);
-    await reader.start([outbox.topic('invoice')]);
-  });
-
-  afterAll(async () => {
-    await reader.stop();
-    await outbox.destroy();
-  });
+  const { outbox, reader } = useTestOutbox({ read: true });
 
   const prune = () => cli(['prune', '--retention', '0s'], outbox.relayEnv());
   const remaining = async (ids: readonly string[]) => {

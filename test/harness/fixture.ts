@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, expect } from 'vitest';
+import { createTopics, TopicReader, type ConsumedRecord } from './kafka.js';
+import { TestOutbox } from './outbox.js';
+
+export interface FixtureOptions {
+  /** Aggregate types whose topics are created up front (default: invoice). */
+  readonly aggregateTypes?: readonly string[];
+  /** Also create the dead-letter topic. */
+  readonly deadLetters?: boolean;
+  /** Start a reader on the topics before the test. */
+  readonly read?: boolean;
+}
+
+/**
+ * A test file's own outbox (table, publication, slot), its topics and optionally a reader,
+ * created before the file's tests and removed after them.
+ */
+export function useTestOutbox(options: FixtureOptions = {}): { outbox: TestOutbox; reader: TopicReader } {
+  const outbox = new TestOutbox();
+  const reader = new TopicReader();
+  beforeAll(async () => {
+    await outbox.create();
+    const topics = (options.aggregateTypes ?? ['invoice']).map((type) => outbox.topic(type));
+    if (options.deadLetters) topics.push(outbox.deadLetterTopic);
+    await createTopics(topics);
+    if (options.read) await reader.start(topics);
+  });
+  afterAll(async () => {
+    await reader.stop();
+    await outbox.destroy();
+  });
+  return { outbox, reader };
+}
+
+/**
+ * The no-loss check: a fresh reader sees every event id committed to the outbox table (the
+ * table is the truth, whatever a fault did to in-flight commits), and nothing else.
+ */
+export async function expectEveryCommittedEventDelivered(outbox: TestOutbox, context: () => string): Promise<readonly ConsumedRecord[]> {
+  const committed = await outbox.committedIds();
+  const reader = await new TopicReader().start([outbox.topic('invoice')]);
+  try {
+    await reader.until(`all ${committed.length} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.length, 120_000, context);
+    expect([...new Set(reader.records.map((record) => record.headers.event_id))].sort()).toEqual([...committed].sort());
+    return reader.records;
+  } finally {
+    await reader.stop();
+  }
+}
