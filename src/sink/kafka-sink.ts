@@ -36,7 +36,10 @@ export class KafkaSink {
       logLevel: kafkaLogLevel.WARN,
       logCreator: () => ({ namespace, level, log }) => {
         const { message, ...extra } = log;
-        const method = level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
+        // Retries are limited on purpose: a batch that fails them restarts the stream from the
+        // confirmed position, which is what keeps nothing lost. Not worth a warning per session.
+        const expected = message.startsWith('Limiting retries for the idempotent producer');
+        const method = expected ? 'debug' : level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
         logger[method]({ kafkajs: namespace, ...extra }, message);
       },
       retry: { initialRetryTime: 200, retries: 8, maxRetryTime: 5_000 },
