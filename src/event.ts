@@ -24,6 +24,8 @@ export interface OutgoingMessage {
   readonly key: Buffer | string | null;
   readonly value: Buffer | string;
   readonly headers: Record<string, string>;
+  /** Estimated bytes in a record batch (see sink/record-size.ts): what batching is bounded by. */
+  readonly size: number;
   readonly transaction: TrackedTransaction;
   /** For metrics: event type, or the dead-letter reason code. */
   readonly label: string;

@@ -30,17 +30,9 @@ export class Fifo<T> {
     return item;
   }
 
-  /** Removes and returns up to `count` items from the front. */
-  take(count: number): T[] {
-    const end = Math.min(this.items.length, this.head + count);
-    const taken = this.items.slice(this.head, end) as T[];
-    for (let i = this.head; i < end; i += 1) this.items[i] = undefined;
-    this.head = end;
-    if (this.head * 2 >= this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return taken;
+  clear(): void {
+    this.items = [];
+    this.head = 0;
   }
 
   *[Symbol.iterator](): Iterator<T> {

@@ -10,6 +10,7 @@ import type { RelayMetrics } from './observe/metrics.js';
 import type { RelationRef, SourceMessage } from './source/messages.js';
 import { deadLetterMessage } from './sink/dead-letter.js';
 import { eventHeaders } from './sink/headers.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from './sink/record-size.js';
 import type { KafkaSink } from './sink/kafka-sink.js';
 import type { TopicRouter } from './sink/topic-router.js';
 
@@ -105,8 +106,9 @@ export class Pipeline {
       const value = await encoder.encode(event, topic);
       const key = encoder.encodeKey ? await encoder.encodeKey(event, topic) : event.aggregateId;
       const headers = eventHeaders(event, transaction.commitLsn);
-      this.checkSize(key, value, headers);
-      return { topic, key, value, headers, transaction, label: event.eventType, deadLetter: false };
+      const size = recordSize(key, value, headers);
+      this.checkSize(size);
+      return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false };
     } catch (error) {
       if (!(error instanceof PoisonEventError)) throw error;
       return this.poison(row, transaction, error);
@@ -140,10 +142,8 @@ export class Pipeline {
   }
 
   /** A record the broker would refuse would fail its batch on every retry: stop it here instead. */
-  private checkSize(key: Buffer | string, value: Buffer, headers: Record<string, string>): void {
-    let size = Buffer.byteLength(key) + value.length;
-    for (const [name, headerValue] of Object.entries(headers)) size += name.length + Buffer.byteLength(headerValue);
-    if (size > this.options.maxMessageBytes) {
+  private checkSize(size: number): void {
+    if (size > this.options.maxMessageBytes - RECORD_BATCH_OVERHEAD) {
       throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes exceeds OUTBOX_MAX_MESSAGE_BYTES (${this.options.maxMessageBytes}); raise both it and the topic's max.message.bytes, then replay the event`);
     }
   }

@@ -112,6 +112,7 @@ export class Relay {
         brokers: config.kafkaBrokers,
         clientId: config.kafkaClientId,
         batchMaxEvents: config.batchMaxEvents,
+        batchMaxBytes: config.maxMessageBytes,
         logger: logger.child({ stage: 'sink' }),
         onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
       });

@@ -37,6 +37,7 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
     brokers: config.kafkaBrokers,
     clientId: `${config.kafkaClientId}-replay`,
     batchMaxEvents: config.batchMaxEvents,
+    batchMaxBytes: config.maxMessageBytes,
     logger: logger.child({ stage: 'sink' }),
     onAcknowledged: (batch) => batch.forEach((message) => tracker.acknowledge(message.transaction)),
   });

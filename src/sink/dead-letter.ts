@@ -4,6 +4,7 @@ import type { OutgoingMessage } from '../event.js';
 import { formatLsn } from '../lsn.js';
 import type { RowValues } from '../source/messages.js';
 import { HEADER } from './headers.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
 
 export interface DeadLetterInput {
   readonly topic: string;
@@ -36,7 +37,7 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
   const aggregateId = input.row[input.aggregateIdColumn];
   const key = typeof aggregateId === 'string' || typeof aggregateId === 'number' ? String(aggregateId) : null;
   let value = Buffer.from(JSON.stringify(input.row), 'utf8');
-  if (value.length > input.maxBytes) {
+  if (recordSize(key, value, headers) > input.maxBytes - RECORD_BATCH_OVERHEAD) {
     headers[HEADER.deadLetterOmitted] = `row of ${value.length} bytes omitted; it is still in ${input.table}`;
     value = Buffer.from('{}', 'utf8');
   }
@@ -44,6 +45,7 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
     topic: input.topic,
     key,
     value,
+    size: recordSize(key, value, headers),
     headers,
     transaction: input.transaction,
     label: code,

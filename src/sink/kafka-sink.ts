@@ -3,11 +3,18 @@ import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
+import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 export interface KafkaSinkOptions {
   readonly brokers: readonly string[];
   readonly clientId: string;
   readonly batchMaxEvents: number;
+  /**
+   * Most record bytes in one produce request. The broker refuses a partition's record batch
+   * over its max.message.bytes, and a refused batch would be retried forever; a request no
+   * larger than that keeps every partition's batch under it.
+   */
+  readonly batchMaxBytes: number;
   readonly logger: Logger;
   /** Called with each batch once Kafka acknowledged all of it (acks=all), in send order. */
   readonly onAcknowledged: (batch: readonly OutgoingMessage[]) => void;
@@ -95,7 +102,7 @@ export class KafkaSink {
 
   private pump(): void {
     if (this.inFlight.length > 0 || this.queue.length === 0 || this.failure) return;
-    const batch = this.queue.take(this.options.batchMaxEvents);
+    const batch = this.takeBatch();
     this.inFlight = batch;
     this.producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages: groupByTopic(batch) }).then(
       () => {
@@ -109,6 +116,19 @@ export class KafkaSink {
         this.notify();
       },
     );
+  }
+
+  /** The oldest messages, up to the count and byte limits; always at least one. */
+  private takeBatch(): OutgoingMessage[] {
+    const batch: OutgoingMessage[] = [];
+    let bytes = RECORD_BATCH_OVERHEAD;
+    for (let next = this.queue.peek(); next !== undefined; next = this.queue.peek()) {
+      if (batch.length > 0 && (batch.length >= this.options.batchMaxEvents || bytes + next.size > this.options.batchMaxBytes)) break;
+      batch.push(next);
+      bytes += next.size;
+      this.queue.shift();
+    }
+    return batch;
   }
 
   private async nextChange(): Promise<void> {

@@ -102,7 +102,7 @@ export class ReplicationStream {
   /** Ends `messages()` at the next frame; the connection stays open for a final status update. */
   stopReading(): void {
     this.ended = true;
-    this.messagesReceived.take(this.messagesReceived.length);
+    this.messagesReceived.clear();
     this.wire?.stream.pause();
     this.signal();
   }

@@ -1,0 +1,52 @@
+/**
+ * Errors of the application-side helpers. Same shape as the relay's RelayError (`code`,
+ * `retriable`, `details`, `cause`), but their own codes: these are raised inside the user's
+ * process, about the user's events, and never reach the relay's metrics or dead letters.
+ */
+export type ClientErrorCode =
+  /** The writer was called outside an explicit transaction (autocommit, or a pool). */
+  | 'OUTBOX_NOT_IN_TRANSACTION'
+  /** A required field is missing or empty, a header is not a string, a traceparent is malformed. */
+  | 'OUTBOX_INVALID_EVENT'
+  /** The payload does not fit the Avro schema of its event type. */
+  | 'OUTBOX_PAYLOAD_MISMATCH'
+  /** Schemas are configured but none exists for the event type (the relay would dead-letter it). */
+  | 'OUTBOX_NO_SCHEMA'
+  /** The schema directory has files that do not parse or compile. */
+  | 'OUTBOX_SCHEMAS_INVALID'
+  /** An option of a helper is invalid (a table name, a missing registry for Avro). */
+  | 'CLIENT_CONFIG_INVALID'
+  /** The event_id is already in the outbox: this business transaction already ran. */
+  | 'OUTBOX_DUPLICATE_EVENT'
+  /** A consumed record cannot become an event (no event_id header, undecodable value). */
+  | 'CONSUMER_UNDECODABLE'
+  /** The user's handler threw; its transaction was rolled back and the record will come again. */
+  | 'CONSUMER_HANDLER_FAILED';
+
+export interface ClientErrorOptions {
+  retriable?: boolean;
+  cause?: unknown;
+  /** Structured facts (event id, paths); never payload values beyond the short misfit description. */
+  details?: Record<string, unknown>;
+}
+
+export class OutboxClientError extends Error {
+  readonly code: ClientErrorCode;
+  readonly retriable: boolean;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ClientErrorCode, message: string, options: ClientErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'OutboxClientError';
+    this.code = code;
+    this.retriable = options.retriable ?? false;
+    this.details = options.details ?? {};
+  }
+}
+
+/** The SQLSTATE of a node-postgres error (or anything carrying a string `code`). */
+export function sqlState(error: unknown): string | undefined {
+  if (error === null || typeof error !== 'object' || !('code' in error)) return undefined;
+  const code = (error as { code: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}

@@ -1,0 +1,46 @@
+/**
+ * The demo's entitlement service as a long-running process (e.g. next to `billing.js` in the
+ * docker-compose profile `demo`): consumes `invoice.paid` and extends access once per event.
+ * Env: DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL (with OUTBOX_FORMAT=avro, the default
+ * here), DEMO_TOPIC (outbox.invoice), DEMO_GROUP (demo-entitlements), DEMO_PREFIX (demo).
+ * Stops on SIGTERM / SIGINT.
+ */
+import { Kafka, logLevel } from 'kafkajs';
+import pg from 'pg';
+import { createIdempotentConsumer, ensureConsumedEventsTable } from '../client/index.js';
+import { createEntitlementSchema, entitlementTables, extendEntitlement } from './entitlement-service.js';
+
+async function main(): Promise<void> {
+  const env = process.env;
+  if (!env.DATABASE_URL || !env.KAFKA_BROKERS) throw new Error('DATABASE_URL and KAFKA_BROKERS are required');
+  const format = env.OUTBOX_FORMAT === 'json' ? 'json' : 'avro';
+  if (format === 'avro' && !env.SCHEMA_REGISTRY_URL) throw new Error('SCHEMA_REGISTRY_URL is required for Avro (or set OUTBOX_FORMAT=json)');
+  const tables = entitlementTables(env.DEMO_PREFIX ?? 'demo');
+  const topic = env.DEMO_TOPIC ?? 'outbox.invoice';
+  const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 });
+  await createEntitlementSchema(pool, tables);
+  await ensureConsumedEventsTable(pool);
+  const consumer = createIdempotentConsumer({
+    kafka: new Kafka({ clientId: 'demo-entitlements', brokers: env.KAFKA_BROKERS.split(','), logLevel: logLevel.WARN }),
+    groupId: env.DEMO_GROUP ?? 'demo-entitlements',
+    topics: [topic],
+    pool,
+    handler: extendEntitlement(tables),
+    format,
+    ...(env.SCHEMA_REGISTRY_URL ? { schemaRegistryUrl: env.SCHEMA_REGISTRY_URL } : {}),
+    fromBeginning: true,
+    onOutcome: (outcome, event) => process.stdout.write(`entitlements: ${outcome === 'applied' ? 'extended access for' : 'skipped duplicate of'} ${event.aggregateId} (event ${event.eventId})\n`),
+  });
+  await consumer.start();
+  process.stdout.write(`entitlements: consuming ${topic}\n`);
+  const stop = () => {
+    void consumer.stop().finally(() => pool.end());
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`entitlements: ${(error as Error).message}\n`);
+  process.exitCode = 1;
+});
