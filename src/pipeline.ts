@@ -4,8 +4,8 @@ import type { RelayConfig } from './config/options.js';
 import type { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { PoisonEventError, RelayError } from './errors.js';
-import type { OutgoingMessage } from './event.js';
-import { formatLsn, type Lsn } from './lsn.js';
+import type { OutboxEvent, OutgoingMessage } from './event.js';
+import type { Lsn } from './lsn.js';
 import type { RelayMetrics } from './observe/metrics.js';
 import type { RelationRef, SourceMessage } from './source/messages.js';
 import { deadLetterMessage } from './sink/dead-letter.js';
@@ -67,17 +67,24 @@ export class Pipeline {
     this.tableName = `${options.table.schema}.${options.table.name}`;
   }
 
-  async handle(message: SourceMessage): Promise<void> {
+  /**
+   * Handles one message in commit order. Returns a promise only when the caller must wait
+   * before the next one (a registry lookup, a full buffer, a poison event that stops the
+   * relay): the common path allocates no promise per event.
+   */
+  handle(message: SourceMessage): Promise<void> | undefined {
     const { tracker, stream } = this.stages;
     switch (message.kind) {
       case 'begin':
         this.transaction = tracker.begin(message.commitLsn, message.commitTime);
         return;
       case 'insert':
-        if (!this.isOutbox(message.relation)) return this.unexpected('insert', message.relation);
-        return this.publish(message.row);
+        if (this.isOutbox(message.relation)) return this.publish(message.row, this.requireTransaction());
+        this.unexpected('insert', message.relation);
+        return;
       case 'change':
-        return this.unexpected(message.operation, message.relation);
+        this.unexpected(message.operation, message.relation);
+        return;
       case 'commit':
         tracker.commit(this.requireTransaction(), message.endLsn);
         this.transaction = null;
@@ -89,40 +96,57 @@ export class Pipeline {
     }
   }
 
-  private async publish(row: Record<string, unknown> | Readonly<Record<string, unknown>>): Promise<void> {
-    const { tracker, sink } = this.stages;
-    const transaction = this.requireTransaction();
-    const message = await this.toMessage(row, transaction);
-    tracker.addEvent(transaction);
-    sink.send(message);
-    if (sink.buffered >= this.options.maxBufferedEvents) await sink.waitForRoom(this.options.maxBufferedEvents);
+  private publish(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): Promise<void> | undefined {
+    const built = this.build(row, transaction);
+    return built instanceof Promise ? built.then((message) => this.enqueue(message)) : this.enqueue(built);
   }
 
-  private async toMessage(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): Promise<OutgoingMessage> {
+  private enqueue(message: OutgoingMessage): Promise<void> | undefined {
+    const { tracker, sink } = this.stages;
+    tracker.addEvent(message.transaction);
+    sink.send(message);
+    if (sink.buffered >= this.options.maxBufferedEvents) return sink.waitForRoom(this.options.maxBufferedEvents);
+    return undefined;
+  }
+
+  /** Row -> record, or the dead letter that stands for it. Synchronous unless the encoder waits. */
+  private build(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): OutgoingMessage | Promise<OutgoingMessage> {
     const { decoder, router, encoder } = this.stages;
     try {
       const event = decoder.decode(row);
       const topic = router(event);
-      const value = await encoder.encode(event, topic);
-      const key = encoder.encodeKey ? await encoder.encodeKey(event, topic) : event.aggregateId;
-      const headers = eventHeaders(event, transaction.commitLsn);
-      const size = recordSize(key, value, headers);
-      this.checkSize(size);
-      return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false };
+      const value = encoder.encode(event, topic);
+      const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
+      if (!(value instanceof Promise) && !(key instanceof Promise)) return this.assemble(event, topic, key, value, transaction);
+      return Promise.all([key, value]).then(
+        ([readyKey, readyValue]) => this.assemble(event, topic, readyKey, readyValue, transaction),
+      ).catch((error: unknown) => this.poisonOrThrow(row, transaction, error));
     } catch (error) {
-      if (!(error instanceof PoisonEventError)) throw error;
-      return this.poison(row, transaction, error);
+      return this.poisonOrThrow(row, transaction, error);
     }
   }
 
-  private async poison(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: PoisonEventError): Promise<OutgoingMessage> {
-    const position = { commitLsn: formatLsn(transaction.commitLsn), table: this.tableName, code: error.code };
+  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer, transaction: TrackedTransaction): OutgoingMessage {
+    const headers = eventHeaders(event, transaction.commitLsnText);
+    const size = recordSize(key, value, headers);
+    this.checkSize(size);
+    return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false };
+  }
+
+  private poisonOrThrow(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: unknown): OutgoingMessage | Promise<OutgoingMessage> {
+    if (!(error instanceof PoisonEventError)) throw error;
+    return this.poison(row, transaction, error);
+  }
+
+  private poison(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: PoisonEventError): OutgoingMessage | Promise<never> {
+    const position = { commitLsn: transaction.commitLsnText, table: this.tableName, code: error.code };
     if (this.options.onPoison === 'fail') {
       // Stop exactly at the poison event: everything before it is delivered and confirmed,
       // and the next run starts with the transaction that holds it.
-      await this.stages.sink.drain();
-      this.stages.logger.error({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
-      throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error, retriable: false });
+      return this.stages.sink.drain().then(() => {
+        this.stages.logger.error({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
+        throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error, retriable: false });
+      });
     }
     // A schema mismatch names the offending value, which is billing data: only at debug.
     const reason = error.code === 'ENCODE_SCHEMA_MISMATCH' ? 'the payload does not fit its schema (the path is in the dead-letter headers)' : error.message;

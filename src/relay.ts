@@ -127,7 +127,15 @@ export class Relay {
       signal.addEventListener('abort', stopReading, { once: true });
       if (signal.aborted) stream.stopReading();
 
-      for await (const message of stream.messages()) await pipeline.handle(message);
+      while (!stream.stopped) {
+        const message = stream.take();
+        if (message === undefined) {
+          await stream.wait();
+          continue;
+        }
+        const pending = pipeline.handle(message);
+        if (pending) await pending;
+      }
 
       this.transition('draining');
       const drained = await withTimeout(sink.drain(), config.shutdownTimeout);

@@ -11,6 +11,13 @@
 import { Kafka, logLevel, Partitioners, type Message } from 'kafkajs';
 import pg from 'pg';
 
+/**
+ * One poll's rows as produce requests of at most MAX_REQUEST_BYTES of values: a request's
+ * per-partition record batch must stay under the broker's message.max.bytes (1 MB default),
+ * which 2,000 rows of 2 KB over 3 partitions would exceed.
+ */
+const MAX_REQUEST_BYTES = 2_000_000;
+
 const url = required('DATABASE_URL');
 const brokers = required('KAFKA_BROKERS').split(',');
 const prefix = required('BENCH_TOPIC_PREFIX');
@@ -55,7 +62,7 @@ while (!stopping) {
         headers: { event_id: row.event_id, event_type: row.event_type, aggregate_type: row.aggregate_type, created_at: row.created_at.toISOString() },
       });
     }
-    await producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+    for (const request of requests(byTopic)) await producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages: request });
     await db.query({ name: 'mark', text: "UPDATE polling_outbox SET status = 'sent', sent_at = now() WHERE event_id = ANY($1)", values: [rows.map((row) => row.event_id)] });
   }
   await db.query('COMMIT');
@@ -63,6 +70,29 @@ while (!stopping) {
 }
 await producer.disconnect();
 await db.end();
+
+function requests(byTopic: Map<string, Message[]>): { topic: string; messages: Message[] }[][] {
+  const out: { topic: string; messages: Message[] }[][] = [];
+  let current: { topic: string; messages: Message[] }[] = [];
+  let bytes = 0;
+  for (const [topic, messages] of byTopic) {
+    let part: Message[] = [];
+    current.push({ topic, messages: part });
+    for (const message of messages) {
+      const size = Buffer.byteLength(message.value as string);
+      if (bytes + size > MAX_REQUEST_BYTES && bytes > 0) {
+        out.push(current);
+        part = [];
+        current = [{ topic, messages: part }];
+        bytes = 0;
+      }
+      part.push(message);
+      bytes += size;
+    }
+  }
+  if (bytes > 0) out.push(current.filter((entry) => entry.messages.length > 0));
+  return out;
+}
 
 function required(name: string): string {
   const value = process.env[name];

@@ -27,6 +27,20 @@ export function processUsage(pid: number): ProcessUsage | null {
   }
 }
 
+/** Jiffies of the whole machine (all cores) from /proc/stat: busy and total. */
+export function machineCpu(): { busy: number; total: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+  return { busy: total - idle, total };
+}
+
+/** Share of all cores that were busy (anything, not only the bench) since `since`. */
+export function machineBusyPercent(since: { busy: number; total: number }): number {
+  const now = machineCpu();
+  return now.total > since.total ? (100 * (now.busy - since.busy)) / (now.total - since.total) : NaN;
+}
+
 /** A long-running contender process whose output goes to a log buffer (kept for failures). */
 export class Child {
   readonly output: string[] = [];

@@ -1,9 +1,11 @@
 import { Fifo } from '../fifo.js';
-import { maxLsn, type Lsn } from '../lsn.js';
+import { formatLsn, maxLsn, type Lsn } from '../lsn.js';
 
 /** A transaction as the checkpoint sees it: how many of its events Kafka has not yet acknowledged. */
 export interface TrackedTransaction {
   readonly commitLsn: Lsn;
+  /** `commitLsn` as X/Y, formatted once for every event's header. */
+  readonly commitLsnText: string;
   readonly commitTime: Date;
   outstanding: number;
   /** The end LSN, known once the Commit message arrived; until then the transaction is open. */
@@ -44,7 +46,7 @@ export class CommitTracker {
 
   begin(commitLsn: Lsn, commitTime: Date): TrackedTransaction {
     if (this.open) throw new Error(`transaction at ${commitLsn} began before the one at ${this.open.commitLsn} committed`);
-    const transaction: TrackedTransaction = { commitLsn, commitTime, outstanding: 0, endLsn: null };
+    const transaction: TrackedTransaction = { commitLsn, commitLsnText: formatLsn(commitLsn), commitTime, outstanding: 0, endLsn: null };
     this.queue.push(transaction);
     this.open = transaction;
     return transaction;
@@ -73,7 +75,7 @@ export class CommitTracker {
    */
   position(lsn: Lsn): void {
     if (this.open) return;
-    this.queue.push({ commitLsn: lsn, commitTime: new Date(), outstanding: 0, endLsn: lsn });
+    this.queue.push({ commitLsn: lsn, commitLsnText: '', commitTime: new Date(), outstanding: 0, endLsn: lsn });
     this.advance();
   }
 

@@ -66,7 +66,7 @@ export const OPTIONS = {
   keySchema: option({ env: 'OUTBOX_KEY_SCHEMA', parser: optional(p.text), default: '', description: 'Avro schema file for the Kafka key ("string", or a record of one string field); empty: the key is the aggregate id as a UTF-8 string.' }),
   batchMaxEvents: option({ env: 'OUTBOX_BATCH_MAX_EVENTS', parser: p.integer(1, 100_000), default: '4000', description: 'Most events in one Kafka produce request.' }),
   maxMessageBytes: option({ env: 'OUTBOX_MAX_MESSAGE_BYTES', parser: p.integer(1_024, 100_000_000), default: '1000000', description: "Largest record, and largest produce request, in bytes. A larger event is a dead letter instead of a request the broker refuses forever. Keep at or below the topics' max.message.bytes." }),
-  maxBufferedEvents: option({ env: 'OUTBOX_MAX_BUFFERED_EVENTS', parser: p.integer(1, 10_000_000), default: '40000', description: 'Events decoded but not yet acknowledged before reading from Postgres pauses (memory bound).' }),
+  maxBufferedEvents: option({ env: 'OUTBOX_MAX_BUFFERED_EVENTS', parser: p.integer(1, 10_000_000), default: '10000', description: 'Events decoded but not yet acknowledged before reading from Postgres pauses (memory bound).' }),
   statusInterval: option({ env: 'OUTBOX_STATUS_INTERVAL', parser: p.duration, default: '1s', description: 'How often the confirmed position is sent to Postgres.' }),
   shutdownTimeout: option({ env: 'OUTBOX_SHUTDOWN_TIMEOUT', parser: p.duration, default: '30s', description: 'On SIGTERM, how long to drain in-flight events before exiting.' }),
   reconnectMin: option({ env: 'OUTBOX_RECONNECT_MIN', parser: p.duration, default: '500ms', description: 'First reconnect delay after a lost connection (doubles up to the max).' }),

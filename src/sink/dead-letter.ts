@@ -1,7 +1,6 @@
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { errorCode, errorMessage } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
-import { formatLsn } from '../lsn.js';
 import type { RowValues } from '../source/messages.js';
 import { HEADER } from './headers.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
@@ -30,7 +29,7 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
     [HEADER.deadLetterReason]: errorMessage(input.error),
     [HEADER.deadLetterCode]: code,
     [HEADER.deadLetterTable]: input.table,
-    [HEADER.commitLsn]: formatLsn(input.transaction.commitLsn),
+    [HEADER.commitLsn]: input.transaction.commitLsnText,
   };
   const eventId = input.row[input.eventIdColumn];
   if (typeof eventId === 'string' || typeof eventId === 'number') headers[HEADER.eventId] = String(eventId);

@@ -1,5 +1,4 @@
 import type { OutboxEvent } from '../event.js';
-import { formatLsn, type Lsn } from '../lsn.js';
 
 /** Header names the relay sets; consumers may rely on them. */
 export const HEADER = {
@@ -14,13 +13,18 @@ export const HEADER = {
   deadLetterOmitted: 'dead_letter_row_omitted',
 } as const;
 
-/** The row's own headers first, so the relay's names win when both are set. */
-export function eventHeaders(event: OutboxEvent, commitLsn: Lsn): Record<string, string> {
-  const headers: Record<string, string> = { ...event.headers };
-  headers[HEADER.eventId] = event.eventId;
-  headers[HEADER.eventType] = event.eventType;
-  headers[HEADER.aggregateType] = event.aggregateType;
-  if (event.createdAt) headers[HEADER.createdAt] = event.createdAt.toISOString();
-  headers[HEADER.commitLsn] = formatLsn(commitLsn);
+/**
+ * The relay's headers, then the row's own where they do not clash (the relay's names win).
+ * Built as one literal of a fixed shape: this runs once per event.
+ */
+export function eventHeaders(event: OutboxEvent, commitLsnText: string): Record<string, string> {
+  const headers: Record<string, string> = {
+    event_id: event.eventId,
+    event_type: event.eventType,
+    aggregate_type: event.aggregateType,
+    outbox_commit_lsn: commitLsnText,
+  };
+  if (event.createdAt) headers.created_at = event.createdAt.toISOString();
+  for (const name in event.headers) if (!(name in headers) && name !== HEADER.createdAt) headers[name] = event.headers[name]!;
   return headers;
 }

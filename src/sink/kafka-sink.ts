@@ -1,3 +1,4 @@
+import './kafkajs-grouping.js';
 import { Kafka, logLevel as kafkaLogLevel, Partitioners, type Message, type Producer, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';

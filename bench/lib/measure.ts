@@ -1,0 +1,313 @@
+import { AGGREGATE_TYPE, CDC_TABLE, Database, EVENT_TYPE, POLLING_TABLE } from './db.js';
+import { ID_HEADER, LABEL, RELAY_HTTP_PORT, SLOT, startContender, type ContenderName, type Services } from './contenders.js';
+import { drainRate, KafkaTools, LatencyConsumer, percentile } from './kafka.js';
+import { type Child, machineBusyPercent, machineCpu, progress, sleep } from './proc.js';
+
+export interface DrainWorkload {
+  readonly events: number;
+  readonly rowsPerTx: number;
+  readonly payloadBytes: number;
+  readonly contenders: readonly ContenderName[];
+  /** Relay settings for this workload (e.g. a smaller batch for big payloads). */
+  readonly relayEnv?: Record<string, string>;
+}
+
+export interface DrainResult {
+  readonly workload: string;
+  readonly contender: ContenderName;
+  readonly events: number;
+  readonly rowsPerTx: number;
+  readonly payloadBytes: number;
+  readonly eventsPerSecond: number;
+  readonly drainSeconds: number;
+  readonly startupSeconds: number;
+  readonly peakRssMb: number;
+  readonly cpuSeconds: number;
+  readonly walBytesPerEvent: number;
+  readonly rowsWrittenPerEvent: number;
+  /** All cores, everything on the machine, while this contender drained. */
+  readonly machineBusyPct: number;
+  /** Relay only: session restarts (outbox_relay_reconnects_total) and the first warning. */
+  readonly restarts?: number;
+  readonly firstWarning?: string;
+  readonly settings?: string;
+  readonly error?: string;
+}
+
+export interface SteadyResult {
+  readonly contender: ContenderName;
+  readonly offeredPerSecond: number;
+  readonly achievedPerSecond: number;
+  readonly seconds: number;
+  readonly events: number;
+  readonly received: number;
+  /** Records in the topic at the end (end offsets), to tell a slow consumer from a slow relay. */
+  readonly inTopic: number;
+  readonly p50: number;
+  readonly p95: number;
+  readonly p99: number;
+  readonly max: number;
+  /** p50 / p99 of commit to the record's CreateTime: the part before the produce request. */
+  readonly toProduceP50: number;
+  readonly toProduceP99: number;
+  readonly machineBusyPct: number;
+  readonly peakRssMb: number;
+  readonly cpuSeconds: number;
+  readonly error?: string;
+}
+
+export function workloadName(w: { events: number; rowsPerTx: number; payloadBytes: number }): string {
+  return `${formatCount(w.events)} events, ${w.rowsPerTx}-row tx, ${w.payloadBytes >= 1000 ? `${w.payloadBytes / 1000} KB` : `${w.payloadBytes} B`}`;
+}
+
+export function formatCount(n: number): string {
+  return n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : String(n);
+}
+
+let runCounter = 0;
+function topicPrefix(contender: ContenderName): string {
+  runCounter += 1;
+  return `bench.${Date.now().toString(36)}${runCounter}.${contender}`;
+}
+
+/**
+ * One backlog drain: the CDC contenders share one load (each reads its own slot, created
+ * before the load, so each sees the same WAL); the polling relay gets its own table and load.
+ */
+export async function drain(db: Database, kafka: KafkaTools, services: Services, workload: DrainWorkload): Promise<DrainResult[]> {
+  const name = workloadName(workload);
+  const results: DrainResult[] = [];
+  const cdc = workload.contenders.filter((c) => c !== 'polling');
+  if (cdc.length > 0) {
+    await db.reset();
+    await db.freshCdcOutbox(SLOT[cdc[0]!]);
+    for (const contender of cdc.slice(1)) await db.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [SLOT[contender]]);
+    const before = await db.counters(CDC_TABLE);
+    const loadStart = Date.now();
+    progress(`${name}: loading for ${cdc.join(', ')}`);
+    await db.load(CDC_TABLE, 'e', workload.events, workload.rowsPerTx, workload.payloadBytes);
+    const after = await db.settledCounters(CDC_TABLE);
+    progress(`${name}: loaded in ${((Date.now() - loadStart) / 1000).toFixed(1)} s`);
+    const walPerEvent = Number(after.walLsn - before.walLsn) / workload.events;
+    const rowsPerEvent = (after.rowsWritten - before.rowsWritten) / workload.events;
+    for (const contender of cdc) {
+      await db.checkpoint();
+      results.push(await drainOne(kafka, services, workload, contender, { walPerEvent, rowsPerEvent }));
+      await db.dropSlot(SLOT[contender]);
+    }
+  }
+  if (workload.contenders.includes('polling')) {
+    await db.freshPollingOutbox();
+    const before = await db.counters(POLLING_TABLE);
+    progress(`${name}: loading for polling`);
+    await db.load(POLLING_TABLE, 'e', workload.events, workload.rowsPerTx, workload.payloadBytes);
+    await db.checkpoint();
+    const result = await drainOne(kafka, services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN });
+    const after = await db.settledCounters(POLLING_TABLE);
+    results.push({
+      ...result,
+      walBytesPerEvent: Number(after.walLsn - before.walLsn) / workload.events,
+      rowsWrittenPerEvent: (after.rowsWritten - before.rowsWritten) / workload.events,
+    });
+  }
+  return results;
+}
+
+async function drainOne(
+  kafka: KafkaTools,
+  services: Services,
+  workload: DrainWorkload,
+  contender: ContenderName,
+  db: { walPerEvent: number; rowsPerEvent: number },
+): Promise<DrainResult> {
+  const name = workloadName(workload);
+  const prefix = topicPrefix(contender);
+  const topic = `${prefix}.${AGGREGATE_TYPE}`;
+  const isRelay = contender === 'relay-json' || contender === 'relay-avro';
+  const settings = isRelay && workload.relayEnv ? Object.entries(workload.relayEnv).map(([k, v]) => `${k}=${v}`).join(' ') : undefined;
+  const base = { settings, workload: name, contender, events: workload.events, rowsPerTx: workload.rowsPerTx, payloadBytes: workload.payloadBytes, walBytesPerEvent: db.walPerEvent, rowsWrittenPerEvent: db.rowsPerEvent };
+  if (contender !== 'ceiling') await kafka.createTopic(topic);
+  progress(`${name}: ${LABEL[contender]} draining`);
+  const started = Date.now();
+  const cpuAtStart = machineCpu();
+  let child: Child | null = null;
+  try {
+    child = startContender(contender, services, prefix, workload.events, workload.relayEnv);
+    const running = child;
+    let timing;
+    if (contender === 'ceiling') timing = await ceilingTiming(running, workload.events, name);
+    else {
+      timing = await kafka.waitForRecords(topic, workload.events, {
+        timeoutMs: 30 * 60_000,
+        stallMs: 90_000,
+        alive: () => running.running,
+        onProgress: (count, rate) => progress(`  ${LABEL[contender]}: ${count}/${workload.events} (${Math.round(rate)}/s)`),
+      });
+    }
+    const usage = running.usage();
+    const eventsPerSecond = drainRate(timing, started);
+    const result: DrainResult = {
+      ...base,
+      eventsPerSecond,
+      drainSeconds: (timing.doneAt - timing.firstAt) / 1000,
+      startupSeconds: (timing.firstAt - started) / 1000,
+      peakRssMb: usage?.peakRssMb ?? NaN,
+      cpuSeconds: usage?.cpuSeconds ?? NaN,
+      machineBusyPct: machineBusyPercent(cpuAtStart),
+      ...(isRelay ? await relayHealth(running) : {}),
+    };
+    if (result.restarts) progress(`  ${LABEL[contender]} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
+    progress(`${name}: ${LABEL[contender]}: ${Math.round(eventsPerSecond)} events/s, peak RSS ${result.peakRssMb.toFixed(0)} MB, CPU ${result.cpuSeconds.toFixed(1)} s, start-up ${result.startupSeconds.toFixed(1)} s`);
+    return result;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    progress(`${name}: ${LABEL[contender]} FAILED: ${message}\n${child?.tail() ?? ''}`);
+    const health = isRelay && child ? await relayHealth(child) : {};
+    return { ...base, ...health, eventsPerSecond: NaN, drainSeconds: NaN, startupSeconds: NaN, peakRssMb: NaN, cpuSeconds: NaN, machineBusyPct: NaN, error: message.split('\n')[0]! };
+  } finally {
+    await child?.stop();
+    if (contender !== 'ceiling') await kafka.deleteTopics(prefix);
+  }
+}
+
+/** Session restarts from the relay's metrics, and its first warning or error log line. */
+async function relayHealth(child: Child): Promise<{ restarts?: number; firstWarning?: string }> {
+  let restarts: number | undefined;
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${RELAY_HTTP_PORT}/metrics`)).text();
+    restarts = text.split('\n').filter((line) => line.startsWith('outbox_relay_reconnects_total')).reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+  } catch {
+    restarts = undefined;
+  }
+  let firstWarning: string | undefined;
+  for (const line of child.output) {
+    try {
+      const entry = JSON.parse(line) as { level?: number; msg?: string; err?: string; error?: string };
+      if ((entry.level ?? 0) >= 40 && !/Limiting retries/.test(entry.msg ?? '')) {
+        const detail = entry.err ?? entry.error;
+        firstWarning = `${entry.msg ?? ''}${detail ? `: ${detail}` : ''}`.slice(0, 300);
+        break;
+      }
+    } catch {
+      // not a JSON log line
+    }
+  }
+  return { restarts, firstWarning };
+}
+
+async function ceilingTiming(child: Child, events: number, name: string) {
+  let reported = 0;
+  for (;;) {
+    const done = child.output.find((line) => line.includes('"done"'));
+    if (done) {
+      const parsed = JSON.parse(done) as { count: number; firstAt: number; lastAt: number };
+      return { firstAt: parsed.firstAt, firstCount: 1, doneAt: parsed.lastAt, count: parsed.count };
+    }
+    if (!child.running) throw new Error(`ceiling exited early:\n${child.tail()}`);
+    const progressLines = child.output.filter((line) => line.includes('"count"'));
+    if (progressLines.length > reported) {
+      reported = progressLines.length;
+      progress(`  ${LABEL.ceiling}: ${(JSON.parse(progressLines.at(-1)!) as { count: number }).count}/${events}`);
+    }
+    void name;
+    await sleep(50);
+  }
+}
+
+/**
+ * Steady offered load: single-row transactions at `rate`/s for `seconds`, from 8 sessions
+ * with synchronous_commit on (an application's commit); a consumer matches each record to the
+ * time its COMMIT returned.
+ */
+export async function steady(db: Database, kafka: KafkaTools, services: Services, contender: ContenderName, rate: number, seconds: number): Promise<SteadyResult> {
+  const polling = contender === 'polling';
+  const table = polling ? POLLING_TABLE : CDC_TABLE;
+  await db.reset();
+  if (polling) await db.freshPollingOutbox();
+  else await db.freshCdcOutbox(SLOT[contender]);
+  await db.query(`CALL bench_load($1, 'warm', 1, 0, 1, 300)`, [table]);
+  const prefix = topicPrefix(contender);
+  const topic = `${prefix}.${AGGREGATE_TYPE}`;
+  await kafka.createTopic(topic);
+  const commitTimes = new Map<string, number>();
+  const consumer = new LatencyConsumer(kafka.kafka, topic, ID_HEADER[contender], commitTimes);
+  const label = `steady ${rate}/s`;
+  let child: Child | null = null;
+  const insert = `INSERT INTO ${table} (event_id, aggregate_type, aggregate_id, event_type, payload)
+    SELECT $1, '${AGGREGATE_TYPE}', $2, '${EVENT_TYPE}', p.payload || jsonb_build_object('invoice_id', $1::text)
+      FROM bench_payloads p WHERE p.size = 300 AND p.k = $3`;
+  try {
+    child = startContender(contender, services, prefix);
+    await consumer.start();
+    // Ready = a warm-up event made it to the topic (Debezium needs its JVM and task up).
+    progress(`${label}: ${LABEL[contender]} starting`);
+    await db.query(insert, ['warm-1', 'acct-0', 0]);
+    const running = child;
+    await kafka.waitForRecords(topic, 1, { timeoutMs: 120_000, stallMs: 120_000, alive: () => running.running, onProgress: () => undefined });
+    await sleep(2_000);
+    const cpuBefore = child.usage()?.cpuSeconds ?? 0;
+    const machineAtStart = machineCpu();
+    progress(`${label}: ${LABEL[contender]} offered load for ${seconds} s`);
+    const total = rate * seconds;
+    const start = Date.now();
+    let issued = 0;
+    let inFlight = 0;
+    const pending: Promise<void>[] = [];
+    while (issued < total) {
+      const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * rate));
+      while (issued < due && inFlight < 64) {
+        const i = issued++;
+        const id = `s-${i}`;
+        inFlight += 1;
+        pending.push(
+          db.pool.query(insert, [id, `acct-${i % 1000}`, i % 1000]).then(() => {
+            const at = Date.now();
+            commitTimes.set(id, at);
+            consumer.committed(id, at);
+            inFlight -= 1;
+          }),
+        );
+      }
+      await sleep(2);
+    }
+    await Promise.all(pending);
+    const elapsed = (Date.now() - start) / 1000;
+    const deadline = Date.now() + 60_000;
+    while (consumer.latencies.length < total && Date.now() < deadline) await sleep(100);
+    const usage = child.usage();
+    const inTopic = await kafka.count(topic);
+    if (consumer.latencies.length < total) {
+      progress(`${label}: only ${consumer.latencies.length}/${total} matched; ${inTopic} records in the topic; consumer received ${consumer.received}${consumer.crash ? `, consumer crashed: ${consumer.crash}` : ''}; contender ${child.running ? 'running' : 'exited'}:\n${child.tail(10)}`);
+    }
+    const sorted = [...consumer.latencies].sort((a, b) => a - b);
+    const toProduce = [...consumer.toProduce].sort((a, b) => a - b);
+    const result: SteadyResult = {
+      contender,
+      offeredPerSecond: rate,
+      achievedPerSecond: total / elapsed,
+      seconds: elapsed,
+      events: total,
+      received: sorted.length,
+      inTopic: inTopic - 1,
+      p50: percentile(sorted, 50),
+      p95: percentile(sorted, 95),
+      p99: percentile(sorted, 99),
+      max: sorted.at(-1) ?? NaN,
+      toProduceP50: percentile(toProduce, 50),
+      toProduceP99: percentile(toProduce, 99),
+      machineBusyPct: machineBusyPercent(machineAtStart),
+      peakRssMb: usage?.peakRssMb ?? NaN,
+      cpuSeconds: (usage?.cpuSeconds ?? NaN) - cpuBefore,
+    };
+    progress(`${label}: ${LABEL[contender]}: p50 ${result.p50} ms, p99 ${result.p99} ms, max ${result.max} ms; commit to CreateTime p50 ${result.toProduceP50} / p99 ${result.toProduceP99} ms (${result.received}/${total} matched, offered ${result.achievedPerSecond.toFixed(0)}/s)`);
+    return result;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    progress(`${label}: ${LABEL[contender]} FAILED: ${message}\n${child?.tail() ?? ''}`);
+    return { contender, offeredPerSecond: rate, achievedPerSecond: NaN, seconds: NaN, events: 0, received: 0, inTopic: NaN, p50: NaN, p95: NaN, p99: NaN, max: NaN, toProduceP50: NaN, toProduceP99: NaN, machineBusyPct: NaN, peakRssMb: NaN, cpuSeconds: NaN, error: message.split('\n')[0]! };
+  } finally {
+    await consumer.stop().catch(() => undefined);
+    await child?.stop();
+    await kafka.deleteTopics(prefix);
+  }
+}

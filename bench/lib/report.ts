@@ -1,0 +1,135 @@
+import { LABEL, type ContenderName } from './contenders.js';
+import { CONNECT_VERSION, DEBEZIUM_VERSION } from './debezium.js';
+import { formatCount, type DrainResult, type SteadyResult } from './measure.js';
+
+export interface BenchRun {
+  readonly date: string;
+  readonly quick: boolean;
+  readonly minutes: number;
+  readonly machine: string;
+  readonly postgres: string;
+  readonly avro: boolean;
+  readonly debeziumNote: string;
+  /** Free text from --note (e.g. what else ran on the machine). */
+  readonly note: string;
+  readonly polling: { readonly batch: number; readonly idleMs: number; readonly tuning: readonly { batch: number; eventsPerSecond: number }[] };
+  readonly drains: readonly DrainResult[];
+  readonly steady: readonly SteadyResult[];
+}
+
+interface Floor {
+  readonly name: string;
+  readonly measured: string;
+  readonly pass: boolean | null;
+}
+
+export function renderReport(run: BenchRun, chart: string): string {
+  const out: string[] = [];
+  out.push(`# outbox-relay benchmark, ${run.date}${run.quick ? ' (quick)' : ''}`, '');
+  out.push(`\`npm run bench${run.quick ? ' -- --quick' : ''}\` — ${run.minutes.toFixed(1)} minutes. Machine: ${run.machine}. ` +
+    `Postgres ${run.postgres} (**fsync is off** in the bench stack: commits cost less than on a real disk, for every contender alike), ` +
+    `Kafka 4.4.0 KRaft single node on loopback, every contender and the load generator on the same 2 cores.`, '');
+  if (run.note) out.push(`**Note:** ${run.note}`, '');
+  out.push(`![chart](${chart})`, '');
+  out.push('## Floors (issue 6)', '', '| floor | measured | result |', '| --- | --- | --- |');
+  for (const floor of floors(run)) out.push(`| ${floor.name} | ${floor.measured} | ${floor.pass === null ? 'not measured' : floor.pass ? 'PASS' : '**FAIL**'} |`);
+  out.push('', '## Backlog drain', '');
+  out.push('Events pre-loaded, then the contender started; events/s counts from the first record in Kafka (acks=all) to the last, so start-up is shown apart. ' +
+    'CPU and peak RSS are the contender process only (/proc VmHWM, utime+stime, start to last record); machine CPU busy is all cores, all processes (/proc/stat), during the drain. WAL and rows written per event are the database side of the whole run ' +
+    '(the load, plus for the polling relay its mark-sent UPDATEs; the CDC contenders share one load and write nothing themselves).', '');
+  out.push('| workload | contender | events/s | × ceiling | relay JSON ÷ this | drain s | start-up s | peak RSS MB | CPU s | CPU µs/event | WAL B/event | rows written/event | machine CPU busy |');
+  out.push('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const d of run.drains) {
+    const ceiling = find(run, d.workload, 'ceiling');
+    const relay = find(run, d.workload, 'relay-json');
+    if (d.error) {
+      out.push(`| ${d.workload} | ${LABEL[d.contender]} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | |`);
+      continue;
+    }
+    const label = `${LABEL[d.contender]}${d.settings ? ` (${d.settings})` : ''}${d.restarts ? `, ${d.restarts} session restarts: ${d.firstWarning ?? ''}` : ''}`;
+    out.push(`| ${d.workload} | ${label} | ${int(d.eventsPerSecond)} | ${ratio(d.eventsPerSecond, ceiling)} | ${d.contender === 'relay-json' || d.contender === 'ceiling' ? '' : ratio(relay, d.eventsPerSecond)} | ` +
+      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num((d.cpuSeconds * 1e6) / d.events, 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |`);
+  }
+  out.push('', '## Steady offered load', '');
+  out.push('Single-row transactions (~300 B payload) from 8 sessions at a fixed rate, synchronous_commit on; a kafkajs consumer in the bench process matches each record ' +
+    '(event id header) to the moment its COMMIT returned. The consumer and the generator share the 2 cores with everything else. ' +
+    'commit→CreateTime is the part until the producer built the request (the record timestamp); the rest is Kafka and the consumer. ' +
+    'Measured after a warm-up event reached the topic plus 2 s.', '');
+  out.push('| offered/s | contender | achieved/s | events | in topic | matched | p50 ms | p95 ms | p99 ms | max ms | commit→CreateTime p50 / p99 ms | peak RSS MB | CPU s | machine CPU busy |', '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const s of run.steady) {
+    if (s.error) {
+      out.push(`| ${s.offeredPerSecond} | ${LABEL[s.contender]} | failed: ${s.error.replace(/\|/g, '/')} | | | | | | | | | | | |`);
+      continue;
+    }
+    out.push(`| ${s.offeredPerSecond} | ${LABEL[s.contender]} | ${int(s.achievedPerSecond)} | ${s.events} | ${s.inTopic} | ${s.received} | ${s.p50} | ${s.p95} | ${s.p99} | ${s.max} | ${s.toProduceP50} / ${s.toProduceP99} | ${num(s.peakRssMb, 0)} | ${num(s.cpuSeconds, 1)} | ${pct(s.machineBusyPct / 100)} |`);
+  }
+  out.push('', '## Contenders and settings', '');
+  out.push('- **Decode ceiling**: `bench/contenders/ceiling.ts` — a `pg` replication connection and pg-logical-replication\'s pgoutput parser (as `src/source/pgoutput.ts`), counting inserts; no Kafka.');
+  out.push('- **outbox-relay**: `node dist/cli.js run` with its defaults (batch up to 4,000 events and OUTBOX_MAX_MESSAGE_BYTES, 10,000 buffered, kafkajs idempotent producer, acks=-1, one request in flight).' +
+    (run.avro ? ' Avro: `OUTBOX_FORMAT=avro` with the schema registry of the stack.' : ' **Avro not measured**: this build\'s `run --help` does not list an avro format yet.'));
+  const tuning = run.polling.tuning.map((t) => `${t.batch}: ${int(t.eventsPerSecond)}/s`).join(', ');
+  out.push(`- **Polling relay**: \`bench/contenders/polling.ts\` — one worker; \`SELECT … WHERE status = 'pending' ORDER BY created_at LIMIT n FOR UPDATE SKIP LOCKED\` (partial index on pending rows), ` +
+    `kafkajs \`sendBatch\` with the relay's producer settings, \`UPDATE … SET status = 'sent'\`, commit. Batch size tuned in this run on a 1-row/300 B backlog (${tuning || 'not tuned'}): **${run.polling.batch} rows per poll**; ` +
+    `it sleeps ${run.polling.idleMs} ms after a poll that found less than a batch (only matters when idle).`);
+  out.push(`- **Debezium**: Kafka Connect standalone ${CONNECT_VERSION} (\`ConnectStandalone\`, -Xmx2g) with debezium-connector-postgres ${DEBEZIUM_VERSION} from Maven Central (\`bench/debezium/pom.xml\`), pgoutput, ` +
+    'the outbox EventRouter SMT (key = aggregate_id, topic = <prefix>.<aggregate_type>, event_type and aggregate_type as headers), StringConverter for key and value; ' +
+    'max.batch.size 4096, max.queue.size 16384, poll.interval.ms 50 (defaults 2048 / 8192 / 500 ms), producer defaults of Connect. ' +
+    (run.debeziumNote || 'Start-up (JVM, plugin scan, connector start) is in the start-up column, not in events/s.'));
+  out.push('- Loads: server-side procedure committing every 1 or 100 rows (synchronous_commit off for the loader only), payloads of ~300 B / ~2 KB of JSON that pglz cannot compress; ' +
+    'the CDC contenders each read their own slot created before the shared load.');
+  out.push('');
+  return out.join('\n');
+}
+
+function floors(run: BenchRun): Floor[] {
+  const result: Floor[] = [];
+  const oneRow = run.drains.filter((d) => d.rowsPerTx === 1 && d.payloadBytes === 300);
+  const biggest = Math.max(0, ...oneRow.filter((d) => d.contender === 'relay-json').map((d) => d.events));
+  const w = oneRow.find((d) => d.events === biggest)?.workload ?? '';
+  const relay = find(run, w, 'relay-json');
+  const ceiling = find(run, w, 'ceiling');
+  result.push({ name: 'relay JSON drain ≥ 60% of the decode ceiling (1-row tx)', measured: `${w}: ${int(relay)} vs ${int(ceiling)} events/s = ${pct(relay / ceiling)}`, pass: ok(relay / ceiling >= 0.6, relay, ceiling) });
+  const avro = find(run, w, 'relay-avro');
+  result.push({ name: 'Avro within 20% of JSON', measured: run.avro ? `${int(avro)} vs ${int(relay)} events/s = ${pct(avro / relay)}` : 'no avro format in this build', pass: run.avro ? ok(avro / relay >= 0.8, avro, relay) : null });
+  const smallW = oneRow.find((d) => d.contender === 'polling')?.workload ?? w;
+  const relaySmall = find(run, smallW, 'relay-json');
+  const polling = find(run, smallW, 'polling');
+  result.push({ name: '≥ 2× the polling relay', measured: `${smallW}: ${int(relaySmall)} vs ${int(polling)} events/s = ${num(relaySmall / polling, 2)}×`, pass: ok(relaySmall / polling >= 2, relaySmall, polling) });
+  const dbz = find(run, smallW, 'debezium');
+  result.push({ name: '≥ 1.5× Debezium', measured: Number.isFinite(dbz) ? `${smallW}: ${int(relaySmall)} vs ${int(dbz)} events/s = ${num(relaySmall / dbz, 2)}×` : `Debezium not measured: ${run.debeziumNote || 'failed'}`, pass: ok(relaySmall / dbz >= 1.5, relaySmall, dbz) });
+  const steady = run.steady.find((s) => s.contender === 'relay-json' && s.offeredPerSecond === 1000);
+  result.push({ name: 'p99 commit-to-consumer ≤ 100 ms at 1k events/s', measured: steady && !steady.error ? `p99 ${steady.p99} ms (p50 ${steady.p50} ms)` : 'not measured', pass: steady && !steady.error ? steady.p99 <= 100 : null });
+  const million = run.drains.find((d) => d.contender === 'relay-json' && d.events >= 1_000_000);
+  const anyRelay = run.drains.filter((d) => d.contender === 'relay-json' && !d.error).sort((a, b) => b.events - a.events)[0];
+  result.push({
+    name: 'peak RSS ≤ 256 MB draining 1M events',
+    measured: million ? `${num(million.peakRssMb, 0)} MB` : `not run (quick); ${num(anyRelay?.peakRssMb ?? NaN, 0)} MB draining ${formatCount(anyRelay?.events ?? 0)}`,
+    pass: million && !million.error ? million.peakRssMb <= 256 : null,
+  });
+  return result;
+}
+
+function find(run: BenchRun, workload: string, contender: ContenderName): number {
+  const d = run.drains.find((r) => r.workload === workload && r.contender === contender);
+  return d && !d.error ? d.eventsPerSecond : NaN;
+}
+
+function ok(pass: boolean, ...values: number[]): boolean | null {
+  return values.every(Number.isFinite) ? pass : null;
+}
+
+function int(n: number): string {
+  return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–';
+}
+
+function num(n: number, digits: number): string {
+  return Number.isFinite(n) ? n.toFixed(digits) : '–';
+}
+
+function pct(n: number): string {
+  return Number.isFinite(n) ? `${Math.round(n * 100)}%` : '–';
+}
+
+function ratio(a: number, b: number): string {
+  return Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}×` : '';
+}
