@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import pg from 'pg';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -43,7 +44,13 @@ export class ReplicationStream {
   private wake: (() => void) | null = null;
 
   constructor(private readonly options: ReplicationStreamOptions) {
-    this.client = new pg.Client({ connectionString: options.connectionString, replication: 'database' } as pg.ClientConfig);
+    // The application name shows in pg_stat_replication and `outbox-relay status`: which
+    // instance (pod) is the active reader.
+    this.client = new pg.Client({
+      connectionString: options.connectionString,
+      replication: 'database',
+      application_name: `outbox-relay@${hostname()}`,
+    } as pg.ClientConfig);
   }
 
   /**
