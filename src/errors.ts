@@ -32,19 +32,22 @@ export interface RelayErrorOptions {
   details?: Record<string, unknown>;
 }
 
-export class RelayError extends Error {
-  readonly code: ErrorCode;
+/** The shape every error of this package has: a stable code, whether retrying helps, facts. */
+export class CodedError<Code extends string> extends Error {
+  readonly code: Code;
   readonly retriable: boolean;
   readonly details: Record<string, unknown>;
 
-  constructor(code: ErrorCode, message: string, options: RelayErrorOptions = {}) {
+  constructor(code: Code, message: string, options: RelayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'RelayError';
+    this.name = new.target.name;
     this.code = code;
     this.retriable = options.retriable ?? false;
     this.details = options.details ?? {};
   }
 }
+
+export class RelayError extends CodedError<ErrorCode> {}
 
 /**
  * A problem with one event rather than with the stream: the event goes to the dead-letter topic
@@ -53,7 +56,6 @@ export class RelayError extends Error {
 export class PoisonEventError extends RelayError {
   constructor(code: ErrorCode, message: string, options: RelayErrorOptions = {}) {
     super(code, message, { ...options, retriable: false });
-    this.name = 'PoisonEventError';
   }
 }
 

@@ -1,3 +1,5 @@
+import { CodedError, type RelayErrorOptions } from '../errors.js';
+
 /**
  * Errors of the application-side helpers. Same shape as the relay's RelayError (`code`,
  * `retriable`, `details`, `cause`), but their own codes: these are raised inside the user's
@@ -23,26 +25,9 @@ export type ClientErrorCode =
   /** The user's handler threw; its transaction was rolled back and the record will come again. */
   | 'CONSUMER_HANDLER_FAILED';
 
-export interface ClientErrorOptions {
-  retriable?: boolean;
-  cause?: unknown;
-  /** Structured facts (event id, paths); never payload values beyond the short misfit description. */
-  details?: Record<string, unknown>;
-}
+export type ClientErrorOptions = RelayErrorOptions;
 
-export class OutboxClientError extends Error {
-  readonly code: ClientErrorCode;
-  readonly retriable: boolean;
-  readonly details: Record<string, unknown>;
-
-  constructor(code: ClientErrorCode, message: string, options: ClientErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'OutboxClientError';
-    this.code = code;
-    this.retriable = options.retriable ?? false;
-    this.details = options.details ?? {};
-  }
-}
+export class OutboxClientError extends CodedError<ClientErrorCode> {}
 
 /** The SQLSTATE of a node-postgres error (or anything carrying a string `code`). */
 export function sqlState(error: unknown): string | undefined {
