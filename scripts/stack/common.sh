@@ -114,6 +114,20 @@ term_then_kill() {
   fi
 }
 
+# Stops a JVM service by its pid file: SIGTERM with GRACE seconds to finish (Kafka's
+# controlled shutdown), or at once with "quick" (used by down, which deletes the data anyway).
+stop_service() {
+  local svc=$1 grace=$2 mode=${3:-} pid
+  pid=$(svc_pid "$svc")
+  if [ "$mode" = quick ]; then
+    kill -9 "$pid" 2>/dev/null || true
+    wait_pid_gone "$pid" 10 || true
+  else
+    term_then_kill "$pid" "$grace" "$svc"
+  fi
+  rm -f "$(pid_file "$svc")"
+}
+
 # Runs a detached, long-lived service: new session (no SIGHUP/SIGINT from this
 # shell or CI job control), stdin closed, output appended to the log. Prints pid.
 spawn() {

@@ -177,16 +177,6 @@ kafka_start() {
 
 # Graceful: SIGTERM runs Kafka's controlled shutdown (flushes logs, writes the
 # clean-shutdown marker). "quick" (used by down) just kills it.
-kafka_stop() {
-  local pid
-  pid=$(svc_pid kafka)
-  if [ "${1:-}" = quick ]; then
-    kill -9 "$pid" 2>/dev/null || true
-    wait_pid_gone "$pid" 10 || true
-  else
-    term_then_kill "$pid" 60 kafka
-  fi
-  rm -f "$(pid_file kafka)"
-}
+kafka_stop() { stop_service kafka 60 "${1:-}"; }
 
 kafka_destroy() { rm -rf "$(kafka_dir)"; }

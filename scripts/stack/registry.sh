@@ -109,16 +109,6 @@ registry_start() {
   wait_until 120 "$pid" curl -fsS -o /dev/null --max-time 2 "$url" || return 1
 }
 
-registry_stop() {
-  local pid
-  pid=$(svc_pid registry)
-  if [ "${1:-}" = quick ]; then
-    kill -9 "$pid" 2>/dev/null || true
-    wait_pid_gone "$pid" 10 || true
-  else
-    term_then_kill "$pid" 30 registry
-  fi
-  rm -f "$(pid_file registry)"
-}
+registry_stop() { stop_service registry 30 "${1:-}"; }
 
 registry_destroy() { rm -rf "$(registry_data_dir)"; }
