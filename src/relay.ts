@@ -115,6 +115,7 @@ export class Relay {
         batchMaxBytes: config.maxMessageBytes,
         logger: logger.child({ stage: 'sink' }),
         onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
+        onFailure: (error) => stream.abort(error),
       });
       await sink.start();
       const pipeline = new Pipeline(

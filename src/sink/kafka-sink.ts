@@ -19,6 +19,11 @@ export interface KafkaSinkOptions {
   readonly logger: Logger;
   /** Called with each batch once Kafka acknowledged all of it (acks=all), in send order. */
   readonly onAcknowledged: (batch: readonly OutgoingMessage[]) => void;
+  /**
+   * Called once when a batch failed after the producer's retries. The sink also rejects its
+   * next send or wait, but with no new events there is none: this ends the session at once.
+   */
+  readonly onFailure?: (error: RelayError) => void;
 }
 
 /**
@@ -114,6 +119,7 @@ export class KafkaSink {
       },
       (error: unknown) => {
         this.failure = new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${batch.length}: ${(error as Error).message}`, { retriable: true, cause: error });
+        this.options.onFailure?.(this.failure);
         this.notify();
       },
     );

@@ -170,6 +170,11 @@ export class ReplicationStream {
     this.wire?.stream.resume();
   }
 
+  /** Ends the stream with `error`, as a lost connection would: `take()` throws it next. */
+  abort(error: Error): void {
+    this.fail(error);
+  }
+
   private fail(error: unknown): void {
     if (this.ended || this.failure) return;
     this.failure = error instanceof Error ? error : new Error(String(error));

@@ -1,7 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
 import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
+import { TopicReader } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
+import { billingEvent } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
 describe('Kafka stopped under load', () => {
@@ -39,5 +41,33 @@ describe('Kafka stopped under load', () => {
     // recovered without help: it is still running and stops cleanly.
     await eventually('the slot to catch up', async () => ((await outbox.slotState()).confirmed >= confirmedDuringOutage[0]! ? true : undefined));
     expect(await relay.stop()).toBe(0);
+  });
+
+  it('resends an event whose batch the producer gave up on, with no new event to wake it', async () => {
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    const reader = await new TopicReader().start([outbox.topic('invoice')]);
+    try {
+      await relay.waitActive();
+      const first = billingEvent('inv_quiet', 1);
+      await outbox.insert([first]);
+      await reader.until('the first event', (records) => records.some((record) => record.headers.event_id === first.eventId));
+      await reader.stop();
+
+      await serviceAction('stop', 'kafka');
+      const stranded = billingEvent('inv_quiet', 2);
+      await outbox.insert([stranded]);
+      // The producer retries for ~20 s, then the session must end by itself and reconnect.
+      await relay.waitForLog(/stream interrupted/, 90_000);
+      await serviceAction('start', 'kafka');
+
+      const after = await new TopicReader().start([outbox.topic('invoice')]);
+      try {
+        await after.until('the stranded event', (records) => records.some((record) => record.headers.event_id === stranded.eventId), 90_000, () => relay.tail());
+      } finally {
+        await after.stop();
+      }
+    } finally {
+      expect(await relay.stop()).toBe(0);
+    }
   });
 });
