@@ -31,7 +31,7 @@ export function renderReport(run: BenchRun, chart: string): string {
     `Kafka 4.4.0 KRaft single node on loopback, every contender and the load generator on the same 2 cores.`, '');
   if (run.note) out.push(`**Note:** ${run.note}`, '');
   out.push(`![chart](${chart})`, '');
-  out.push('## Floors (issue 6)', '', '| floor | measured | result |', '| --- | --- | --- |');
+  out.push('## Floors', '', '| floor | measured | result |', '| --- | --- | --- |');
   for (const floor of floors(run)) out.push(`| ${floor.name} | ${floor.measured} | ${floor.pass === null ? 'not measured' : floor.pass ? 'PASS' : '**FAIL**'} |`);
   out.push('', '## Backlog drain', '');
   out.push('Events pre-loaded, then the contender started; events/s counts from the first record in Kafka (acks=all) to the last, so start-up is shown apart. ' +
