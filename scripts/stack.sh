@@ -19,6 +19,7 @@
 #   OUTBOX_CACHE_DIR   downloads (default ~/.cache/outbox-relay), shared by all clones
 #   OUTBOX_PG_PORT (55432) OUTBOX_KAFKA_PORT (59092) OUTBOX_KAFKA_CONTROLLER_PORT (59093)
 #   OUTBOX_REGISTRY_PORT (58081) OUTBOX_REGISTRY_MGMT_PORT (58082)
+#   OUTBOX_PG_FSYNC (off; on for benchmarks that should pay for durable commits)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
 #   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
 #   OUTBOX_REGISTRY_COMPATIBILITY  global compatibility rule (default BACKWARD; NONE disables)

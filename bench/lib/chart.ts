@@ -34,7 +34,8 @@ export function renderChart(run: BenchRun): Buffer {
   let y = 14;
   canvas.text(16, y, `outbox-relay benchmark ${run.date}${run.quick ? ' (quick)' : ''}`, [0, 0, 0], 3);
   y += 34;
-  canvas.text(16, y, 'Postgres 15 (fsync off), Kafka 4.4, acks=all; all on the same 2 cores', [90, 90, 90]);
+  const fsync = run.postgres.includes('fsync=off') ? 'fsync off' : 'fsync on';
+  canvas.text(16, y, `Postgres 15 (${fsync}), Kafka 4.4, acks=all; all on the same 2 cores`, [90, 90, 90]);
   y += 30;
   canvas.text(16, y, 'backlog drain, events/s (higher is better)', [0, 0, 0]);
   y += 24;

@@ -27,7 +27,7 @@ export function renderReport(run: BenchRun, chart: string): string {
   const out: string[] = [];
   out.push(`# outbox-relay benchmark, ${run.date}${run.quick ? ' (quick)' : ''}`, '');
   out.push(`\`npm run bench${run.quick ? ' -- --quick' : ''}\` — ${run.minutes.toFixed(1)} minutes. Machine: ${run.machine}. ` +
-    `Postgres ${run.postgres} (**fsync is off** in the bench stack: commits cost less than on a real disk, for every contender alike), ` +
+    `Postgres ${run.postgres}${run.postgres.includes('fsync=off') ? ' (**fsync is off** in the bench stack: commits cost less than on a real disk, for every contender alike; OUTBOX_PG_FSYNC=on turns it on)' : ''}, ` +
     `Kafka 4.4.0 KRaft single node on loopback, every contender and the load generator on the same 2 cores.`, '');
   if (run.note) out.push(`**Note:** ${run.note}`, '');
   out.push(`![chart](${chart})`, '');
