@@ -100,19 +100,11 @@ export class Database {
   /** The polling relay's table: same columns, a status, and a partial index on pending rows. */
   async freshPollingOutbox(): Promise<void> {
     await this.reset();
+    // The outbox's own DDL under another name, plus what a polling relay needs on top of it.
+    const sql = await readFile(OUTBOX_SQL, 'utf8');
+    await this.query(sql.replaceAll('event_outbox', POLLING_TABLE));
     await this.query(`
-      CREATE TABLE ${POLLING_TABLE} (
-        event_id       text        NOT NULL PRIMARY KEY,
-        aggregate_type text        NOT NULL,
-        aggregate_id   text        NOT NULL,
-        event_type     text        NOT NULL,
-        payload        jsonb       NOT NULL,
-        headers        jsonb,
-        created_at     timestamptz NOT NULL DEFAULT now(),
-        status         text        NOT NULL DEFAULT 'pending',
-        sent_at        timestamptz
-      );
-      CREATE INDEX ${POLLING_TABLE}_created_at_idx ON ${POLLING_TABLE} (created_at);
+      ALTER TABLE ${POLLING_TABLE} ADD COLUMN status text NOT NULL DEFAULT 'pending', ADD COLUMN sent_at timestamptz;
       CREATE INDEX ${POLLING_TABLE}_pending_idx ON ${POLLING_TABLE} (created_at) WHERE status = 'pending';`);
   }
 
