@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// First: replaces a quadratic kafkajs helper before anything loads kafkajs (see the module).
-import './sink/kafkajs-grouping.js';
+// First: puts faster kafkajs internals in place before anything loads kafkajs (see the module).
+import './sink/kafkajs-patches.js';
 import { dropSlotCommand } from './commands/drop-slot.js';
 import { EXIT, type Command } from './commands/command.js';
 import { pruneCommand } from './commands/prune.js';

@@ -1,6 +1,6 @@
 import type { TrackedTransaction } from './checkpoint/commit-tracker.js';
 
-/** One outbox row, decoded. The payload stays as Postgres gave it (parsed jsonb). */
+/** One outbox row, decoded. The payload stays as Postgres gave it: parsed jsonb, or a JsonText for the JSON format. */
 export interface OutboxEvent {
   readonly eventId: string;
   readonly aggregateType: string;
@@ -11,6 +11,9 @@ export interface OutboxEvent {
   readonly headers: Readonly<Record<string, string>>;
   readonly createdAt: Date | null;
 }
+
+/** The headers of a row that has none: one shared object, as most rows have none. */
+export const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Where an event came from in the WAL: what dead letters and headers report. */
 export interface SourcePosition {

@@ -126,7 +126,7 @@ export class Pipeline {
     }
   }
 
-  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer, transaction: TrackedTransaction): OutgoingMessage {
+  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, transaction: TrackedTransaction): OutgoingMessage {
     const headers = eventHeaders(event, transaction.commitLsnText);
     const size = recordSize(key, value, headers);
     this.checkSize(size);

@@ -89,6 +89,8 @@ export class Relay {
       publication: config.publication,
       highWaterMessages: SOURCE_HIGH_WATER_MESSAGES,
       logger,
+      // The JSON format publishes the payload column's text as Postgres sent it.
+      jsonAsText: config.format === 'json' ? { table: config.table, column: config.columnPayload } : undefined,
     });
     let sink: KafkaSink | null = null;
     let tracker: CommitTracker | null = null;

@@ -1,5 +1,5 @@
 import { PoisonEventError } from '../errors.js';
-import type { OutboxEvent } from '../event.js';
+import { NO_HEADERS, type OutboxEvent } from '../event.js';
 import type { RowValues } from '../source/messages.js';
 
 import type { RelayConfig } from '../config/options.js';
@@ -69,7 +69,7 @@ export class RowDecoder {
   private headers(row: RowValues): Record<string, string> {
     const column = this.columns.headers;
     const value = row[column];
-    if (value === undefined || value === null) return {};
+    if (value === undefined || value === null) return NO_HEADERS;
     if (typeof value !== 'object' || Array.isArray(value)) {
       throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a JSON object of headers, got ${describe(value)}`, { details: { column } });
     }

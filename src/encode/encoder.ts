@@ -8,7 +8,7 @@ import type { OutboxEvent } from '../event.js';
  */
 export interface PayloadEncoder {
   readonly format: string;
-  encode(event: OutboxEvent, topic: string): Buffer | Promise<Buffer>;
+  encode(event: OutboxEvent, topic: string): Buffer | string | Promise<Buffer>;
   /**
    * The Kafka key, when the encoder has a key schema (OUTBOX_KEY_SCHEMA); absent or returning
    * the aggregate id, the key is the aggregate id as a UTF-8 string. Same error rules as `encode`.

@@ -1,11 +1,15 @@
 import type { OutboxEvent } from '../event.js';
+import { JsonText } from '../source/json-text.js';
 import type { PayloadEncoder } from './encoder.js';
 
-/** The payload as UTF-8 JSON, exactly the jsonb value the application inserted. */
+/**
+ * The payload as UTF-8 JSON: the json/jsonb text Postgres sent (the stream keeps it unparsed
+ * for this format), or, for any other column type, the value serialized.
+ */
 export class JsonEncoder implements PayloadEncoder {
   readonly format = 'json' as const;
 
-  encode(event: OutboxEvent): Buffer {
-    return Buffer.from(JSON.stringify(event.payload), 'utf8');
+  encode(event: OutboxEvent): Buffer | string {
+    return event.payload instanceof JsonText ? event.payload.text : JSON.stringify(event.payload);
   }
 }

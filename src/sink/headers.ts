@@ -1,4 +1,4 @@
-import type { OutboxEvent } from '../event.js';
+import { NO_HEADERS, type OutboxEvent } from '../event.js';
 
 /** Header names the relay sets; consumers may rely on them. */
 export const HEADER = {
@@ -18,13 +18,10 @@ export const HEADER = {
  * Built as one literal of a fixed shape: this runs once per event.
  */
 export function eventHeaders(event: OutboxEvent, commitLsnText: string): Record<string, string> {
-  const headers: Record<string, string> = {
-    event_id: event.eventId,
-    event_type: event.eventType,
-    aggregate_type: event.aggregateType,
-    outbox_commit_lsn: commitLsnText,
-  };
-  if (event.createdAt) headers.created_at = event.createdAt.toISOString();
+  const headers: Record<string, string> = event.createdAt
+    ? { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText, created_at: event.createdAt.toISOString() }
+    : { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText };
+  if (event.headers === NO_HEADERS) return headers;
   for (const name in event.headers) if (!(name in headers) && name !== HEADER.createdAt) headers[name] = event.headers[name]!;
   return headers;
 }

@@ -1,9 +1,10 @@
-import './kafkajs-grouping.js';
-import { Kafka, logLevel as kafkaLogLevel, Partitioners, type Message, type Producer, type TopicMessages } from 'kafkajs';
+import './kafkajs-patches.js';
+import { Kafka, logLevel as kafkaLogLevel, type Message, type Producer, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
+import { keyHashPartitioner } from './partitioner.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 export interface KafkaSinkOptions {
@@ -59,7 +60,7 @@ export class KafkaSink {
     });
     // Idempotent with one request in flight: the broker drops duplicates of a retried request
     // and a partition's order is the send order. kafkajs requires acks=-1 for idempotence.
-    this.producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+    this.producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
   }
 
   async start(): Promise<void> {

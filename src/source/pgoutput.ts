@@ -1,22 +1,36 @@
 import { PgoutputPlugin, type Pgoutput } from 'pg-logical-replication';
 import { RelayError } from '../errors.js';
-import { parseLsn, readLsn } from '../lsn.js';
-import type { SourceMessage } from './messages.js';
+import { readLsn, ZERO_LSN, type Lsn } from '../lsn.js';
+import { JsonText } from './json-text.js';
+import type { RelationRef, SourceMessage } from './messages.js';
 
 // Streaming replication CopyData framing (protocol-replication.html): 'w' XLogData carries
 // a pgoutput message after a 25-byte header; 'k' is the primary keepalive.
 const XLOG_DATA = 0x77;
 const KEEPALIVE = 0x6b;
 const XLOG_HEADER_BYTES = 25;
+// pgoutput messages (protocol-logicalrep-message-formats.html) read here, not by the library:
+// Begin and Commit carry the positions, read straight into LSNs.
+const BEGIN = 0x42;
+const COMMIT = 0x43;
+const POSTGRES_EPOCH_MS = 946_684_800_000;
+const JSON_TYPES = new Set([114, 3802]); // json, jsonb
+
+export interface PgoutputDecoderOptions {
+  /** A json/jsonb column of this table delivered as a JsonText instead of parsed. */
+  readonly jsonAsText?: { readonly table: RelationRef; readonly column: string };
+}
 
 /**
  * Turns CopyData frames into SourceMessages. pg-logical-replication's parser decodes the
- * pgoutput payload; the framing, LSNs and keepalives are handled here so that no library
- * default decides what position is confirmed.
+ * relations and rows; the framing, Begin/Commit positions and keepalives are handled here so
+ * that no library default decides what position is confirmed.
  */
 export class PgoutputDecoder {
   // Only the plugin's parser is used; starting replication and acknowledging stay here.
   private readonly parser = new PgoutputPlugin({ protoVersion: 1, publicationNames: [] });
+
+  constructor(private readonly options: PgoutputDecoderOptions = {}) {}
 
   /** Returns null for pgoutput messages the relay has no use for (relation, type, origin). */
   decode(frame: Buffer): SourceMessage | null {
@@ -27,18 +41,24 @@ export class PgoutputDecoder {
     if (tag !== XLOG_DATA) {
       throw new RelayError('SOURCE_PROTOCOL', `unknown replication frame type 0x${tag?.toString(16) ?? '??'}`);
     }
-    return this.toSourceMessage(this.parser.parse(frame.subarray(XLOG_HEADER_BYTES)));
+    const at = XLOG_HEADER_BYTES;
+    switch (frame[at]) {
+      // Begin: final LSN (int64), commit time (int64), xid (int32)
+      case BEGIN:
+        return { kind: 'begin', commitLsn: requireLsn(readLsn(frame, at + 1), 'begin'), commitTime: readTime(frame, at + 9), xid: frame.readUInt32BE(at + 17) };
+      // Commit: flags (int8), commit LSN (int64), end LSN (int64), commit time (int64)
+      case COMMIT:
+        return { kind: 'commit', commitLsn: requireLsn(readLsn(frame, at + 2), 'commit'), endLsn: requireLsn(readLsn(frame, at + 10), 'commit'), commitTime: readTime(frame, at + 18) };
+      default:
+        return this.toSourceMessage(this.parser.parse(frame.subarray(at)));
+    }
   }
 
   private toSourceMessage(message: Pgoutput.Message): SourceMessage | null {
     switch (message.tag) {
-      case 'begin':
-        return {
-          kind: 'begin',
-          xid: message.xid,
-          commitLsn: parseLsn(requireLsn(message.commitLsn, 'begin')),
-          commitTime: toDate(message.commitTime),
-        };
+      case 'relation':
+        this.keepJsonText(message);
+        return null;
       case 'insert':
         return { kind: 'insert', relation: message.relation, row: message.new };
       case 'update':
@@ -48,25 +68,31 @@ export class PgoutputDecoder {
         const first = message.relations[0];
         return { kind: 'change', operation: 'truncate', relation: first ?? { schema: '?', name: '?' } };
       }
-      case 'commit':
-        return {
-          kind: 'commit',
-          commitLsn: parseLsn(requireLsn(message.commitLsn, 'commit')),
-          endLsn: parseLsn(requireLsn(message.commitEndLsn, 'commit')),
-          commitTime: toDate(message.commitTime),
-        };
       default:
         return null;
     }
   }
+
+  /**
+   * The parser keeps the relation message it returns and decodes the table's rows with each
+   * column's `parser`: replacing it here changes how that column is read from now on.
+   */
+  private keepJsonText(relation: Pgoutput.MessageRelation): void {
+    const wanted = this.options.jsonAsText;
+    if (!wanted || relation.name !== wanted.table.name || relation.schema !== wanted.table.schema) return;
+    for (const column of relation.columns) {
+      if (column.name === wanted.column && JSON_TYPES.has(column.typeOid)) column.parser = (text: string) => new JsonText(text);
+    }
+  }
 }
 
-function requireLsn(lsn: string | null, where: string): string {
-  if (lsn === null) throw new RelayError('SOURCE_PROTOCOL', `pgoutput ${where} message without an LSN`);
+function requireLsn(lsn: Lsn, where: string): Lsn {
+  if (lsn === ZERO_LSN) throw new RelayError('SOURCE_PROTOCOL', `pgoutput ${where} message without an LSN`);
   return lsn;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-wrapper-object-types -- the parser's declared type
-function toDate(microsSinceUnixEpoch: BigInt): Date {
-  return new Date(Number((microsSinceUnixEpoch as bigint) / 1000n));
+/** A pgoutput timestamp (microseconds since 2000-01-01) as a Date, to the millisecond. */
+function readTime(frame: Buffer, offset: number): Date {
+  const micros = frame.readInt32BE(offset) * 2 ** 32 + frame.readUInt32BE(offset + 4);
+  return new Date(Math.floor(micros / 1000) + POSTGRES_EPOCH_MS);
 }

@@ -6,7 +6,7 @@ import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
 import type { SourceMessage } from './messages.js';
-import { PgoutputDecoder } from './pgoutput.js';
+import { PgoutputDecoder, type PgoutputDecoderOptions } from './pgoutput.js';
 
 /** The part of pg's Connection that a replication client needs; pg does not type it. */
 interface ReplicationWire {
@@ -22,6 +22,7 @@ export interface ReplicationStreamOptions {
   /** Messages buffered before the socket is paused: the memory bound on the source side. */
   readonly highWaterMessages: number;
   readonly logger: Logger;
+  readonly jsonAsText?: PgoutputDecoderOptions['jsonAsText'];
 }
 
 const POSTGRES_EPOCH_MS = 946_684_800_000n;
@@ -35,7 +36,7 @@ const UNDEFINED_OBJECT = '42704';
  */
 export class ReplicationStream {
   private readonly client: pg.Client;
-  private readonly decoder = new PgoutputDecoder();
+  private readonly decoder: PgoutputDecoder;
   private readonly messagesReceived = new Fifo<SourceMessage>();
   private wire: ReplicationWire | null = null;
   private paused = false;
@@ -44,6 +45,7 @@ export class ReplicationStream {
   private wake: (() => void) | null = null;
 
   constructor(private readonly options: ReplicationStreamOptions) {
+    this.decoder = new PgoutputDecoder({ jsonAsText: options.jsonAsText });
     // The application name shows in pg_stat_replication and `outbox-relay status`: which
     // instance (pod) is the active reader.
     this.client = new pg.Client({
