@@ -163,7 +163,7 @@ export class Relay {
     let bytes = 0;
     for (const message of batch) {
       tracker.acknowledge(message.transaction);
-      bytes += message.value.length;
+      bytes += message.size;
       metrics.commitToAck.observe((now - message.transaction.commitTime.getTime()) / 1000);
       if (message.deadLetter) continue;
       const key = `${message.topic}\u0000${message.label}`;

@@ -60,6 +60,21 @@ describe('delivery', () => {
     expect(reader.records).toHaveLength(3);
   });
 
+  it('publishes a JSON payload as Postgres stored it: amounts beyond double precision keep every digit', async () => {
+    // JSON.parse would turn these into doubles (12345678901234567000, 0.1); the relay passes the jsonb text through.
+    const eventId = randomUUID();
+    const payload = '{"amount_minor": 12345678901234567890123, "rate": 0.10000000000000000001, "note": "ünïcödé €"}';
+    await outbox.pool.query(
+      `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'invoice', 'inv_exact', 'invoice.paid', $2::jsonb)`,
+      [eventId, payload],
+    );
+    await reader.until('the exact payload', (records) => records.some((r) => r.headers.event_id === eventId));
+    const text = reader.records.find((r) => r.headers.event_id === eventId)!.value!.toString('utf8');
+    expect(text).toContain('12345678901234567890123');
+    expect(text).toContain('0.10000000000000000001');
+    expect(text).toBe((await outbox.pool.query<{ text: string }>('SELECT $1::jsonb::text AS text', [payload])).rows[0]!.text);
+  });
+
   it('keeps each aggregate in commit order across interleaved concurrent transactions', async () => {
     const aggregates = Array.from({ length: 20 }, (_, i) => `inv_order_${i}`);
     const perAggregate = 25;
