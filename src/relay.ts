@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { RelayConfig } from './config/options.js';
+import { columnParsersFor } from './decode/column-parsers.js';
 import { rowDecoderFor, type RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
@@ -89,8 +90,7 @@ export class Relay {
       publication: config.publication,
       highWaterMessages: SOURCE_HIGH_WATER_MESSAGES,
       logger,
-      // The JSON format publishes the payload column's text as Postgres sent it.
-      jsonAsText: config.format === 'json' ? { table: config.table, column: config.columnPayload } : undefined,
+      columnParsers: { table: config.table, parserFor: columnParsersFor(config) },
     });
     let sink: KafkaSink | null = null;
     let tracker: CommitTracker | null = null;
@@ -159,19 +159,19 @@ export class Relay {
   private acknowledged(batch: readonly OutgoingMessage[], tracker: CommitTracker): void {
     const { metrics } = this.deps;
     const now = Date.now();
-    const published = new Map<string, { topic: string; eventType: string; count: number }>();
+    // topic -> event type -> events: counted here, then one increment per series.
+    const published = new Map<string, Map<string, number>>();
     let bytes = 0;
     for (const message of batch) {
       tracker.acknowledge(message.transaction);
       bytes += message.size;
       metrics.commitToAck.observe((now - message.transaction.commitTime.getTime()) / 1000);
       if (message.deadLetter) continue;
-      const key = `${message.topic}\u0000${message.label}`;
-      const entry = published.get(key);
-      if (entry) entry.count += 1;
-      else published.set(key, { topic: message.topic, eventType: message.label, count: 1 });
+      let byType = published.get(message.topic);
+      if (!byType) published.set(message.topic, (byType = new Map()));
+      byType.set(message.label, (byType.get(message.label) ?? 0) + 1);
     }
-    for (const entry of published.values()) metrics.published.inc({ topic: entry.topic, event_type: entry.eventType }, entry.count);
+    for (const [topic, byType] of published) for (const [eventType, count] of byType) metrics.published.inc({ topic, event_type: eventType }, count);
     metrics.bytesOut.inc(bytes);
   }
 

@@ -1,5 +1,5 @@
 import type { OutboxEvent } from '../event.js';
-import { JsonText } from '../source/json-text.js';
+import { JsonText } from '../decode/json-text.js';
 import type { PayloadEncoder } from './encoder.js';
 
 /**

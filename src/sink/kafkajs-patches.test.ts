@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
 import { KAFKAJS_REPLACEMENTS } from './kafkajs-patches.js';
+import { crc32c } from './kafkajs-record.js';
 
 const require = createRequire(import.meta.url);
 
@@ -23,11 +25,8 @@ function original<T>(module: string): T {
 }
 
 const GROUPING = 'kafkajs/src/producer/groupMessagesPerPartition.js';
-const RECORD = 'kafkajs/src/protocol/recordBatch/record/v0/index.js';
-const CRC = 'kafkajs/src/protocol/recordBatch/crc32C/index.js';
 
 type Group = (args: unknown) => Record<number, unknown[]>;
-type Encode = (fields: unknown) => { buffer: Buffer };
 
 describe('kafkajs internals replaced in its module cache', () => {
   it('installs every replacement', () => {
@@ -51,32 +50,70 @@ describe('kafkajs internals replaced in its module cache', () => {
     expect(Object.values(grouped).reduce((sum, list) => sum + list.length, 0)).toBe(100_000);
   });
 
-  it('encodes records byte for byte as kafkajs does', () => {
-    const cases: unknown[] = [
-      { key: 'agg-1', value: '{"amount":1}', headers: { event_id: 'e-1', event_type: 'invoice.paid' } },
-      { offsetDelta: 0, timestampDelta: 0, key: null, value: Buffer.from([0, 0, 0, 0, 1, 2]) },
-      { offsetDelta: 3_999, timestampDelta: 1_234, key: Buffer.from('k'), value: 'v', headers: {} },
-      { offsetDelta: 70_000, timestampDelta: -5, key: 'ключ', value: 'значение €', headers: { 'заголовок': 'ü', repeated: ['a', 'b', Buffer.from('c')] } },
-      { offsetDelta: 1, timestampDelta: 2 ** 40, key: 'k', value: 'x'.repeat(300), headers: { traceparent: '00-'.padEnd(55, 'a') } },
-      { offsetDelta: 2, timestampDelta: -(2 ** 35), key: 'k', value: randomBytes(20_000), headers: { h: '' } },
-      { offsetDelta: 2 ** 31 - 1, key: '', value: '' },
-    ];
-    const ours = installed<Encode>(RECORD);
-    const theirs = original<Encode>(RECORD);
-    expect(theirs).not.toBe(ours);
-    for (const fields of cases) expect(ours(fields).buffer.equals(theirs(fields).buffer), JSON.stringify(fields).slice(0, 120)).toBe(true);
+  describe('Produce request', () => {
+    afterEach(() => vi.restoreAllMocks());
+    const Long = require('kafkajs/src/utils/long.js') as { fromInt(value: number): unknown; fromValue(value: unknown): unknown };
+    const ours = () => installed<(args: ProduceRequestArgs) => ProduceRequest>(KAFKAJS_PRODUCE_V3);
+    const theirs = () => original<(args: ProduceRequestArgs) => ProduceRequest>(KAFKAJS_PRODUCE_V3);
+
+    async function expectSameBytes(args: ProduceRequestArgs): Promise<void> {
+      vi.spyOn(Date, 'now').mockReturnValue(1_764_460_800_123);
+      const [mine, kafkajs] = [ours()(args), theirs()(args)];
+      expect(mine.apiKey).toBe(kafkajs.apiKey);
+      expect(mine.apiVersion).toBe(kafkajs.apiVersion);
+      expect(mine.expectResponse()).toBe(kafkajs.expectResponse());
+      const [a, b] = [(await mine.encode()).buffer, (await kafkajs.encode()).buffer];
+      expect(a.length).toBe(b.length);
+      expect(a.equals(b)).toBe(true);
+    }
+
+    const event = (i: number) => ({
+      key: `inv_${i % 17}`,
+      value: `{"invoice_id": "inv-${i}", "amount_minor": ${i * 7919}, "note": "${'x'.repeat(i % 300)}"}`,
+      headers: { event_id: `0b3c5a9e-0000-4000-8000-${String(i).padStart(12, '0')}`, event_type: 'invoice.paid', aggregate_type: 'invoice', outbox_commit_lsn: '0/4A1B2C3D', created_at: '2026-11-30T01:08:21.123Z' },
+    });
+
+    it('encodes a relay batch byte for byte as kafkajs does', async () => {
+      await expectSameBytes({
+        acks: -1, timeout: 30_000, producerId: '4321', producerEpoch: 3,
+        topicData: [{ topic: 'billing.invoice', partitions: [{ partition: 0, firstSequence: 42, messages: Array.from({ length: 4_000 }, (_, i) => event(i)) }] }],
+      });
+    });
+
+    it('and every other shape kafkajs accepts: topics, partitions, null and binary fields, header lists, timestamps, transactions', async () => {
+      await expectSameBytes({
+        acks: 1, timeout: 5_000, transactionalId: 'tx-ü', producerId: Long.fromValue('9007199254740993') as never, producerEpoch: 0,
+        topicData: [
+          { topic: 'a', partitions: [
+            { partition: 2, firstSequence: 2 ** 31 - 1, messages: [{ key: null, value: Buffer.from([0, 1, 2]) }, { key: Buffer.from('k'), value: null, headers: {} }] },
+            { partition: 0, messages: [{ key: 'ключ', value: 'значение €', headers: { 'заголовок': 'ü', repeated: ['a', Buffer.from('b')] } }] },
+          ] },
+          { topic: 'b.ü', partitions: [{ partition: 1, messages: [
+            { key: 'k', value: 'v', timestamp: 1_764_460_800_000 },
+            { key: 'k', value: randomBytes(20_000), timestamp: '1764460700000', headers: { empty: '' } },
+            { key: 'k', value: 'late', timestamp: 1_764_460_900_000 },
+            { key: 'k', value: 'none' },
+          ] }] },
+        ],
+      });
+      await expectSameBytes({ acks: 1, timeout: 1, producerId: Long.fromInt(77) as never, topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [{ value: 'x' }] }] }] });
+      await expectSameBytes({ acks: 0, timeout: 1, topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [{ value: '' }] }] }] });
+    });
+
+    it('leaves compressed batches to kafkajs', async () => {
+      const args = { acks: -1, timeout: 30_000, compression: 1, topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [event(1), event(2)] }] }] };
+      await expectSameBytes(args);
+    });
   });
 
-  it('checksums like kafkajs, for every length around the 8-byte step', () => {
-    const ours = installed<(data: Buffer) => number>(CRC);
-    const theirs = original<(data: Buffer) => number>(CRC);
-    expect(theirs).not.toBe(ours);
-    expect(ours(Buffer.from('123456789'))).toBe(0xe3069283); // the CRC-32C check value
+  it('checksums record batches like kafkajs, for every length around the 8-byte step', () => {
+    const kafkajsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (data: Buffer) => number;
+    expect(crc32c(Buffer.from('123456789'))).toBe(0xe3069283); // the CRC-32C check value
     for (let length = 0; length < 40; length++) {
       const data = randomBytes(length);
-      expect(ours(data), `length ${length}`).toBe(theirs(data));
+      expect(crc32c(data), `length ${length}`).toBe(kafkajsCrc(data));
     }
     const large = randomBytes(1_000_003);
-    expect(ours(large)).toBe(theirs(large));
+    expect(crc32c(large)).toBe(kafkajsCrc(large));
   });
 });

@@ -1,30 +1,21 @@
 /**
- * The two per-record costs of kafkajs's produce path, written for one allocation per record.
- * kafkajs 2.2.4 builds each record with a fresh 512-byte zero-filled Encoder for the record and
- * another for every header, sizes the timestamp delta with Long objects, and checksums the batch
- * one byte at a time; at the relay's rates that was most of the garbage it made.
- * Both functions produce exactly kafkajs's bytes (kafkajs-record.test.ts compares them with
- * kafkajs's own encoders); kafkajs-patches.ts installs them in place of the originals.
+ * Kafka records (v2 format, as inside a record batch) and the batch checksum, for the produce
+ * request in kafkajs-produce-request.ts: one allocation per record, where kafkajs 2.2.4 takes a
+ * 512-byte zero-filled buffer for the record and another for each header, and sizes the
+ * timestamp delta with Long objects.
  */
 
 type HeaderValue = Buffer | string | null | undefined;
 
+/** A message as kafkajs takes it (its `Message` type). */
 export interface RecordFields {
-  readonly offsetDelta?: number;
-  readonly timestampDelta?: number;
   readonly key?: Buffer | string | null;
   readonly value?: Buffer | string | null;
   readonly headers?: Readonly<Record<string, HeaderValue | readonly HeaderValue[]>>;
 }
 
-/** What kafkajs's record batch reads from an encoded record: `buf` to check it, `buffer` to copy it. */
-export interface EncodedRecord {
-  readonly buf: Buffer;
-  readonly buffer: Buffer;
-}
-
-/** A Kafka record (v2 format, as inside a record batch): length-prefixed, varint fields. */
-export function encodeRecord({ offsetDelta = 0, timestampDelta = 0, key, value, headers }: RecordFields): EncodedRecord {
+/** A record: length-prefixed, varint fields; deltas are from the batch's first offset and timestamp. */
+export function encodeRecord({ key, value, headers }: RecordFields, offsetDelta: number, timestampDelta: number): Buffer {
   const keyField = field(key);
   const keyLength = fieldLength(keyField);
   const valueField = field(value);
@@ -54,7 +45,7 @@ export function encodeRecord({ offsetDelta = 0, timestampDelta = 0, key, value, 
     at = writeField(buf, at, scratchValues[i]!, scratchValueLengths[i]!);
     scratchValues[i] = null; // hold no payload past this call
   }
-  return { buf, buffer: buf };
+  return buf;
 }
 
 /** A field is written as its bytes: a Buffer as is, null as length -1, anything else as UTF-8 text. */

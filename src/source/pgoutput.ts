@@ -1,7 +1,6 @@
 import { PgoutputPlugin, type Pgoutput } from 'pg-logical-replication';
 import { RelayError } from '../errors.js';
 import { readLsn, ZERO_LSN, type Lsn } from '../lsn.js';
-import { JsonText } from './json-text.js';
 import type { RelationRef, SourceMessage } from './messages.js';
 
 // Streaming replication CopyData framing (protocol-replication.html): 'w' XLogData carries
@@ -14,11 +13,13 @@ const XLOG_HEADER_BYTES = 25;
 const BEGIN = 0x42;
 const COMMIT = 0x43;
 const POSTGRES_EPOCH_MS = 946_684_800_000;
-const JSON_TYPES = new Set([114, 3802]); // json, jsonb
+
+/** How one column's text becomes a value; undefined keeps pg's parser for its type. */
+export type ColumnParserFor = (column: { readonly name: string; readonly typeOid: number }) => ((text: string) => unknown) | undefined;
 
 export interface PgoutputDecoderOptions {
-  /** A json/jsonb column of this table delivered as a JsonText instead of parsed. */
-  readonly jsonAsText?: { readonly table: RelationRef; readonly column: string };
+  /** Parsers of the caller's choosing for the columns of one table (the outbox). */
+  readonly columnParsers?: { readonly table: RelationRef; readonly parserFor: ColumnParserFor };
 }
 
 /**
@@ -57,7 +58,7 @@ export class PgoutputDecoder {
   private toSourceMessage(message: Pgoutput.Message): SourceMessage | null {
     switch (message.tag) {
       case 'relation':
-        this.keepJsonText(message);
+        this.chooseParsers(message);
         return null;
       case 'insert':
         return { kind: 'insert', relation: message.relation, row: message.new };
@@ -77,11 +78,12 @@ export class PgoutputDecoder {
    * The parser keeps the relation message it returns and decodes the table's rows with each
    * column's `parser`: replacing it here changes how that column is read from now on.
    */
-  private keepJsonText(relation: Pgoutput.MessageRelation): void {
-    const wanted = this.options.jsonAsText;
+  private chooseParsers(relation: Pgoutput.MessageRelation): void {
+    const wanted = this.options.columnParsers;
     if (!wanted || relation.name !== wanted.table.name || relation.schema !== wanted.table.schema) return;
     for (const column of relation.columns) {
-      if (column.name === wanted.column && JSON_TYPES.has(column.typeOid)) column.parser = (text: string) => new JsonText(text);
+      const parser = wanted.parserFor(column);
+      if (parser) column.parser = parser;
     }
   }
 }

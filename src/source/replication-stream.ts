@@ -22,7 +22,7 @@ export interface ReplicationStreamOptions {
   /** Messages buffered before the socket is paused: the memory bound on the source side. */
   readonly highWaterMessages: number;
   readonly logger: Logger;
-  readonly jsonAsText?: PgoutputDecoderOptions['jsonAsText'];
+  readonly columnParsers?: PgoutputDecoderOptions['columnParsers'];
 }
 
 const POSTGRES_EPOCH_MS = 946_684_800_000n;
@@ -45,7 +45,7 @@ export class ReplicationStream {
   private wake: (() => void) | null = null;
 
   constructor(private readonly options: ReplicationStreamOptions) {
-    this.decoder = new PgoutputDecoder({ jsonAsText: options.jsonAsText });
+    this.decoder = new PgoutputDecoder({ columnParsers: options.columnParsers });
     // The application name shows in pg_stat_replication and `outbox-relay status`: which
     // instance (pod) is the active reader.
     this.client = new pg.Client({
