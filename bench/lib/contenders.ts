@@ -54,11 +54,12 @@ export const RELAY_HTTP_PORT = Number(process.env.BENCH_RELAY_HTTP_PORT ?? 60084
 export function startContender(name: ContenderName, services: Services, topicPrefix: string, count = 0, relayEnv: Record<string, string> = {}): Child {
   switch (name) {
     case 'ceiling':
-      return new Child(name, process.execPath, [join(BUILD_DIR, 'contenders', 'ceiling.js')], {
+      return new Child(name, process.execPath, [join(BUILD_DIR, 'bench', 'contenders', 'ceiling.js')], {
         DATABASE_URL: services.databaseUrl,
         BENCH_SLOT: SLOT.ceiling,
         BENCH_PUBLICATION: PUBLICATION,
         BENCH_COUNT: String(count),
+        BENCH_TABLE: `public.${CDC_TABLE}`,
       });
     case 'relay-json':
     case 'relay-avro':
@@ -78,7 +79,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
         ...(name === 'relay-avro' ? { OUTBOX_FORMAT: 'avro', ...services.avroEnv } : {}),
       });
     case 'polling':
-      return new Child(name, process.execPath, [join(BUILD_DIR, 'contenders', 'polling.js')], {
+      return new Child(name, process.execPath, [join(BUILD_DIR, 'bench', 'contenders', 'polling.js')], {
         DATABASE_URL: services.databaseUrl,
         KAFKA_BROKERS: services.kafkaBrokers,
         BENCH_TOPIC_PREFIX: topicPrefix,
