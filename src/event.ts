@@ -9,7 +9,8 @@ export interface OutboxEvent {
   readonly payload: unknown;
   /** The row's own headers (trace context and the like), values as strings. */
   readonly headers: Readonly<Record<string, string>>;
-  readonly createdAt: Date | null;
+  /** ISO 8601 UTC, to the millisecond. */
+  readonly createdAt: string | null;
 }
 
 /** The headers of a row that has none: one shared object, as most rows have none. */

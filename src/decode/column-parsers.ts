@@ -27,10 +27,11 @@ const pgTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (text: string) 
 
 /**
  * A timestamptz in Postgres's ISO output ("2026-11-30 01:08:21.123456+00", offsets such as
- * "+05:30" or "-03:30:45"), to the millisecond, truncated as pg's parser does. Anything else
- * (BC dates, years before 100, infinity, another DateStyle) goes to pg's own parser.
+ * "+05:30" or "-03:30:45") as the ISO 8601 UTC text the created_at header carries, to the
+ * millisecond, truncated as pg's parser does. Anything else (BC dates, years before 100,
+ * infinity, another DateStyle) goes to pg's own parser, which gives a Date.
  */
-export function parseTimestamptz(text: string): Date | number | null {
+export function parseTimestamptz(text: string): string | Date | number | null {
   const year = digits(text, 0, 4);
   if (!(year >= 100) || text.charCodeAt(4) !== DASH || text.charCodeAt(7) !== DASH || text.charCodeAt(10) !== SPACE || text.charCodeAt(13) !== COLON || text.charCodeAt(16) !== COLON) return pgTimestamptz(text);
   let at = 19;
@@ -59,7 +60,9 @@ export function parseTimestamptz(text: string): Date | number | null {
   const second = digits(text, 17, 2);
   // NaN anywhere (a non-digit) makes the sum NaN.
   if (sign === 0 || at !== text.length || Number.isNaN(month + day + hour + minute + second + offsetSeconds)) return pgTimestamptz(text);
-  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - sign * offsetSeconds * 1000);
+  // At UTC (the usual server setting) the text already holds every field of the ISO form.
+  if (offsetSeconds === 0) return `${text.slice(0, 10)}T${text.slice(11, 19)}.${String(millis).padStart(3, '0')}Z`;
+  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - sign * offsetSeconds * 1000).toISOString();
 }
 
 const ZERO = 48;

@@ -15,7 +15,7 @@ describe('RowDecoder', () => {
   it('maps columns to an event, headers as strings', () => {
     expect(decoder.decode(row)).toEqual({
       eventId: 'evt_1', aggregateType: 'invoice', aggregateId: 'inv_1', eventType: 'invoice.paid',
-      payload: { amount_cents: 1250 }, headers: { traceparent: 't', retry: '2' }, createdAt: new Date('2026-01-01T00:00:00Z'),
+      payload: { amount_cents: 1250 }, headers: { traceparent: 't', retry: '2' }, createdAt: '2026-01-01T00:00:00.000Z',
     });
   });
 

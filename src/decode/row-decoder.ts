@@ -80,17 +80,22 @@ export class RowDecoder {
     return headers;
   }
 
-  private createdAt(row: RowValues): Date | null {
+  /** As ISO 8601 UTC text to the millisecond: what the created_at header carries. */
+  private createdAt(row: RowValues): string | null {
     const column = this.columns.createdAt;
     const value = row[column];
     if (value === undefined || value === null) return null;
+    // The column parser already gives this form for a timestamptz in Postgres's ISO output.
+    if (typeof value === 'string' && ISO_UTC_MILLIS.test(value)) return value;
     const date = value instanceof Date ? value : new Date(String(value));
     if (Number.isNaN(date.getTime())) {
       throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a timestamp, got ${describe(value)}`, { details: { column } });
     }
-    return date;
+    return date.toISOString();
   }
 }
+
+const ISO_UTC_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 function missing(column: string): PoisonEventError {
   return new PoisonEventError('DECODE_MISSING_COLUMN', `column "${column}" is not in the row; check the OUTBOX_COLUMN_* settings against the table`, { details: { column } });

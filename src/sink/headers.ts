@@ -19,7 +19,7 @@ export const HEADER = {
  */
 export function eventHeaders(event: OutboxEvent, commitLsnText: string): Record<string, string> {
   const headers: Record<string, string> = event.createdAt
-    ? { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText, created_at: event.createdAt.toISOString() }
+    ? { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText, created_at: event.createdAt }
     : { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText };
   if (event.headers === NO_HEADERS) return headers;
   for (const name in event.headers) if (!(name in headers) && name !== HEADER.createdAt) headers[name] = event.headers[name]!;

@@ -157,7 +157,8 @@ function groupByTopic(batch: readonly OutgoingMessage[]): TopicMessages[] {
   for (const message of batch) {
     let messages = byTopic.get(message.topic);
     if (!messages) byTopic.set(message.topic, (messages = []));
-    messages.push({ key: message.key, value: message.value, headers: message.headers });
+    // The message itself: kafkajs reads key, value and headers (and partition, timestamp: unset).
+    messages.push(message);
   }
   return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
 }

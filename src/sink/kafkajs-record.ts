@@ -5,6 +5,8 @@
  * timestamp delta with Long objects.
  */
 
+import { utf8Length, writeUtf8 } from './utf8.js';
+
 type HeaderValue = Buffer | string | null | undefined;
 
 /** A message as kafkajs takes it (its `Message` type). */
@@ -72,19 +74,9 @@ function field(value: HeaderValue): Field {
   return Buffer.isBuffer(value) ? value : String(value);
 }
 
-// Header names and values are short: for those, a loop beats a call into Buffer's native code.
-const SHORT_TEXT = 64;
-
 function fieldLength(value: Field): number {
   if (value === null) return -1;
-  if (typeof value !== 'string') return value.length;
-  if (value.length <= SHORT_TEXT && isAscii(value)) return value.length;
-  return Buffer.byteLength(value, 'utf8');
-}
-
-function isAscii(text: string): boolean {
-  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false;
-  return true;
+  return typeof value === 'string' ? utf8Length(value) : value.length;
 }
 
 function sizeOfField(value: Field, length: number): number {
@@ -94,10 +86,8 @@ function sizeOfField(value: Field, length: number): number {
 function writeField(buf: Buffer, at: number, value: Field, length: number): number {
   if (value === null) return writeVarInt(buf, at, -1);
   const next = writeVarInt(buf, at, length);
-  if (typeof value !== 'string') value.copy(buf, next);
-  else if (length === value.length && length <= SHORT_TEXT) for (let i = 0; i < length; i++) buf[next + i] = value.charCodeAt(i);
-  else buf.write(value, next, length, 'utf8');
-  return next + length;
+  if (typeof value === 'string') return writeUtf8(buf, next, value, length);
+  return next + value.copy(buf, next);
 }
 
 // Varints are zigzag-encoded. Record fields here fit 32 bits except the timestamp delta, a

@@ -1,3 +1,5 @@
+import { utf8Length } from './utf8.js';
+
 /**
  * Bytes a record takes in a Kafka record batch, estimated from above: key, value, header names
  * and values, plus the varints and attributes of the record and of each header.
@@ -6,9 +8,14 @@ const RECORD_OVERHEAD = 24;
 const HEADER_OVERHEAD = 6;
 
 export function recordSize(key: Buffer | string | null, value: Buffer | string, headers: Readonly<Record<string, string>>): number {
-  let size = RECORD_OVERHEAD + (key === null ? 0 : Buffer.byteLength(key)) + Buffer.byteLength(value);
-  for (const name in headers) size += HEADER_OVERHEAD + Buffer.byteLength(name) + Buffer.byteLength(headers[name]!);
+  let size = RECORD_OVERHEAD + byteLength(key) + byteLength(value);
+  for (const name in headers) size += HEADER_OVERHEAD + utf8Length(name) + utf8Length(headers[name]!);
   return size;
+}
+
+function byteLength(bytes: Buffer | string | null): number {
+  if (bytes === null) return 0;
+  return typeof bytes === 'string' ? utf8Length(bytes) : bytes.length;
 }
 
 /** The fixed part of a record batch (its header), which counts against the broker's limit too. */

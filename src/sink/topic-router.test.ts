@@ -17,9 +17,20 @@ describe('compileTopicTemplate', () => {
     expect(() => compileTopicTemplate('billing.{tenant}')).toThrow(/unknown placeholder \{tenant\}/);
   });
 
+  it('builds each topic once, and still tells events apart by every placeholder', () => {
+    const route = compileTopicTemplate('{aggregate_type}.{event_type}');
+    expect(route(event('invoice', 'paid'))).toBe('invoice.paid');
+    expect(route(event('invoice', 'voided'))).toBe('invoice.voided');
+    expect(route(event('invoice', 'paid'))).toBe('invoice.paid');
+    expect(compileTopicTemplate('billing')(event('anything'))).toBe('billing');
+    const single = compileTopicTemplate('billing.{aggregate_type}');
+    for (let i = 0; i < 1_500; i++) expect(single(event(`a${i % 1_200}`))).toBe(`billing.a${i % 1_200}`);
+  });
+
   it('makes an event poison when its topic would be illegal', () => {
     const route = compileTopicTemplate('billing.{aggregate_type}');
     expect(() => route(event('has space'))).toThrow(expect.objectContaining({ code: 'ROUTE_BAD_TOPIC' }));
     expect(() => route(event('x'.repeat(300)))).toThrow(/not a legal Kafka topic/);
+    expect(() => route(event('has space'))).toThrow(/not a legal Kafka topic/); // not remembered as known
   });
 });

@@ -22,17 +22,25 @@ export function compileTopicTemplate(template: string): TopicRouter {
     }
     return { field: PLACEHOLDERS[name as Placeholder] };
   });
-  // Names already checked: a handful of topics take every event. Bounded, as the placeholders
-  // come from rows.
-  const legal = new Set<string>();
-  return (event) => {
+  const fields = [...new Set(pieces.flatMap((piece) => ('field' in piece ? [piece.field] : [])))];
+  const build = (event: OutboxEvent): string => {
     let topic = '';
     for (const piece of pieces) topic += 'literal' in piece ? piece.literal : event[piece.field];
-    if (legal.has(topic)) return topic;
     if (!LEGAL_TOPIC.test(topic) || topic === '.' || topic === '..') {
       throw new PoisonEventError('ROUTE_BAD_TOPIC', `topic "${topic}" from template "${template}" is not a legal Kafka topic name (letters, digits, . _ -, at most 249)`);
     }
-    if (legal.size < KNOWN_TOPICS_MAX) legal.add(topic);
+    return topic;
+  };
+  // Topics already built and checked, by the placeholder values: a handful of topics take
+  // every event. Bounded, as the values come from rows.
+  const known = new Map<string, string>();
+  const keyOf = fields.length === 1 ? (event: OutboxEvent) => event[fields[0]!] : (event: OutboxEvent) => fields.map((field) => event[field]).join('\u0000');
+  return (event) => {
+    const key = keyOf(event);
+    const cached = known.get(key);
+    if (cached !== undefined) return cached;
+    const topic = build(event);
+    if (known.size < KNOWN_TOPICS_MAX) known.set(key, topic);
     return topic;
   };
 }
