@@ -60,8 +60,8 @@ export class AvroEncoder implements PayloadEncoder {
         details: { eventType: event.eventType },
       });
     }
-    const body = serialize(schema.type, event.payload, () => `payload of ${event.eventType} does not fit ${schema.file}`);
-    return this.withId(schema, 'value', topic, body);
+    check(schema.type, event.payload, () => `payload of ${event.eventType} does not fit ${schema.file}`);
+    return this.withId(schema, 'value', topic, event.payload);
   }
 
   /** The Avro key for `event`, when a key schema is configured; the aggregate id as a string otherwise. */
@@ -69,8 +69,8 @@ export class AvroEncoder implements PayloadEncoder {
     const key = this.options.keySchema;
     if (!key) return event.aggregateId;
     const value = key.field === undefined ? event.aggregateId : { [key.field]: event.aggregateId };
-    const body = serialize(key.type, value, () => `aggregate id does not fit the key schema ${key.file}`);
-    return this.withId(key, 'key', topic, body);
+    check(key.type, value, () => `aggregate id does not fit the key schema ${key.file}`);
+    return this.withId(key, 'key', topic, value);
   }
 
   /**
@@ -104,11 +104,12 @@ export class AvroEncoder implements PayloadEncoder {
     return resolved;
   }
 
-  private withId(schema: Registrable, part: 'key' | 'value', topic: string, body: Buffer): Buffer | Promise<Buffer> {
+  /** `value` (already checked) framed with its schema's id; waits only for an id not known yet. */
+  private withId(schema: Registrable & { readonly type: avro.Type }, part: 'key' | 'value', topic: string, value: unknown): Buffer | Promise<Buffer> {
     const cacheTopic = subjectNeedsTopic(this.options.strategy) ? topic : '';
     const id = this.ids.get(schema)?.get(cacheTopic);
-    if (id !== undefined) return frame(id, body);
-    return this.resolveId(schema, part, cacheTopic).then((resolved) => frame(resolved, body));
+    if (id !== undefined) return frame(id, schema.type, value);
+    return this.resolveId(schema, part, cacheTopic).then((resolved) => frame(resolved, schema.type, value));
   }
 
   private resolveId(schema: Registrable, part: 'key' | 'value', topic: string): Promise<number> {
@@ -158,15 +159,8 @@ export class AvroEncoder implements PayloadEncoder {
   }
 }
 
-/** Validates then encodes: undeclared fields and every failing path are reported, never dropped. */
-function serialize(type: avro.Type, value: unknown, what: () => string): Buffer {
+/** Throws unless `value` fits `type`: undeclared fields and every failing path are reported, never dropped. */
+function check(type: avro.Type, value: unknown, what: () => string): void {
   const problems = validationProblems(type, value);
-  if (problems.length === 0) {
-    try {
-      return type.toBuffer(value);
-    } catch (error) {
-      problems.push(errorMessage(error));
-    }
-  }
-  throw new PoisonEventError('ENCODE_SCHEMA_MISMATCH', `${what()}: ${problems.join('; ')}`);
+  if (problems.length > 0) throw new PoisonEventError('ENCODE_SCHEMA_MISMATCH', `${what()}: ${problems.join('; ')}`);
 }

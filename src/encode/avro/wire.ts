@@ -1,13 +1,23 @@
+import type avro from 'avsc';
+
 /** Confluent wire format: magic byte 0, schema id (4 bytes, big-endian), Avro binary. */
 export const MAGIC_BYTE = 0;
 export const HEADER_BYTES = 5;
 
-export function frame(schemaId: number, body: Buffer): Buffer {
-  const framed = Buffer.allocUnsafe(HEADER_BYTES + body.length);
-  framed.writeUInt8(MAGIC_BYTE, 0);
-  framed.writeUInt32BE(schemaId, 1);
-  body.copy(framed, HEADER_BYTES);
-  return framed;
+/** Where values are encoded before being copied out at their size; grows to the largest seen. */
+let scratch = Buffer.allocUnsafe(64 * 1024);
+
+/** `value` (valid for `type`) encoded after the header: one allocation of the framed size. */
+export function frame(schemaId: number, type: avro.Type, value: unknown): Buffer {
+  let end = type.encode(value, scratch, HEADER_BYTES);
+  if (end < 0) {
+    // avsc reports the bytes missing as a negative number.
+    scratch = Buffer.allocUnsafe(2 * (scratch.length - end));
+    end = type.encode(value, scratch, HEADER_BYTES);
+  }
+  scratch.writeUInt8(MAGIC_BYTE, 0);
+  scratch.writeUInt32BE(schemaId, 1);
+  return Buffer.from(scratch.subarray(0, end));
 }
 
 export function unframe(buffer: Buffer): { schemaId: number; body: Buffer } {
