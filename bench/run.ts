@@ -6,7 +6,7 @@
  * relay, runs every contender against the same Postgres and Kafka, and writes
  * bench/results/<date>.md, .png and .json (raw figures; `--render <json>` redraws the others).
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -157,7 +157,10 @@ async function main(): Promise<void> {
 
   const outDir = join(REPO, 'bench', 'results');
   mkdirSync(outDir, { recursive: true });
-  const stem = `${date}${quick ? '-quick' : ''}`;
+  // A second run on the same day gets -2, -3...: earlier results stay for comparison.
+  const base = `${date}${quick ? '-quick' : ''}`;
+  let stem = base;
+  for (let n = 2; existsSync(join(outDir, `${stem}.json`)); n++) stem = `${base}-${n}`;
   writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
   writeResults(outDir, stem, results);
   progress(`wrote bench/results/${stem}.md and .png in ${results.minutes.toFixed(1)} min${profile ? `; CPU profiles in ${profileDir}` : ''}`);
