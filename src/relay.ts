@@ -114,6 +114,7 @@ export class Relay {
         brokers: config.kafkaBrokers,
         clientId: config.kafkaClientId,
         batchMaxEvents: config.batchMaxEvents,
+        lingerMs: config.linger,
         batchMaxBytes: config.maxMessageBytes,
         logger: logger.child({ stage: 'sink' }),
         onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
@@ -173,6 +174,7 @@ export class Relay {
     }
     for (const [topic, byType] of published) for (const [eventType, count] of byType) metrics.published.inc({ topic, event_type: eventType }, count);
     metrics.bytesOut.inc(bytes);
+    metrics.produceRequests.inc();
   }
 
   private reportPosition(stream: ReplicationStream, tracker: CommitTracker, sink: KafkaSink | null): void {

@@ -38,6 +38,7 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
     clientId: `${config.kafkaClientId}-replay`,
     batchMaxEvents: config.batchMaxEvents,
     batchMaxBytes: config.maxMessageBytes,
+    lingerMs: config.linger,
     logger: logger.child({ stage: 'sink' }),
     onAcknowledged: (batch) => batch.forEach((message) => tracker.acknowledge(message.transaction)),
   });

@@ -12,6 +12,12 @@ export interface KafkaSinkOptions {
   readonly clientId: string;
   readonly batchMaxEvents: number;
   /**
+   * With no request in flight, how long (ms) to wait for more events before sending one. A
+   * request costs the same CPU for 1 event as for 100: without a wait, a steady 1,000 events/s
+   * is 1,000 requests/s. Under load a request is always in flight and this never applies.
+   */
+  readonly lingerMs: number;
+  /**
    * Most record bytes in one produce request. The broker refuses a partition's record batch
    * over its max.message.bytes, and a refused batch would be retried forever; a request no
    * larger than that keeps every partition's batch under it.
@@ -39,7 +45,7 @@ export class KafkaSink {
   private readonly queue = new Fifo<OutgoingMessage>();
   private inFlight: readonly OutgoingMessage[] = [];
   private failure: RelayError | null = null;
-  private pumpScheduled = false;
+  private pumpScheduled: NodeJS.Immediate | NodeJS.Timeout | null = null;
   private waiters: (() => void)[] = [];
 
   constructor(private readonly options: KafkaSinkOptions) {
@@ -95,20 +101,30 @@ export class KafkaSink {
   }
 
   async stop(): Promise<void> {
+    this.cancelScheduledPump();
     await this.producer.disconnect().catch(() => undefined);
   }
 
+  /** The next request goes when the current one is acknowledged, or after the linger if none is in flight. */
   private schedulePump(): void {
-    if (this.pumpScheduled) return;
-    this.pumpScheduled = true;
-    setImmediate(() => {
-      this.pumpScheduled = false;
+    if (this.pumpScheduled || this.inFlight.length > 0) return;
+    const run = () => {
+      this.pumpScheduled = null;
       this.pump();
-    });
+    };
+    this.pumpScheduled = this.options.lingerMs > 0 ? setTimeout(run, this.options.lingerMs) : setImmediate(run);
+  }
+
+  private cancelScheduledPump(): void {
+    if (!this.pumpScheduled) return;
+    clearTimeout(this.pumpScheduled as NodeJS.Timeout);
+    clearImmediate(this.pumpScheduled as NodeJS.Immediate);
+    this.pumpScheduled = null;
   }
 
   private pump(): void {
     if (this.inFlight.length > 0 || this.queue.length === 0 || this.failure) return;
+    this.cancelScheduledPump();
     const batch = this.takeBatch();
     this.inFlight = batch;
     this.producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages: groupByTopic(batch) }).then(

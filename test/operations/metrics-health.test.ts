@@ -2,24 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
 import { createTopics } from '../harness/kafka.js';
 import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { get, metric } from '../harness/http.js';
 import { freePort } from '../harness/ports.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
-
-async function get(port: number, path: string): Promise<{ status: number; body: string }> {
-  const response = await fetch(`http://127.0.0.1:${port}${path}`);
-  return { status: response.status, body: await response.text() };
-}
-
-/** Sum of a metric's samples whose labels contain `labels` (e.g. 'reason="ROUTE_BAD_TOPIC"'). */
-function metric(body: string, name: string, labels = ''): number {
-  let total = 0;
-  for (const line of body.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (labels && !line.includes(labels)) continue;
-    total += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return total;
-}
 
 describe('metrics and health endpoints of a running relay', () => {
   const outbox = new TestOutbox();
