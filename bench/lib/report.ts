@@ -64,8 +64,8 @@ export function renderReport(run: BenchRun, chart: string): string {
     out.push(`| ${s.offeredPerSecond} | ${LABEL[s.contender]} | ${int(s.achievedPerSecond)} | ${s.events} | ${s.inTopic} | ${s.received} | ${s.p50} | ${s.p95} | ${s.p99} | ${s.max} | ${s.toProduceP50} / ${s.toProduceP99} | ${num(s.peakRssMb, 0)} | ${num(s.cpuSeconds, 1)} | ${pct(s.machineBusyPct / 100)} |`);
   }
   out.push('', '## Contenders and settings', '');
-  out.push('- **Decode ceiling**: `bench/contenders/ceiling.ts` — a `pg` replication connection and pg-logical-replication\'s pgoutput parser (as `src/source/pgoutput.ts`), counting inserts; no Kafka.');
-  out.push('- **outbox-relay**: `node dist/cli.js run` with its defaults (batch up to 4,000 events and OUTBOX_MAX_MESSAGE_BYTES, 10,000 buffered, kafkajs idempotent producer, acks=-1, one request in flight).' +
+  out.push('- **Decode ceiling**: `bench/contenders/ceiling.ts` — the relay\'s own source and decode stages (`src/source/replication-stream.ts`, its pgoutput decoder and column parsers, `src/decode/row-decoder.ts`), counting decoded events; no Kafka.');
+  out.push('- **outbox-relay**: `node dist/cli.js run` with its defaults (batch up to 4,000 events and OUTBOX_MAX_MESSAGE_BYTES, 10,000 buffered, 5 ms linger, kafkajs idempotent producer with the relay\'s Produce request encoder and partitioner, acks=-1, one request in flight).' +
     (run.avro ? ' Avro: `OUTBOX_FORMAT=avro` with the schema registry of the stack.' : ' **Avro not measured**: this build\'s `run --help` does not list an avro format yet.'));
   const tuning = run.polling.tuning.map((t) => `${t.batch}: ${int(t.eventsPerSecond)}/s`).join(', ');
   out.push(`- **Polling relay**: \`bench/contenders/polling.ts\` — one worker; \`SELECT … WHERE status = 'pending' ORDER BY created_at LIMIT n FOR UPDATE SKIP LOCKED\` (partial index on pending rows), ` +
