@@ -100,6 +100,32 @@ describe('kafkajs internals replaced in its module cache', () => {
       await expectSameBytes({ acks: 0, timeout: 1, topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [{ value: '' }] }] }] });
     });
 
+    it('agrees with kafkajs on 200 random requests', async () => {
+      let seed = 42;
+      const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+      const text = () => pick(['', 'a', 'inv_42', 'ü€🙂', 'x'.repeat(Math.floor(random() * 400)), randomBytes(8).toString('hex')]);
+      const bytesOrText = () => pick<Buffer | string | null>([null, text(), randomBytes(Math.floor(random() * 100))]);
+      const headers = () => Object.fromEntries(Array.from({ length: Math.floor(random() * 6) }, (_, i) => [`h${i}${text().slice(0, 3)}`, pick<Buffer | string | string[]>([text(), Buffer.from(text()), [text(), text()]])]));
+      for (let run = 0; run < 200; run++) {
+        const topicData = Array.from({ length: 1 + Math.floor(random() * 3) }, (_, t) => ({
+          topic: `topic-${t}${pick(['', '.ü'])}`,
+          partitions: Array.from({ length: 1 + Math.floor(random() * 3) }, (_, partition) => ({
+            partition,
+            firstSequence: Math.floor(random() * 1_000_000),
+            messages: Array.from({ length: 1 + Math.floor(random() * 20) }, () => ({
+              key: bytesOrText(),
+              value: bytesOrText(),
+              headers: headers(),
+              ...(random() < 0.2 ? { timestamp: 1_764_460_000_000 + Math.floor(random() * 1_000_000) } : {}),
+            })),
+          })),
+        }));
+        await expectSameBytes({ acks: pick([-1, 1]), timeout: 30_000, transactionalId: pick([null, 'tx']), producerId: String(Math.floor(random() * 1e9)), producerEpoch: Math.floor(random() * 100), topicData });
+        vi.restoreAllMocks();
+      }
+    });
+
     it('leaves compressed batches to kafkajs', async () => {
       const args = { acks: -1, timeout: 30_000, compression: 1, topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [event(1), event(2)] }] }] };
       await expectSameBytes(args);
