@@ -60,7 +60,7 @@ const scratchValueLengths: number[] = [];
 
 function addHeader(index: number, name: string, value: HeaderValue): number {
   const valueField = field(value);
-  const nameLength = Buffer.byteLength(name, 'utf8');
+  const nameLength = utf8Length(name);
   const valueLength = fieldLength(valueField);
   scratchNames[index] = name;
   scratchNameLengths[index] = nameLength;
