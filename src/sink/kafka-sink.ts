@@ -45,7 +45,8 @@ export class KafkaSink {
   private readonly queue = new Fifo<OutgoingMessage>();
   private inFlight: readonly OutgoingMessage[] = [];
   private failure: RelayError | null = null;
-  private pumpScheduled: NodeJS.Immediate | NodeJS.Timeout | null = null;
+  /** Cancels the scheduled pump; null when none is scheduled. */
+  private cancelPump: (() => void) | null = null;
   private waiters: (() => void)[] = [];
 
   constructor(private readonly options: KafkaSinkOptions) {
@@ -107,19 +108,23 @@ export class KafkaSink {
 
   /** The next request goes when the current one is acknowledged, or after the linger if none is in flight. */
   private schedulePump(): void {
-    if (this.pumpScheduled || this.inFlight.length > 0) return;
+    if (this.cancelPump || this.inFlight.length > 0) return;
     const run = () => {
-      this.pumpScheduled = null;
+      this.cancelPump = null;
       this.pump();
     };
-    this.pumpScheduled = this.options.lingerMs > 0 ? setTimeout(run, this.options.lingerMs) : setImmediate(run);
+    if (this.options.lingerMs > 0) {
+      const timer = setTimeout(run, this.options.lingerMs);
+      this.cancelPump = () => clearTimeout(timer);
+    } else {
+      const immediate = setImmediate(run);
+      this.cancelPump = () => clearImmediate(immediate);
+    }
   }
 
   private cancelScheduledPump(): void {
-    if (!this.pumpScheduled) return;
-    clearTimeout(this.pumpScheduled as NodeJS.Timeout);
-    clearImmediate(this.pumpScheduled as NodeJS.Immediate);
-    this.pumpScheduled = null;
+    this.cancelPump?.();
+    this.cancelPump = null;
   }
 
   private pump(): void {
