@@ -9,7 +9,7 @@ import type { OutgoingMessage } from './event.js';
 import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
-import { KafkaSink } from './sink/kafka-sink.js';
+import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream } from './source/replication-stream.js';
 
@@ -111,11 +111,8 @@ export class Relay {
       const sessionTracker = new CommitTracker(startLsn);
       tracker = sessionTracker;
       sink = new KafkaSink({
-        brokers: config.kafkaBrokers,
+        ...sinkOptions(config),
         clientId: config.kafkaClientId,
-        batchMaxEvents: config.batchMaxEvents,
-        lingerMs: config.linger,
-        batchMaxBytes: config.maxMessageBytes,
         logger: logger.child({ stage: 'sink' }),
         onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
         onFailure: (error) => stream.abort(error),

@@ -9,7 +9,7 @@ import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { Pipeline, pipelineOptions } from '../pipeline.js';
-import { KafkaSink } from '../sink/kafka-sink.js';
+import { KafkaSink, sinkOptions } from '../sink/kafka-sink.js';
 import { compileTopicTemplate } from '../sink/topic-router.js';
 
 export interface ReplayFilter {
@@ -34,11 +34,8 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
   }
   const tracker = new CommitTracker(ZERO_LSN);
   const sink = new KafkaSink({
-    brokers: config.kafkaBrokers,
+    ...sinkOptions(config),
     clientId: `${config.kafkaClientId}-replay`,
-    batchMaxEvents: config.batchMaxEvents,
-    batchMaxBytes: config.maxMessageBytes,
-    lingerMs: config.linger,
     logger: logger.child({ stage: 'sink' }),
     onAcknowledged: (batch) => batch.forEach((message) => tracker.acknowledge(message.transaction)),
   });

@@ -1,11 +1,17 @@
 import './kafkajs-patches.js';
 import { Kafka, logLevel as kafkaLogLevel, type Message, type Producer, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
+import type { RelayConfig } from '../config/options.js';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
 import { keyHashPartitioner } from './partitioner.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+
+/** The sink options that come from the relay's configuration. */
+export function sinkOptions(config: RelayConfig): Pick<KafkaSinkOptions, 'brokers' | 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'> {
+  return { brokers: config.kafkaBrokers, batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger };
+}
 
 export interface KafkaSinkOptions {
   readonly brokers: readonly string[];

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { crc32c, encodeRecord, type RecordFields } from './kafkajs-record.js';
+import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 /**
  * kafkajs's Produce request, versions 3 to 7 (kafkajs builds 4-7 from 3), encoded into one
@@ -64,9 +65,6 @@ const PRODUCE_API_KEY = 0;
 const NO_COMPRESSION = 0;
 const MAGIC_BYTE = 2;
 const TRANSACTIONAL_ATTRIBUTE = 16;
-/** FirstOffset, Length, PartitionLeaderEpoch, Magic, CRC, then the checksummed part's header. */
-const BATCH_PREFIX = 8 + 4 + 4 + 1 + 4;
-const BATCH_HEADER = 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4; // ... through the record count
 
 export function produceRequestV3(args: ProduceRequestArgs): ProduceRequest {
   if ((args.compression ?? NO_COMPRESSION) !== NO_COMPRESSION) return kafkajsProduceV3(args);
@@ -88,7 +86,7 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
   let size = sizeOfString(transactionalId) + 2 + 4 + 4;
   topicData.forEach(({ topic, partitions }, t) => {
     size += sizeOfString(topic) + 4;
-    partitions.forEach((_, p) => (size += 4 + 4 + BATCH_PREFIX + BATCH_HEADER + batches[t]![p]!.bytes));
+    partitions.forEach((_, p) => (size += 4 + 4 + RECORD_BATCH_OVERHEAD + batches[t]![p]!.bytes));
   });
   const buf = Buffer.allocUnsafe(size);
   let at = writeString(buf, 0, transactionalId);
@@ -100,7 +98,7 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
     at = buf.writeInt32BE(partitions.length, at);
     partitions.forEach(({ partition, firstSequence = 0 }, p) => {
       const { records, bytes, firstTimestamp, maxTimestamp } = batches[t]![p]!;
-      const batchLength = BATCH_PREFIX + BATCH_HEADER + bytes;
+      const batchLength = RECORD_BATCH_OVERHEAD + bytes;
       at = buf.writeInt32BE(partition, at);
       at = buf.writeInt32BE(batchLength, at);
       at = buf.writeBigInt64BE(0n, at); // first offset: the broker assigns offsets

@@ -19,4 +19,6 @@ function byteLength(bytes: Buffer | string | null): number {
 }
 
 /** The fixed part of a record batch (its header), which counts against the broker's limit too. */
-export const RECORD_BATCH_OVERHEAD = 61;
+export const RECORD_BATCH_OVERHEAD =
+  8 + 4 + 4 + 1 + 4 + // first offset, length, partition leader epoch, magic, CRC
+  2 + 4 + 8 + 8 + 8 + 2 + 4 + 4; // attributes, last offset delta, timestamps, producer id and epoch, first sequence, record count
