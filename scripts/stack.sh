@@ -3,15 +3,17 @@
 #   pg        PostgreSQL 15 (Debian packages), throwaway cluster, wal_level=logical
 #   kafka     Apache Kafka 4.x, KRaft combined mode, jars resolved from Maven Central
 #   registry  Apicurio Registry 3.x (Confluent-compatible API), in-memory storage
+#   cluster   for fault tests, not started by default: a KRaft controller and three
+#             brokers (services controller, broker1, broker2, broker3), same jars as kafka
 #
 # Usage: scripts/stack.sh COMMAND [SERVICE...]
-#   up    [svc...]   fetch what is missing, start, wait until ready (default: all)
-#   down  [svc...]   stop and delete the service state (next `up` starts clean)
+#   up    [svc...]   fetch what is missing, start, wait until ready (default: pg kafka registry)
+#   down  [svc...]   stop and delete the service state (next `up` starts clean; default: all, cluster too)
 #   stop  svc...     graceful stop, data kept
 #   kill  svc...     kill -9, data kept (fault injection)
 #   start svc...     start again on the kept data, wait until ready
 #   status           what runs; exit 0 if all services are up, 3 otherwise
-#   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, OUTBOX_STACK_DIR
+#   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, KAFKA_CLUSTER_BROKERS, OUTBOX_STACK_DIR
 #   fetch [svc...]   only download (e.g. to warm a CI cache)
 #
 # Environment:
@@ -19,6 +21,7 @@
 #   OUTBOX_CACHE_DIR   downloads (default ~/.cache/outbox-relay), shared by all clones
 #   OUTBOX_PG_PORT (55432) OUTBOX_KAFKA_PORT (59092) OUTBOX_KAFKA_CONTROLLER_PORT (59093)
 #   OUTBOX_REGISTRY_PORT (58081) OUTBOX_REGISTRY_MGMT_PORT (58082)
+#   OUTBOX_KAFKA_CLUSTER_PORT (59190: the cluster's controller; broker N on 59190+N)
 #   OUTBOX_PG_FSYNC (off; on for benchmarks that should pay for durable commits)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
 #   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
@@ -35,6 +38,8 @@ source "$STACK_SCRIPTS/pg.sh"
 source "$STACK_SCRIPTS/kafka.sh"
 # shellcheck source=scripts/stack/registry.sh
 source "$STACK_SCRIPTS/registry.sh"
+# shellcheck source=scripts/stack/kafka-cluster.sh
+source "$STACK_SCRIPTS/kafka-cluster.sh"
 
 ALL_SERVICES=(pg kafka registry)
 
@@ -51,9 +56,10 @@ services_or_all() {
   local s
   for s in "$@"; do
     case "$s" in
-      pg|kafka|registry) printf '%s\n' "$s" ;;
+      pg|kafka|registry|controller|broker[123]) printf '%s\n' "$s" ;;
       postgres|postgresql) printf 'pg\n' ;;
-      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]})" ;;
+      cluster) printf '%s\n' "${CLUSTER_NODES[@]}" ;;
+      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]})" ;;
     esac
   done
 }
@@ -87,7 +93,7 @@ up_one() {
   fi
   t0=$(now)
   offset=$(file_size "$STACK_DIR/logs/$s.log")
-  run_strict "${s}_up"
+  run_strict svc up "$s"
   if [ "$STRICT_RC" -eq 0 ]; then
     say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"), log $STACK_DIR/logs/$s.log)"
   else
@@ -111,7 +117,7 @@ cmd_up() {
   mapfile -t svcs < <(services_or_all "$@")
   mkdir -p "$STACK_DIR/logs"
   # Fetch everything first so that download time is not counted as start-up time.
-  for s in "${svcs[@]}"; do "${s}_fetch"; done
+  for s in "${svcs[@]}"; do svc fetch "$s"; done
   # One after the other: on 2 cores, starting the JVMs side by side was no
   # faster overall (same ~10 s), and per-service timings become meaningless.
   UP_FAILED=0
@@ -129,10 +135,10 @@ cmd_start() {
       say "$s: already running (pid $(svc_pid "$s"))"
       continue
     fi
-    "${s}_fetch"  # normally a no-op (e.g. a different OUTBOX_CACHE_DIR than at `up`)
+    svc fetch "$s"  # normally a no-op (e.g. a different OUTBOX_CACHE_DIR than at `up`)
     t0=$(now)
     offset=$(file_size "$STACK_DIR/logs/$s.log")
-    run_strict "${s}_start"
+    run_strict svc start "$s"
     if [ "$STRICT_RC" -ne 0 ]; then
       warn "$s: FAILED to start after $(elapsed "$t0")s"
       show_new_log "$s" "$offset"
@@ -153,7 +159,7 @@ cmd_stop() {
       continue
     fi
     t0=$(now)
-    "${s}_stop"
+    svc stop "$s"
     say "$s: stopped gracefully in $(elapsed "$t0")s ($(data_note "$s"))"
   done
 }
@@ -176,10 +182,11 @@ cmd_kill() {
 
 cmd_down() {
   local svcs s
+  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster; fi
   mapfile -t svcs < <(services_or_all "$@")
   for s in "${svcs[@]}"; do
-    if svc_running "$s"; then "${s}_stop" quick; fi
-    "${s}_destroy"
+    if svc_running "$s"; then svc stop "$s" quick; fi
+    svc destroy "$s"
     rm -f "$(pid_file "$s")" "$STACK_DIR/$s.port"
     say "$s: down (state removed)"
   done
@@ -191,14 +198,17 @@ cmd_down() {
 
 cmd_status() {
   local s all=0 pid
-  printf '%-9s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
-  for s in "${ALL_SERVICES[@]}"; do
+  printf '%-10s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
+  local shown=("${ALL_SERVICES[@]}")
+  # The cluster is listed once it exists; it does not count for the exit status.
+  [ -d "$(cluster_dir)" ] && shown+=("${CLUSTER_NODES[@]}")
+  for s in "${shown[@]}"; do
     if svc_running "$s"; then
       pid=$(svc_pid "$s")
-      printf '%-9s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$("${s}_data_dir")"
+      printf '%-10s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$(svc data_dir "$s")"
     else
-      all=3
-      printf '%-9s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$("${s}_data_dir")"
+      is_cluster_node "$s" || all=3
+      printf '%-10s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$(svc data_dir "$s")"
     fi
   done
   printf 'stack dir: %s\ncache dir: %s\n' "$STACK_DIR" "$CACHE_DIR"
@@ -214,7 +224,7 @@ cmd_env() {
 cmd_fetch() {
   local svcs s
   mapfile -t svcs < <(services_or_all "$@")
-  for s in "${svcs[@]}"; do "${s}_fetch"; done
+  for s in "${svcs[@]}"; do svc fetch "$s"; done
 }
 
 main() {

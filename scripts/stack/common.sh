@@ -27,6 +27,14 @@ now() { date +%s.%N; }
 # Seconds since $1 (a `now` value), one decimal.
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# svc FN SERVICE [ARGS...]: runs the service's FN (pg_up, registry_stop, ...); the four
+# cluster nodes share one implementation, knode_FN NODE.
+svc() {
+  local fn=$1 s=$2
+  shift 2
+  if is_cluster_node "$s"; then "knode_$fn" "$s" "$@"; else "${s}_$fn" "$@"; fi
+}
+
 pid_file() { printf '%s/%s.pid' "$STACK_DIR" "$1"; }
 
 svc_pid() { cat "$(pid_file "$1")" 2>/dev/null || true; }
@@ -34,7 +42,7 @@ svc_pid() { cat "$(pid_file "$1")" 2>/dev/null || true; }
 # Port the service was started on (recorded at start), else the configured one.
 svc_port() {
   local f="$STACK_DIR/$1.port"
-  if [ -s "$f" ]; then cat "$f"; else "${1}_configured_port"; fi
+  if [ -s "$f" ]; then cat "$f"; else svc configured_port "$1"; fi
 }
 
 # True when the pid file points at a live process that is really this stack's
@@ -45,7 +53,7 @@ svc_running() {
   pid=$(svc_pid "$1")
   [ -n "$pid" ] || return 1
   [ -r "/proc/$pid/cmdline" ] || return 1
-  marker=$("${1}_marker")
+  marker=$(svc marker "$1")
   # (args joined by spaces; the trailing space stops /x/st matching /x/st2)
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$marker "
 }
@@ -188,6 +196,7 @@ env_lines() {
   printf 'DATABASE_URL=postgres://postgres@127.0.0.1:%s/outbox\n' "$(svc_port pg)"
   printf 'KAFKA_BROKERS=127.0.0.1:%s\n' "$(svc_port kafka)"
   printf 'SCHEMA_REGISTRY_URL=http://127.0.0.1:%s/apis/ccompat/v7\n' "$(svc_port registry)"
+  printf 'KAFKA_CLUSTER_BROKERS=%s\n' "$(cluster_brokers)"
   printf 'OUTBOX_STACK_DIR=%s\n' "$STACK_DIR"
 }
 

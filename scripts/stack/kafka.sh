@@ -38,6 +38,60 @@ kafka_fetch_unlocked() {
   say "kafka: fetched $(ls "$KAFKA_HOME/libs" | wc -l) jars, $(du -sh "$KAFKA_HOME/libs" | cut -f1), in $(elapsed "$t0")s"
 }
 
+# log4j2 configs in $1: log4j2.properties for a server (console, chatty loggers turned
+# down), log4j2-tools.properties for the command-line tools (warnings only, to stderr).
+kafka_write_log_configs() {
+  # Kafka 4 logs via SLF4J -> log4j2. One console appender whose output the
+  # launcher appends to logs/kafka.log (a single writer), with the chatty
+  # per-partition and config-dump loggers turned down.
+  cat >"$1/log4j2.properties" <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.target = SYSTEM_OUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.console.ref = STDOUT
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.partition.name = kafka.cluster
+logger.partition.level = WARN
+logger.coordinator.name = kafka.coordinator
+logger.coordinator.level = WARN
+logger.coordinator2.name = org.apache.kafka.coordinator
+logger.coordinator2.level = WARN
+logger.storage.name = org.apache.kafka.storage
+logger.storage.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = WARN
+logger.image.name = org.apache.kafka.image
+logger.image.level = WARN
+logger.metadata.name = org.apache.kafka.metadata
+logger.metadata.level = WARN
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = WARN
+logger.logmanager.name = kafka.log
+logger.logmanager.level = WARN
+logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
+logger.appinfo.level = WARN
+EOF
+
+  # Tools (format, topic listing) only log warnings, to stderr.
+  cat >"$1/log4j2-tools.properties" <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = STDERR
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.console.ref = STDERR
+EOF
+}
+
 # First start: config files and storage format (KRaft needs a formatted log dir
 # with a cluster id before the first start).
 kafka_init() {
@@ -79,55 +133,7 @@ broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=1000
 EOF
 
-  # Kafka 4 logs via SLF4J -> log4j2. One console appender whose output the
-  # launcher appends to logs/kafka.log (a single writer), with the chatty
-  # per-partition and config-dump loggers turned down.
-  cat >"$dir/log4j2.properties" <<'EOF'
-status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.target = SYSTEM_OUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.console.ref = STDOUT
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-logger.statechange.name = state.change.logger
-logger.statechange.level = WARN
-logger.partition.name = kafka.cluster
-logger.partition.level = WARN
-logger.coordinator.name = kafka.coordinator
-logger.coordinator.level = WARN
-logger.coordinator2.name = org.apache.kafka.coordinator
-logger.coordinator2.level = WARN
-logger.storage.name = org.apache.kafka.storage
-logger.storage.level = WARN
-logger.controller.name = org.apache.kafka.controller
-logger.controller.level = WARN
-logger.image.name = org.apache.kafka.image
-logger.image.level = WARN
-logger.metadata.name = org.apache.kafka.metadata
-logger.metadata.level = WARN
-logger.raft.name = org.apache.kafka.raft
-logger.raft.level = WARN
-logger.logmanager.name = kafka.log
-logger.logmanager.level = WARN
-logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
-logger.appinfo.level = WARN
-EOF
-
-  # Tools (format, topic listing) only log warnings, to stderr.
-  cat >"$dir/log4j2-tools.properties" <<'EOF'
-status = warn
-appender.console.type = Console
-appender.console.name = STDERR
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.console.ref = STDERR
-EOF
+  kafka_write_log_configs "$dir"
 
   # A KRaft cluster id is 16 random bytes, base64url without padding.
   cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
@@ -144,9 +150,8 @@ kafka_up() {
 }
 
 kafka_start() {
-  local dir log java pid offset
+  local dir
   dir=$(kafka_dir)
-  log="$STACK_DIR/logs/kafka.log"
   [ -f "$(kafka_data_dir)/meta.properties" ] || die "kafka: no formatted storage in $(kafka_data_dir) (run: scripts/stack.sh up kafka)"
   # Listener ports are fixed at format time (the controller's address is part
   # of the KRaft voter set), so take them from the config actually in use.
@@ -156,6 +161,15 @@ kafka_start() {
   [ "$port" = "$KAFKA_PORT" ] || warn "kafka: data was created for port $port (OUTBOX_KAFKA_PORT=$KAFKA_PORT ignored; run down kafka to change it)"
   require_port_free kafka "$port" KAFKA_
   require_port_free kafka-controller "$cport" KAFKA_CONTROLLER_
+  kafka_launch kafka "$dir" "$port"
+}
+
+# kafka_launch SERVICE DIR PORT: runs kafka.Kafka on DIR/server.properties, logging to
+# logs/SERVICE.log, records the pid, and waits until it serves (a broker: until it answers
+# a metadata request on PORT; a controller, PORT empty: until it says it started).
+kafka_launch() {
+  local svc=$1 dir=$2 port=$3 log java pid offset
+  log="$STACK_DIR/logs/$svc.log"
   java=$(kafka_java)
   mkdir -p "$STACK_DIR/logs"
   offset=$(file_size "$log")
@@ -165,11 +179,12 @@ kafka_start() {
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" -Dkafka.logs.dir="$STACK_DIR/logs" \
     -cp "$KAFKA_HOME/libs/*" kafka.Kafka "$dir/server.properties")
-  echo "$pid" >"$(pid_file kafka)"
-  echo "$port" >"$STACK_DIR/kafka.port"
-  # Ready = the server says it started (fresh lines of the log only) and it
-  # answers a metadata request (topic listing through the admin client).
+  echo "$pid" >"$(pid_file "$svc")"
+  [ -z "$port" ] || echo "$port" >"$STACK_DIR/$svc.port"
+  # Ready = the server says it started (fresh lines of the log only) and, for a broker,
+  # it answers a metadata request (topic listing through the admin client).
   wait_until 120 "$pid" log_has_since "$log" "Kafka Server started" "$offset" || return 1
+  [ -n "$port" ] || return 0
   wait_until 60 "$pid" "$java" -Dlog4j2.configurationFile="$dir/log4j2-tools.properties" \
     -cp "$KAFKA_HOME/libs/*" org.apache.kafka.tools.TopicCommand \
     --bootstrap-server "127.0.0.1:$port" --list || return 1
