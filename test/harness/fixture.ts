@@ -36,12 +36,17 @@ export function useTestOutbox(options: FixtureOptions = {}): { outbox: TestOutbo
  * The no-loss check: a fresh reader sees every event id committed to the outbox table (the
  * table is the truth, whatever a fault did to in-flight commits), and nothing else.
  */
-export async function expectEveryCommittedEventDelivered(outbox: TestOutbox, context: () => string): Promise<readonly ConsumedRecord[]> {
+export async function expectEveryCommittedEventDelivered(outbox: TestOutbox, context: () => string, brokers?: string): Promise<readonly ConsumedRecord[]> {
   const committed = await outbox.committedIds();
-  const reader = await new TopicReader().start([outbox.topic('invoice')]);
+  const reader = await new TopicReader(brokers).start([outbox.topic('invoice')]);
   try {
-    await reader.until(`all ${committed.length} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.length, 120_000, context);
-    expect([...new Set(reader.records.map((record) => record.headers.event_id))].sort()).toEqual([...committed].sort());
+    const timedOut = await reader
+      .until(`all ${committed.length} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.length, 120_000)
+      .then(() => null, (error: Error) => error);
+    const delivered = new Set(reader.records.map((record) => record.headers.event_id));
+    const missing = committed.filter((id) => !delivered.has(id));
+    expect(missing, `${missing.length} of ${committed.length} committed events never arrived${timedOut ? ` (${timedOut.message})` : ''}\n${context()}`).toEqual([]);
+    expect([...delivered].sort()).toEqual([...committed].sort());
     return reader.records;
   } finally {
     await reader.stop();

@@ -11,8 +11,9 @@ export interface ConsumedRecord {
   readonly headers: Record<string, string>;
 }
 
-export function kafkaClient(): Kafka {
-  return new Kafka({ clientId: 'outbox-relay-tests', brokers: inject('services').kafkaBrokers.split(','), logLevel: logLevel.NOTHING });
+/** A client of the test Kafka, or of the brokers given (e.g. the three-broker cluster). */
+export function kafkaClient(brokers: string = inject('services').kafkaBrokers): Kafka {
+  return new Kafka({ clientId: 'outbox-relay-tests', brokers: brokers.split(','), logLevel: logLevel.NOTHING });
 }
 
 export async function createTopics(topics: readonly string[], partitions = 3): Promise<void> {
@@ -33,8 +34,11 @@ export class TopicReader {
   readonly records: ConsumedRecord[] = [];
   private consumer: Consumer | null = null;
 
+  /** `brokers`: the test Kafka unless given. */
+  constructor(private readonly brokers?: string) {}
+
   async start(topics: readonly string[]): Promise<this> {
-    this.consumer = kafkaClient().consumer({ groupId: `reader-${randomUUID()}`, retry: { retries: 50, maxRetryTime: 2_000 } });
+    this.consumer = kafkaClient(this.brokers).consumer({ groupId: `reader-${randomUUID()}`, retry: { retries: 50, maxRetryTime: 2_000 } });
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await this.consumer.run({

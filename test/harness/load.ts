@@ -1,4 +1,4 @@
-import { billingEvent, type TestOutbox } from './outbox.js';
+import { billingEvent, type OutboxRow, type TestOutbox } from './outbox.js';
 import { delay } from './relay-process.js';
 
 export interface LoadOptions {
@@ -7,6 +7,8 @@ export interface LoadOptions {
   readonly aggregates: number;
   /** Pause between one writer's transactions. */
   readonly pauseMs: number;
+  /** Every n-th transaction of a writer inserts its rows and rolls back (none: 0 or unset). */
+  readonly rollbackEvery?: number;
 }
 
 /**
@@ -19,6 +21,8 @@ export class OutboxLoad {
   private writers: Promise<void>[] = [];
   committedTransactions = 0;
   failedTransactions = 0;
+  /** Event ids of rolled-back transactions: none of them may ever reach Kafka. */
+  readonly rolledBackIds: string[] = [];
 
   constructor(private readonly outbox: TestOutbox, private readonly options: LoadOptions) {}
 
@@ -36,19 +40,37 @@ export class OutboxLoad {
   private async write(writer: number): Promise<void> {
     const { rowsPerTransaction, aggregates, pauseMs } = this.options;
     let sequence = 0;
+    let transaction = 0;
     while (this.running) {
+      transaction += 1;
       const rows = Array.from({ length: rowsPerTransaction }, () => {
         sequence += 1;
         return billingEvent(`inv_${writer}_${sequence % aggregates}`, sequence);
       });
       try {
-        await this.outbox.insert(rows);
-        this.committedTransactions += 1;
+        const rollbackEvery = this.options.rollbackEvery ?? 0;
+        if (rollbackEvery > 0 && transaction % rollbackEvery === 0) await this.insertAndRollBack(rows);
+        else {
+          await this.outbox.insert(rows);
+          this.committedTransactions += 1;
+        }
       } catch {
         this.failedTransactions += 1;
         await delay(100);
       }
       if (pauseMs > 0) await delay(pauseMs);
+    }
+  }
+
+  private async insertAndRollBack(rows: readonly OutboxRow[]): Promise<void> {
+    const client = await this.outbox.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await this.outbox.insert(rows, client);
+      await client.query('ROLLBACK');
+      this.rolledBackIds.push(...rows.map((row) => row.eventId));
+    } finally {
+      client.release();
     }
   }
 }

@@ -1,0 +1,150 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { expectEveryCommittedEventDelivered } from '../harness/fixture.js';
+import { get, metric } from '../harness/http.js';
+import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';
+import type { ConsumedRecord } from '../harness/kafka.js';
+import { OutboxLoad } from '../harness/load.js';
+import { TestOutbox } from '../harness/outbox.js';
+import { freePort } from '../harness/ports.js';
+import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+
+/**
+ * A three-broker cluster (replication factor 3, min.insync.replicas 2, no unclean leader
+ * election) whose brokers die, restart and go away under load. Partition leaders move while a
+ * produce request is in flight: every committed event must still arrive, in order per
+ * aggregate, and none of a rolled-back transaction.
+ */
+describe('Kafka leader changes in a three-broker cluster', () => {
+  const cluster = useKafkaCluster();
+  let outbox: TestOutbox;
+
+  beforeAll(async () => {
+    outbox = new TestOutbox();
+    await outbox.create();
+    await cluster.createTopics([outbox.topic('invoice')]);
+  });
+  afterAll(() => outbox.destroy());
+
+  // A failed test must not leave its relay holding the slot for the next one.
+  const relays: RelayProcess[] = [];
+  afterEach(async () => {
+    await Promise.all(relays.splice(0).map((relay) => relay.kill9()));
+  });
+
+  function startRelay(extra: Record<string, string> = {}): RelayProcess {
+    const relay = new RelayProcess(outbox.relayEnv({ KAFKA_BROKERS: cluster.brokers, ...extra })).start();
+    relays.push(relay);
+    return relay;
+  }
+
+  function startLoad(): OutboxLoad {
+    return new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 20 }).start();
+  }
+
+  /** Everything committed arrived, nothing rolled back did, order per aggregate held; returns the figures. */
+  async function expectNothingLostNorReordered(load: OutboxLoad, relay: RelayProcess): Promise<{ committed: number; duplicates: number }> {
+    const records = await expectEveryCommittedEventDelivered(outbox, () => relay.tail(), cluster.brokers);
+    const delivered = new Set(records.map((record) => record.headers.event_id));
+    expect(load.rolledBackIds.length).toBeGreaterThan(0);
+    expect(load.rolledBackIds.filter((id) => delivered.has(id))).toEqual([]);
+    expectOrderPerAggregate(records);
+    return { committed: delivered.size, duplicates: records.length - delivered.size };
+  }
+
+  it('loses nothing when partition leaders are killed -9 and restarted, one at a time', { timeout: 360_000 }, async () => {
+    const relay = startRelay();
+    const load = startLoad();
+    const recoveries: number[] = [];
+    try {
+      await relay.waitActive();
+      for (let kill = 0; kill < 4; kill += 1) {
+        await delay(4_000);
+        const victim = await cluster.leaderOf(outbox.topic('invoice'), kill % 6);
+        const walAtKill = await outbox.currentWalLsn();
+        const killedAt = Date.now();
+        await cluster.broker('kill', victim);
+        // Recovered = everything committed before the kill is confirmed (Kafka acknowledged it).
+        const recovered = eventually('the slot to pass the kill', async () => ((await outbox.slotState()).confirmed >= walAtKill ? Date.now() : undefined), 90_000, 100);
+        await delay(6_000);
+        await cluster.broker('start', victim);
+        recoveries.push((await recovered) - killedAt);
+        process.stdout.write(`leader kills: broker ${victim} killed, slot past the kill after ${recoveries.at(-1)} ms\n`);
+      }
+      await delay(3_000);
+    } finally {
+      await load.stop();
+    }
+    const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
+    expect(await relay.stop()).toBe(0);
+    process.stdout.write(`leader kills: ${committed} committed, 0 missing, ${duplicates} duplicates, ${load.rolledBackIds.length} rolled back; recovery per kill (ms): ${recoveries.join(', ')}\n`);
+  });
+
+  it('loses nothing through a rolling restart (each broker stopped cleanly and started again)', { timeout: 300_000 }, async () => {
+    const relay = startRelay();
+    const load = startLoad();
+    try {
+      await relay.waitActive();
+      for (const id of [1, 2, 3] as BrokerId[]) {
+        await delay(3_000);
+        await cluster.broker('stop', id);
+        await delay(2_000);
+        await cluster.broker('start', id);
+      }
+      await delay(3_000);
+    } finally {
+      await load.stop();
+    }
+    const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
+    expect(await relay.stop()).toBe(0);
+    process.stdout.write(`rolling restart: ${committed} committed, 0 missing, ${duplicates} duplicates\n`);
+  });
+
+  it('holds the slot and says why while two of three brokers are down, then delivers everything', { timeout: 300_000 }, async () => {
+    const port = await freePort();
+    const relay = startRelay({ OUTBOX_HTTP_PORT: String(port) });
+    const load = startLoad();
+    const confirmedDuringOutage: bigint[] = [];
+    try {
+      await relay.waitActive();
+      await delay(2_000);
+      await cluster.broker('kill', 2);
+      await cluster.broker('kill', 3);
+      // The controller fences them after its session timeout (4 s); then every partition has
+      // one in-sync replica, below min.insync.replicas: Kafka refuses writes.
+      await delay(8_000);
+      const committedBefore = (await outbox.committedIds()).length;
+      // Longer than the producer's retries of one batch (~20 s): the stream restarts meanwhile.
+      for (let sample = 0; sample < 30; sample += 1) {
+        confirmedDuringOutage.push((await outbox.slotState()).confirmed);
+        await delay(1_000);
+      }
+      expect((await outbox.committedIds()).length).toBeGreaterThan(committedBefore);
+      const { body } = await get(port, '/metrics');
+      expect(metric(body, 'outbox_relay_produce_errors_total', 'error="NOT_ENOUGH_REPLICAS"'), body).toBeGreaterThan(0);
+      expect(relay.logs.some((line) => line.level === 40 && line.error === 'NOT_ENOUGH_REPLICAS'), relay.tail()).toBe(true);
+      await cluster.broker('start', 2);
+    } finally {
+      await load.stop();
+      await cluster.broker('start', 3);
+    }
+    expect(new Set(confirmedDuringOutage).size, `confirmed positions during the outage: ${[...new Set(confirmedDuringOutage)].join(', ')}`).toBe(1);
+    const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
+    expect(await relay.stop()).toBe(0);
+    process.stdout.write(`two brokers down: ${committed} committed, 0 missing, ${duplicates} duplicates\n`);
+  });
+});
+
+/** Per aggregate (record key), first deliveries come in the writer's sequence order; a resend after a restart may repeat, never reorder. */
+function expectOrderPerAggregate(records: readonly ConsumedRecord[]): void {
+  const seen = new Set<string>();
+  const lastSequence = new Map<string, number>();
+  for (const record of records) {
+    const eventId = record.headers.event_id!;
+    if (seen.has(eventId)) continue;
+    seen.add(eventId);
+    const { sequence } = JSON.parse(record.value!.toString('utf8')) as { sequence: number };
+    const previous = lastSequence.get(record.key!) ?? 0;
+    expect(sequence, `aggregate ${record.key}: event ${eventId}`).toBeGreaterThan(previous);
+    lastSequence.set(record.key!, sequence);
+  }
+}
