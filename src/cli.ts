@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// First: puts faster kafkajs internals in place before anything loads kafkajs (see the module).
+// First: the relay's kafkajs replacements go in before anything loads kafkajs (see the module).
 import './sink/kafkajs-patches.js';
 import { dropSlotCommand } from './commands/drop-slot.js';
 import { EXIT, type Command } from './commands/command.js';

@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'SCHEMA_INCOMPATIBLE'
   | 'SCHEMA_NOT_REGISTERED'
   | 'SINK_PUBLISH'
+  | 'SINK_CLIENT'
   | 'SINK_TOO_LARGE';
 
 export interface RelayErrorOptions {

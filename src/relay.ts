@@ -116,6 +116,7 @@ export class Relay {
         logger: logger.child({ stage: 'sink' }),
         onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
         onFailure: (error) => stream.abort(error),
+        onProduceError: (error) => metrics.produceErrors.inc({ error }),
       });
       await sink.start();
       const pipeline = new Pipeline(

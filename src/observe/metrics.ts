@@ -18,6 +18,7 @@ export function createRelayMetrics(registry = new Registry()) {
     published: new Counter({ name: 'outbox_relay_events_published_total', help: 'Events acknowledged by Kafka, by topic and event type.', labelNames: ['topic', 'event_type'], registers }),
     deadLettered: new Counter({ name: 'outbox_relay_events_dead_lettered_total', help: 'Poison events sent to the dead-letter topic, by reason code.', labelNames: ['reason'], registers }),
     produceRequests: new Counter({ name: 'outbox_relay_produce_requests_total', help: 'Produce requests acknowledged by Kafka (events per request: published / this).', registers }),
+    produceErrors: new Counter({ name: 'outbox_relay_produce_errors_total', help: 'Produce requests Kafka refused or did not answer, by Kafka error (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, ...); their partitions are sent again.', labelNames: ['error'], registers }),
     bytesOut: new Counter({ name: 'outbox_relay_bytes_out_total', help: 'Record bytes (key, value, headers, record framing) acknowledged by Kafka.', registers }),
     inFlight: new Gauge({ name: 'outbox_relay_in_flight_events', help: 'Events handed to Kafka and not yet acknowledged.', registers }),
     reconnects: new Counter({ name: 'outbox_relay_reconnects_total', help: 'Stream restarts after a lost connection or a failed publish, by error code.', labelNames: ['reason'], registers }),

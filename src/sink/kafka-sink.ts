@@ -1,4 +1,5 @@
-import './kafkajs-patches.js';
+import { KAFKAJS_VERSION, verifyKafkajsPatches, type KafkajsPatch } from './kafkajs-patches.js';
+import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
 import { Kafka, logLevel as kafkaLogLevel, type Message, type Producer, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { RelayConfig } from '../config/options.js';
@@ -9,8 +10,8 @@ import { keyHashPartitioner } from './partitioner.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 /** The sink options that come from the relay's configuration. */
-export function sinkOptions(config: RelayConfig): Pick<KafkaSinkOptions, 'brokers' | 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'> {
-  return { brokers: config.kafkaBrokers, batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger };
+export function sinkOptions(config: RelayConfig): Pick<KafkaSinkOptions, 'brokers' | 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs' | 'fastEncoder'> {
+  return { brokers: config.kafkaBrokers, batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger, fastEncoder: config.kafkaFastEncoder };
 }
 
 export interface KafkaSinkOptions {
@@ -29,6 +30,8 @@ export interface KafkaSinkOptions {
    * larger than that keeps every partition's batch under it.
    */
   readonly batchMaxBytes: number;
+  /** The relay's Produce request encoder (true) or kafkajs's own. */
+  readonly fastEncoder: boolean;
   readonly logger: Logger;
   /** Called with each batch once Kafka acknowledged all of it (acks=all), in send order. */
   readonly onAcknowledged: (batch: readonly OutgoingMessage[]) => void;
@@ -37,6 +40,8 @@ export interface KafkaSinkOptions {
    * next send or wait, but with no new events there is none: this ends the session at once.
    */
   readonly onFailure?: (error: RelayError) => void;
+  /** Called for each produce request Kafka refused or did not answer (its partitions are retried), with Kafka's error name. */
+  readonly onProduceError?: (error: string) => void;
 }
 
 /**
@@ -48,6 +53,7 @@ export interface KafkaSinkOptions {
  */
 export class KafkaSink {
   private readonly producer: Producer;
+  private readonly kafkajsPatches: readonly KafkajsPatch[];
   private readonly queue = new Fifo<OutgoingMessage>();
   private inFlight: readonly OutgoingMessage[] = [];
   private failure: RelayError | null = null;
@@ -57,19 +63,23 @@ export class KafkaSink {
 
   constructor(private readonly options: KafkaSinkOptions) {
     const logger = options.logger;
+    this.kafkajsPatches = verifyKafkajsPatches({ fastEncoder: options.fastEncoder });
     const kafka = new Kafka({
       clientId: options.clientId,
       brokers: [...options.brokers],
       logLevel: kafkaLogLevel.WARN,
       logCreator: () => ({ namespace, level, log }) => {
         const { message, ...extra } = log;
+        if (message === PRODUCE_REQUEST_FAILED) options.onProduceError?.(String(extra.error));
         // Retries are limited on purpose: a batch that fails them restarts the stream from the
         // confirmed position, which is what keeps nothing lost. Not worth a warning per session.
         const expected = message.startsWith('Limiting retries for the idempotent producer');
         const method = expected ? 'debug' : level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
         logger[method]({ kafkajs: namespace, ...extra }, message);
       },
-      retry: { initialRetryTime: 200, retries: 8, maxRetryTime: 5_000 },
+      // ~23 s of retries for one batch, at most 2 s apart: a partition whose leader died is
+      // sent to the new one within 2 s of the metadata naming it.
+      retry: { initialRetryTime: 200, retries: 14, maxRetryTime: 2_000 },
     });
     // Idempotent with one request in flight: the broker drops duplicates of a retried request
     // and a partition's order is the send order. kafkajs requires acks=-1 for idempotence.
@@ -77,6 +87,7 @@ export class KafkaSink {
   }
 
   async start(): Promise<void> {
+    this.options.logger.info({ kafkajs: KAFKAJS_VERSION, replacements: this.kafkajsPatches }, 'producer: kafkajs with the relay\'s replacements');
     try {
       await this.producer.connect();
     } catch (error) {
@@ -146,7 +157,7 @@ export class KafkaSink {
         this.notify();
       },
       (error: unknown) => {
-        this.failure = new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${batch.length}: ${(error as Error).message}`, { retriable: true, cause: error });
+        this.failure = new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${batch.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { retriable: true, cause: error });
         this.options.onFailure?.(this.failure);
         this.notify();
       },

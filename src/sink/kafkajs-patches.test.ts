@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
-import { KAFKAJS_REPLACEMENTS } from './kafkajs-patches.js';
+import { KAFKAJS_REPLACEMENTS, verifyKafkajsPatches } from './kafkajs-patches.js';
+import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
 import { crc32c } from './kafkajs-record.js';
 
 const require = createRequire(import.meta.url);
@@ -24,30 +25,31 @@ function original<T>(module: string): T {
   }
 }
 
-const GROUPING = 'kafkajs/src/producer/groupMessagesPerPartition.js';
-
-type Group = (args: unknown) => Record<number, unknown[]>;
-
 describe('kafkajs internals replaced in its module cache', () => {
-  it('installs every replacement', () => {
+  it('installs every replacement, before kafkajs captured the originals', () => {
     for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) expect(installed(module), module).toBe(replacement);
+    expect(verifyKafkajsPatches({ fastEncoder: true })).toEqual(['send-messages', 'produce-encoder']);
   });
 
-  it('groups messages by partition like the original, in order', () => {
-    const messages = Array.from({ length: 7 }, (_, id) => ({ id }));
-    const partitioner = ({ message }: { message: { id: number } }) => message.id % 3;
-    for (const group of [installed<Group>(GROUPING), original<Group>(GROUPING)]) {
-      expect(group({ topic: 't', partitionMetadata: [{}, {}, {}], messages, partitioner })).toEqual({ 0: [{ id: 0 }, { id: 3 }, { id: 6 }], 1: [{ id: 1 }, { id: 4 }], 2: [{ id: 2 }, { id: 5 }] });
-      expect(group({ topic: 't', partitionMetadata: [], messages, partitioner })).toEqual({});
+  it("turns the Produce encoder off on request, never the per-partition send", () => {
+    try {
+      expect(verifyKafkajsPatches({ fastEncoder: false })).toEqual(['send-messages']);
+      expect(installed(KAFKAJS_SEND_MESSAGES)).toBe(createSendMessages);
+    } finally {
+      verifyKafkajsPatches({ fastEncoder: true });
     }
   });
 
-  it('groups linearly: 100,000 messages in well under a second', () => {
-    const messages = Array.from({ length: 100_000 }, (_, id) => ({ id }));
-    const started = performance.now();
-    const grouped = installed<Group>(GROUPING)({ topic: 't', partitionMetadata: [{}, {}, {}], messages, partitioner: ({ message }: { message: { id: number } }) => message.id % 3 });
-    expect(performance.now() - started).toBeLessThan(1_000);
-    expect(Object.values(grouped).reduce((sum, list) => sum + list.length, 0)).toBe(100_000);
+  it('refuses to run when a replacement is gone', () => {
+    const path = require.resolve(KAFKAJS_SEND_MESSAGES);
+    const module = require.cache[path]!;
+    const ours = module.exports as unknown;
+    module.exports = original(KAFKAJS_SEND_MESSAGES);
+    try {
+      expect(() => verifyKafkajsPatches({ fastEncoder: true })).toThrow(expect.objectContaining({ code: 'SINK_CLIENT', message: expect.stringMatching(/sendMessages.js is not the relay's/) }));
+    } finally {
+      module.exports = ours;
+    }
   });
 
   describe('Produce request', () => {

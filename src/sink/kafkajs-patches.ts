@@ -1,42 +1,100 @@
 import { createRequire } from 'node:module';
-import { KAFKAJS_PRODUCE_V3, produceRequestV3 } from './kafkajs-produce-request.js';
+import { RelayError } from '../errors.js';
+import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
+import { KAFKAJS_PRODUCE_V3, produceRequestV3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
 
 /**
- * kafkajs 2.2.4 (its last release, pinned in package.json) spent most of the relay's produce
- * CPU in two internal modules; this puts faster equivalents in kafkajs's module cache before
- * kafkajs loads them (imported first by cli.ts and kafka-sink.ts):
- * - partition grouping, which copied the partition's array for every message it added
- *   (quadratic: at 4,000 events per request a tenth of the relay's CPU), made linear;
- * - the Produce request encoder (see kafkajs-produce-request.ts).
- * Each produces what the original did (the tests check against the originals). If a kafkajs
- * release moves a file, that one is not replaced and kafkajs keeps its own.
+ * The relay's producer runs kafkajs 2.2.4 (its last release, pinned in package.json) with two
+ * internal modules replaced in kafkajs's module cache:
+ * - `send-messages`: acknowledgement tracked per partition, so a leader change can never drop
+ *   a partition's messages while the send reports success (kafkajs-send-messages.ts). Always.
+ * - `produce-encoder`: the Produce request encoded into one exact-size buffer, the same bytes as
+ *   kafkajs's (kafkajs-produce-request.ts), for CPU. OUTBOX_KAFKA_FAST_ENCODER=false uses
+ *   kafkajs's own encoder instead.
+ *
+ * kafkajs modules capture these when they load (messageProducer.js captures sendMessages, the
+ * Produce v4-v7 encoders capture v3), so the replacements go in when this module is imported,
+ * which must be before kafkajs (cli.ts and kafka-sink.ts import it first). Whether that worked
+ * is checked when a producer is created (`verifyKafkajsPatches`): a kafkajs loaded too early,
+ * another kafkajs version or a moved file stops the relay at start, instead of running without
+ * the fix.
  */
-type Partitioner = (args: { topic: string; partitionMetadata: unknown[]; message: unknown }) => number;
 
-function groupMessagesPerPartition({ topic, partitionMetadata, messages, partitioner }: { topic: string; partitionMetadata: unknown[]; messages: unknown[]; partitioner: Partitioner }): Record<number, unknown[]> {
-  const grouped: Record<number, unknown[]> = {};
-  if (partitionMetadata.length === 0) return grouped;
-  for (const message of messages) {
-    const partition = partitioner({ topic, partitionMetadata, message });
-    (grouped[partition] ??= []).push(message);
-  }
-  return grouped;
+/** The kafkajs release whose internals the replacements were written and tested against. */
+export const KAFKAJS_VERSION = '2.2.4';
+
+export type KafkajsPatch = 'send-messages' | 'produce-encoder';
+
+/** kafkajs modules that capture a replaced module when they load. */
+const CAPTURED_BY: Readonly<Record<string, readonly string[]>> = {
+  [KAFKAJS_SEND_MESSAGES]: ['kafkajs/src/producer/messageProducer.js'],
+  [KAFKAJS_PRODUCE_V3]: [4, 5, 6, 7].map((version) => `kafkajs/src/protocol/requests/produce/v${version}/request.js`),
+};
+
+type ProduceEncoder = (args: ProduceRequestArgs) => ProduceRequest;
+
+const require = createRequire(import.meta.url);
+let useFastEncoder = true;
+let kafkajsProduceV3: ProduceEncoder | null = null;
+
+/** The v3 encoder kafkajs calls (v4-v7 too): the relay's, or kafkajs's own when turned off. */
+function produceEncoderSwitch(args: ProduceRequestArgs): ProduceRequest {
+  return useFastEncoder || !kafkajsProduceV3 ? produceRequestV3(args) : kafkajsProduceV3(args);
 }
 
 /** kafkajs module path -> what it should export. */
 export const KAFKAJS_REPLACEMENTS: Readonly<Record<string, unknown>> = {
-  'kafkajs/src/producer/groupMessagesPerPartition.js': groupMessagesPerPartition,
-  [KAFKAJS_PRODUCE_V3]: produceRequestV3,
+  [KAFKAJS_SEND_MESSAGES]: createSendMessages,
+  [KAFKAJS_PRODUCE_V3]: produceEncoderSwitch,
 };
 
-const require = createRequire(import.meta.url);
-for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) {
+/** What went wrong while installing, reported by verifyKafkajsPatches (an import must not throw: `status` needs no producer). */
+const installProblems = install();
+
+function install(): string[] {
+  const problems: string[] = [];
+  const version = (require('kafkajs/package.json') as { version: string }).version;
+  if (version !== KAFKAJS_VERSION) problems.push(`kafkajs ${version} is installed, the relay needs ${KAFKAJS_VERSION} exactly (run npm ci)`);
+  for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) {
+    let path: string;
+    try {
+      path = require.resolve(module);
+    } catch {
+      problems.push(`kafkajs has no ${module}`);
+      continue;
+    }
+    for (const capturer of CAPTURED_BY[module] ?? []) {
+      const capturerPath = resolveOrNull(capturer);
+      if (capturerPath && require.cache[capturerPath]) problems.push(`${capturer} was loaded before the relay replaced ${module}: import the relay's sink before kafkajs`);
+    }
+    const original = require(path) as unknown;
+    if (module === KAFKAJS_PRODUCE_V3) kafkajsProduceV3 = original as ProduceEncoder;
+    require.cache[path]!.exports = replacement;
+  }
+  return problems;
+}
+
+/**
+ * Checks that every replacement is in place and chooses the Produce encoder; returns the
+ * replacements now active. Throws (not retriable) if kafkajs would run with its own sendMessages.
+ */
+export function verifyKafkajsPatches(options: { readonly fastEncoder: boolean }): KafkajsPatch[] {
+  const problems = [...installProblems];
+  for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) {
+    const path = resolveOrNull(module);
+    if (path && require.cache[path]?.exports !== replacement) problems.push(`kafkajs's ${module} is not the relay's any more`);
+  }
+  if (problems.length > 0) {
+    throw new RelayError('SINK_CLIENT', `the Kafka producer cannot run safely: ${problems.join('; ')}. Without the relay's sendMessages, kafkajs ${KAFKAJS_VERSION} loses events when a partition leader moves`, { retriable: false });
+  }
+  useFastEncoder = options.fastEncoder;
+  return options.fastEncoder ? ['send-messages', 'produce-encoder'] : ['send-messages'];
+}
+
+function resolveOrNull(module: string): string | null {
   try {
-    const path = require.resolve(module);
-    require(path);
-    const cached = require.cache[path];
-    if (cached) cached.exports = replacement;
+    return require.resolve(module);
   } catch {
-    // Another kafkajs layout: its own function stays.
+    return null;
   }
 }

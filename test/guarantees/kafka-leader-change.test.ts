@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { expectEveryCommittedEventDelivered } from '../harness/fixture.js';
 import { get, metric } from '../harness/http.js';
 import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';
@@ -18,17 +18,18 @@ describe('Kafka leader changes in a three-broker cluster', () => {
   const cluster = useKafkaCluster();
   let outbox: TestOutbox;
 
-  beforeAll(async () => {
+  // Each test its own outbox and topic: its writers' sequences start again at 1.
+  beforeEach(async () => {
     outbox = new TestOutbox();
     await outbox.create();
     await cluster.createTopics([outbox.topic('invoice')]);
   });
-  afterAll(() => outbox.destroy());
 
   // A failed test must not leave its relay holding the slot for the next one.
   const relays: RelayProcess[] = [];
   afterEach(async () => {
     await Promise.all(relays.splice(0).map((relay) => relay.kill9()));
+    await outbox.destroy();
   });
 
   function startRelay(extra: Record<string, string> = {}): RelayProcess {
