@@ -7,6 +7,7 @@ import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
 import { keyHashPartitioner } from './partitioner.js';
+import { TopicDurabilityCheck } from './topic-durability.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 /** The sink options that come from the relay's configuration. */
@@ -54,6 +55,7 @@ export interface KafkaSinkOptions {
 export class KafkaSink {
   private readonly producer: Producer;
   private readonly kafkajsPatches: readonly KafkajsPatch[];
+  private readonly durability: TopicDurabilityCheck;
   private readonly queue = new Fifo<OutgoingMessage>();
   private inFlight: readonly OutgoingMessage[] = [];
   private failure: RelayError | null = null;
@@ -83,6 +85,7 @@ export class KafkaSink {
     });
     // Idempotent with one request in flight: the broker drops duplicates of a retried request
     // and a partition's order is the send order. kafkajs requires acks=-1 for idempotence.
+    this.durability = new TopicDurabilityCheck(kafka.admin(), logger);
     this.producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
   }
 
@@ -121,6 +124,7 @@ export class KafkaSink {
   async stop(): Promise<void> {
     this.cancelScheduledPump();
     await this.producer.disconnect().catch(() => undefined);
+    await this.durability.stop();
   }
 
   /** The next request goes when the current one is acknowledged, or after the linger if none is in flight. */
@@ -149,9 +153,12 @@ export class KafkaSink {
     this.cancelScheduledPump();
     const batch = this.takeBatch();
     this.inFlight = batch;
-    this.producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages: groupByTopic(batch) }).then(
+    const topicMessages = groupByTopic(batch);
+    this.producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages }).then(
       () => {
         this.inFlight = [];
+        // Checked once each topic exists (a first batch may have created it).
+        this.durability.checkNew(topicMessages.map(({ topic }) => topic));
         this.options.onAcknowledged(batch);
         this.pump();
         this.notify();

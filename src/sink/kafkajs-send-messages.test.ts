@@ -60,45 +60,44 @@ class FakeCluster {
   }
 
   dependencies() {
-    const self = this;
     const broker = (nodeId: number) => ({
       nodeId,
-      async produce({ topicData }: { topicData: { topic: string; partitions: { partition: number; firstSequence: number; messages: Message[] }[] }[] }) {
+      produce: async ({ topicData }: { topicData: { topic: string; partitions: { partition: number; firstSequence: number; messages: Message[] }[] }[] }) => {
         const partitions = topicData.flatMap((topic) => topic.partitions);
-        self.calls.push({ broker: nodeId, partitions: partitions.map(({ partition, firstSequence, messages }) => ({ partition, firstSequence, values: messages.map((m) => m.value) })) });
-        const failure = self.failures.get(nodeId)?.shift();
+        this.calls.push({ broker: nodeId, partitions: partitions.map(({ partition, firstSequence, messages }) => ({ partition, firstSequence, values: messages.map((m) => m.value) })) });
+        const failure = this.failures.get(nodeId)?.shift();
         if (failure) {
-          self.onFailure(nodeId);
+          this.onFailure(nodeId);
           throw failure;
         }
         for (const { partition, firstSequence, messages } of partitions) {
-          if (self.leaders.get(partition) !== nodeId) throw protocolError('NOT_LEADER_OR_FOLLOWER');
+          if (this.leaders.get(partition) !== nodeId) throw protocolError('NOT_LEADER_OR_FOLLOWER');
           // The idempotent broker: a resend of what it has is acknowledged and not appended again.
-          const log = self.logs.get(partition) ?? [];
+          const log = this.logs.get(partition) ?? [];
           if (firstSequence < log.length) continue;
           if (firstSequence > log.length) throw protocolError('OUT_OF_ORDER_SEQUENCE_NUMBER', false);
           log.push(...messages.map((m) => m.value));
-          self.logs.set(partition, log);
+          this.logs.set(partition, log);
         }
         return { topics: topicData.map(({ topic, partitions: list }) => ({ topicName: topic, partitions: list.map(({ partition }) => ({ partition, errorCode: 0, baseOffset: '0' })) })) };
       },
     });
     const cluster = {
-      async addMultipleTargetTopics() {},
-      async refreshMetadataIfNecessary() {},
-      async refreshMetadata() {
-        self.metadataLeaders = new Map(self.leaders);
+      addMultipleTargetTopics: async () => undefined,
+      refreshMetadataIfNecessary: async () => undefined,
+      refreshMetadata: async () => {
+        this.metadataLeaders = new Map(this.leaders);
       },
-      findTopicPartitionMetadata: () => [...self.metadataLeaders].map(([partitionId, leader]) => ({ partitionId, leader })),
+      findTopicPartitionMetadata: () => [...this.metadataLeaders].map(([partitionId, leader]) => ({ partitionId, leader })),
       findLeaderForPartitions: (_topic: string, partitions: string[]) => {
         const result: Record<number, number[]> = {};
-        for (const id of partitions) (result[self.metadataLeaders.get(Number(id))!] ??= []).push(Number(id));
+        for (const id of partitions) (result[this.metadataLeaders.get(Number(id))!] ??= []).push(Number(id));
         return result;
       },
       findBroker: async ({ nodeId }: { nodeId: string | number }) => brokers.get(Number(nodeId))!,
       isConnected: () => true,
-      async connect() {},
-      removeBroker() {},
+      connect: async () => undefined,
+      removeBroker: () => undefined,
     };
     const brokers = new Map([1, 2, 3].map((id) => [id, broker(id)]));
     const eosManager = {
@@ -109,8 +108,8 @@ class FakeCluster {
       getTransactionalId: () => '',
       getProducerId: () => 1,
       getProducerEpoch: () => 0,
-      getSequence: (_topic: string, partition: number) => self.sequences.get(partition) ?? 0,
-      updateSequence: (_topic: string, partition: number, increment: number) => self.sequences.set(partition, (self.sequences.get(partition) ?? 0) + increment),
+      getSequence: (_topic: string, partition: number) => this.sequences.get(partition) ?? 0,
+      updateSequence: (_topic: string, partition: number, increment: number) => this.sequences.set(partition, (this.sequences.get(partition) ?? 0) + increment),
     };
     // kafkajs's retrier: calls again on a thrown retriable error, up to a few times.
     const retrier = async <T>(attempt: (bail: (error: Error) => void, retryCount: number, retryTime: number) => Promise<T>): Promise<T> => {

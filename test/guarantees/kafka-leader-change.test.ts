@@ -4,7 +4,7 @@ import { get, metric } from '../harness/http.js';
 import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';
 import type { ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
-import { TestOutbox } from '../harness/outbox.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
@@ -132,6 +132,18 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
     process.stdout.write(`two brokers down: ${committed} committed, 0 missing, ${duplicates} duplicates\n`);
+  });
+
+  it('warns at the first event of a topic whose settings can lose acknowledged events', async () => {
+    const careless = outbox.topic('refund');
+    await cluster.createTopics([careless], { replicationFactor: 1, minInsyncReplicas: 1 });
+    const relay = startRelay();
+    await relay.waitActive();
+    await outbox.insert([billingEvent('inv_1', 1), { ...billingEvent('ref_1', 1, 'refund.issued'), aggregateType: 'refund' }]);
+    const warning = await relay.waitForLog(new RegExp(`^topic ${careless} can lose acknowledged events`));
+    expect(warning).toMatchObject({ level: 40, replicationFactor: 1, minInsyncReplicas: 1, uncleanLeaderElection: false });
+    await relay.waitForLog(new RegExp(`^topic ${outbox.topic('invoice')}: replication settings keep acknowledged events`));
+    expect(await relay.stop()).toBe(0);
   });
 });
 

@@ -46,8 +46,8 @@ export class KafkaCluster {
     await run(STACK_SCRIPT, [action, `broker${id}`], { timeout: 180_000 });
   }
 
-  /** Creates topics as production ones should be: 3 replicas, 2 in sync for a write, no unclean election. */
-  async createTopics(topics: readonly string[], partitions = 6): Promise<void> {
+  /** Creates topics as production ones should be (3 replicas, 2 in sync for a write, no unclean election), unless told otherwise. */
+  async createTopics(topics: readonly string[], { partitions = 6, replicationFactor = 3, minInsyncReplicas = 2 } = {}): Promise<void> {
     const admin = kafkaClient(this.brokers).admin();
     await admin.connect();
     try {
@@ -56,9 +56,9 @@ export class KafkaCluster {
         topics: topics.map((topic) => ({
           topic,
           numPartitions: partitions,
-          replicationFactor: 3,
+          replicationFactor,
           configEntries: [
-            { name: 'min.insync.replicas', value: '2' },
+            { name: 'min.insync.replicas', value: String(minInsyncReplicas) },
             { name: 'unclean.leader.election.enable', value: 'false' },
           ],
         })),
