@@ -11,7 +11,7 @@ import type { RelationRef, SourceMessage } from './source/messages.js';
 import { deadLetterMessage } from './sink/dead-letter.js';
 import { eventHeaders } from './sink/headers.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from './sink/record-size.js';
-import type { KafkaSink } from './sink/kafka-sink.js';
+import type { EventSink } from './sink/kafka-sink.js';
 import type { TopicRouter } from './sink/topic-router.js';
 
 export function pipelineOptions(config: RelayConfig): PipelineOptions {
@@ -47,7 +47,7 @@ export interface PipelineStages {
   readonly decoder: RowDecoder;
   readonly router: TopicRouter;
   readonly encoder: PayloadEncoder;
-  readonly sink: KafkaSink;
+  readonly sink: EventSink;
   readonly metrics: RelayMetrics;
   readonly logger: Logger;
 }

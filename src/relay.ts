@@ -9,6 +9,7 @@ import type { OutgoingMessage } from './event.js';
 import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
+import { createKafkaProducer, producerOptions } from './sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream } from './source/replication-stream.js';
@@ -110,13 +111,13 @@ export class Relay {
       }
       const sessionTracker = new CommitTracker(startLsn);
       tracker = sessionTracker;
+      const sinkLogger = logger.child({ stage: 'sink' });
       sink = new KafkaSink({
         ...sinkOptions(config),
-        clientId: config.kafkaClientId,
-        logger: logger.child({ stage: 'sink' }),
+        producer: createKafkaProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) }),
+        logger: sinkLogger,
         onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
         onFailure: (error) => stream.abort(error),
-        onProduceError: (error) => metrics.produceErrors.inc({ error }),
       });
       await sink.start();
       const pipeline = new Pipeline(

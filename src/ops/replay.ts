@@ -9,6 +9,7 @@ import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { Pipeline, pipelineOptions } from '../pipeline.js';
+import { createKafkaProducer, producerOptions } from '../sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from '../sink/kafka-sink.js';
 import { compileTopicTemplate } from '../sink/topic-router.js';
 
@@ -33,10 +34,11 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
     throw new RelayError('CONFIG_INVALID', 'replay needs at least one of --since, --until, --event-type, --event-id (refusing to republish the whole outbox by accident)');
   }
   const tracker = new CommitTracker(ZERO_LSN);
+  const sinkLogger = logger.child({ stage: 'sink' });
   const sink = new KafkaSink({
     ...sinkOptions(config),
-    clientId: `${config.kafkaClientId}-replay`,
-    logger: logger.child({ stage: 'sink' }),
+    producer: createKafkaProducer({ ...producerOptions(config), clientId: `${config.kafkaClientId}-replay`, logger: sinkLogger }),
+    logger: sinkLogger,
     onAcknowledged: (batch) => batch.forEach((message) => tracker.acknowledge(message.transaction)),
   });
   const pipeline = new Pipeline(pipelineOptions(config), {

@@ -1,6 +1,6 @@
-import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
+import { countRecords } from '../sink/kafka-client.js';
 
 export interface StatusInput {
   readonly databaseUrl: string;
@@ -47,17 +47,10 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
 async function countDeadLetters(input: StatusInput): Promise<StatusReport['deadLetters']> {
   const topic = input.deadLetterTopic;
   if (!input.kafkaBrokers) return { topic, count: null, error: 'KAFKA_BROKERS not set' };
-  const admin = new Kafka({ clientId: 'outbox-relay-status', brokers: [...input.kafkaBrokers], logLevel: logLevel.NOTHING, connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
   try {
-    await admin.connect();
-    const topics = await admin.listTopics();
-    if (!topics.includes(topic)) return { topic, count: 0 };
-    const offsets = await admin.fetchTopicOffsets(topic);
-    return { topic, count: offsets.reduce((sum, partition) => sum + Number(partition.high) - Number(partition.low), 0) };
+    return { topic, count: await countRecords(input.kafkaBrokers, topic) };
   } catch (error) {
     return { topic, count: null, error: (error as Error).message };
-  } finally {
-    await admin.disconnect().catch(() => undefined);
   }
 }
 

@@ -1,23 +1,31 @@
-import { KAFKAJS_VERSION, verifyKafkajsPatches, type KafkajsPatch } from './kafkajs-patches.js';
-import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
-import { Kafka, logLevel as kafkaLogLevel, type Message, type Producer, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { RelayConfig } from '../config/options.js';
-import { RelayError } from '../errors.js';
+import type { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
-import { keyHashPartitioner } from './partitioner.js';
-import { TopicDurabilityCheck } from './topic-durability.js';
+import type { RecordProducer } from './producer.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+import { TopicDurabilityCheck } from './topic-durability.js';
+
+/** Where the pipeline hands records: what Pipeline and replay depend on. */
+export interface EventSink {
+  /** Messages accepted and not yet acknowledged. */
+  readonly buffered: number;
+  /** Accepts a message; throws the sink's failure if it failed. */
+  send(message: OutgoingMessage): void;
+  /** Resolves once fewer than `limit` messages are buffered; rejects if the sink failed. */
+  waitForRoom(limit: number): Promise<void>;
+  /** Resolves when everything sent so far is acknowledged; rejects if the sink failed. */
+  drain(): Promise<void>;
+}
 
 /** The sink options that come from the relay's configuration. */
-export function sinkOptions(config: RelayConfig): Pick<KafkaSinkOptions, 'brokers' | 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs' | 'fastEncoder'> {
-  return { brokers: config.kafkaBrokers, batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger, fastEncoder: config.kafkaFastEncoder };
+export function sinkOptions(config: RelayConfig): Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'> {
+  return { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger };
 }
 
 export interface KafkaSinkOptions {
-  readonly brokers: readonly string[];
-  readonly clientId: string;
+  readonly producer: RecordProducer;
   readonly batchMaxEvents: number;
   /**
    * With no request in flight, how long (ms) to wait for more events before sending one. A
@@ -31,8 +39,6 @@ export interface KafkaSinkOptions {
    * larger than that keeps every partition's batch under it.
    */
   readonly batchMaxBytes: number;
-  /** The relay's Produce request encoder (true) or kafkajs's own. */
-  readonly fastEncoder: boolean;
   readonly logger: Logger;
   /** Called with each batch once Kafka acknowledged all of it (acks=all), in send order. */
   readonly onAcknowledged: (batch: readonly OutgoingMessage[]) => void;
@@ -41,22 +47,18 @@ export interface KafkaSinkOptions {
    * next send or wait, but with no new events there is none: this ends the session at once.
    */
   readonly onFailure?: (error: RelayError) => void;
-  /** Called for each produce request Kafka refused or did not answer (its partitions are retried), with Kafka's error name. */
-  readonly onProduceError?: (error: string) => void;
 }
 
 /**
- * The Kafka side of the pipeline. One produce request in flight at a time: a request's
+ * Batches records for the producer. One produce request in flight at a time: a request's
  * retries finish before the next request starts, so retries can never reorder a partition;
  * the next batch accumulates meanwhile, which is where throughput comes from.
  * A request that fails after the producer's own retries fails the sink: the relay restarts the
  * stream from the confirmed position rather than skip anything.
  */
-export class KafkaSink {
-  private readonly producer: Producer;
-  private readonly kafkajsPatches: readonly KafkajsPatch[];
-  private readonly durability: TopicDurabilityCheck;
+export class KafkaSink implements EventSink {
   private readonly queue = new Fifo<OutgoingMessage>();
+  private readonly durability: TopicDurabilityCheck;
   private inFlight: readonly OutgoingMessage[] = [];
   private failure: RelayError | null = null;
   /** Cancels the scheduled pump; null when none is scheduled. */
@@ -64,41 +66,13 @@ export class KafkaSink {
   private waiters: (() => void)[] = [];
 
   constructor(private readonly options: KafkaSinkOptions) {
-    const logger = options.logger;
-    this.kafkajsPatches = verifyKafkajsPatches({ fastEncoder: options.fastEncoder });
-    const kafka = new Kafka({
-      clientId: options.clientId,
-      brokers: [...options.brokers],
-      logLevel: kafkaLogLevel.WARN,
-      logCreator: () => ({ namespace, level, log }) => {
-        const { message, ...extra } = log;
-        if (message === PRODUCE_REQUEST_FAILED) options.onProduceError?.(String(extra.error));
-        // Retries are limited on purpose: a batch that fails them restarts the stream from the
-        // confirmed position, which is what keeps nothing lost. Not worth a warning per session.
-        const expected = message.startsWith('Limiting retries for the idempotent producer');
-        const method = expected ? 'debug' : level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
-        logger[method]({ kafkajs: namespace, ...extra }, message);
-      },
-      // ~23 s of retries for one batch, at most 2 s apart: a partition whose leader died is
-      // sent to the new one within 2 s of the metadata naming it.
-      retry: { initialRetryTime: 200, retries: 14, maxRetryTime: 2_000 },
-    });
-    // Idempotent with one request in flight: the broker drops duplicates of a retried request
-    // and a partition's order is the send order. kafkajs requires acks=-1 for idempotence.
-    this.durability = new TopicDurabilityCheck(kafka.admin(), logger);
-    this.producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+    this.durability = new TopicDurabilityCheck((topic) => options.producer.topicDurability(topic), options.logger);
   }
 
   async start(): Promise<void> {
-    this.options.logger.info({ kafkajs: KAFKAJS_VERSION, replacements: this.kafkajsPatches }, 'producer: kafkajs with the relay\'s replacements');
-    try {
-      await this.producer.connect();
-    } catch (error) {
-      throw new RelayError('SINK_PUBLISH', `cannot connect to Kafka at ${this.options.brokers.join(',')}: ${(error as Error).message}`, { retriable: true, cause: error });
-    }
+    await this.options.producer.connect();
   }
 
-  /** Messages accepted and not yet acknowledged. */
   get buffered(): number {
     return this.queue.length + this.inFlight.length;
   }
@@ -110,12 +84,10 @@ export class KafkaSink {
     else this.schedulePump();
   }
 
-  /** Resolves once fewer than `limit` messages are buffered; rejects if the sink failed. */
   async waitForRoom(limit: number): Promise<void> {
     while (this.buffered >= limit) await this.nextChange();
   }
 
-  /** Resolves when everything sent so far is acknowledged; rejects if the sink failed. */
   async drain(): Promise<void> {
     this.pump();
     while (this.buffered > 0) await this.nextChange();
@@ -123,8 +95,7 @@ export class KafkaSink {
 
   async stop(): Promise<void> {
     this.cancelScheduledPump();
-    await this.producer.disconnect().catch(() => undefined);
-    await this.durability.stop();
+    await this.options.producer.disconnect();
   }
 
   /** The next request goes when the current one is acknowledged, or after the linger if none is in flight. */
@@ -153,19 +124,18 @@ export class KafkaSink {
     this.cancelScheduledPump();
     const batch = this.takeBatch();
     this.inFlight = batch;
-    const topicMessages = groupByTopic(batch);
-    this.producer.sendBatch({ acks: -1, timeout: 30_000, topicMessages }).then(
+    this.options.producer.produce(batch).then(
       () => {
         this.inFlight = [];
         // Checked once each topic exists (a first batch may have created it).
-        this.durability.checkNew(topicMessages.map(({ topic }) => topic));
+        this.durability.checkNew(new Set(batch.map((message) => message.topic)));
         this.options.onAcknowledged(batch);
         this.pump();
         this.notify();
       },
-      (error: unknown) => {
-        this.failure = new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${batch.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { retriable: true, cause: error });
-        this.options.onFailure?.(this.failure);
+      (error: RelayError) => {
+        this.failure = error;
+        this.options.onFailure?.(error);
         this.notify();
       },
     );
@@ -195,15 +165,4 @@ export class KafkaSink {
     this.waiters = [];
     for (const wake of waiters) wake();
   }
-}
-
-function groupByTopic(batch: readonly OutgoingMessage[]): TopicMessages[] {
-  const byTopic = new Map<string, Message[]>();
-  for (const message of batch) {
-    let messages = byTopic.get(message.topic);
-    if (!messages) byTopic.set(message.topic, (messages = []));
-    // The message itself: kafkajs reads key, value and headers (and partition, timestamp: unset).
-    messages.push(message);
-  }
-  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
 }

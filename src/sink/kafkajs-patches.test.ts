@@ -40,6 +40,19 @@ describe('kafkajs internals replaced in its module cache', () => {
     }
   });
 
+  it('refuses to run on another kafkajs version', () => {
+    const path = require.resolve('kafkajs/package.json');
+    require(path);
+    const module = require.cache[path]!;
+    const real = module.exports as unknown;
+    module.exports = { version: '2.2.5' };
+    try {
+      expect(() => verifyKafkajsPatches({ fastEncoder: true })).toThrow(expect.objectContaining({ code: 'SINK_CLIENT', retriable: false, message: expect.stringMatching(/kafkajs 2.2.5 is installed, the relay needs 2.2.4 exactly/) }));
+    } finally {
+      module.exports = real;
+    }
+  });
+
   it('refuses to run when a replacement is gone', () => {
     const path = require.resolve(KAFKAJS_SEND_MESSAGES);
     const module = require.cache[path]!;

@@ -53,8 +53,6 @@ const installProblems = install();
 
 function install(): string[] {
   const problems: string[] = [];
-  const version = (require('kafkajs/package.json') as { version: string }).version;
-  if (version !== KAFKAJS_VERSION) problems.push(`kafkajs ${version} is installed, the relay needs ${KAFKAJS_VERSION} exactly (run npm ci)`);
   for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) {
     let path: string;
     try {
@@ -80,6 +78,8 @@ function install(): string[] {
  */
 export function verifyKafkajsPatches(options: { readonly fastEncoder: boolean }): KafkajsPatch[] {
   const problems = [...installProblems];
+  const version = (require('kafkajs/package.json') as { version: string }).version;
+  if (version !== KAFKAJS_VERSION) problems.push(`kafkajs ${version} is installed, the relay needs ${KAFKAJS_VERSION} exactly (run npm ci)`);
   for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) {
     const path = resolveOrNull(module);
     if (path && require.cache[path]?.exports !== replacement) problems.push(`kafkajs's ${module} is not the relay's any more`);

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { Partitioners } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { keyHashPartitioner, murmur2 } from './partitioner.js';
+import { keyHashPartitioner } from './kafka-client.js';
+import { murmur2 } from './partitioner.js';
 
 const require = createRequire(import.meta.url);
 const kafkajsMurmur2 = require('kafkajs/src/producer/partitioners/default/murmur2.js') as (key: Buffer | string) => number;

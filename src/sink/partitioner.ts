@@ -1,21 +1,12 @@
-import { Partitioners, type ICustomPartitioner, type PartitionerArgs } from 'kafkajs';
-
 /**
- * kafkajs's DefaultPartitioner, with the keyed case made cheap. Every relay record has a key
- * (the aggregate id), and kafkajs hashes it with 64-bit Long objects and filters the partition
- * list for every message: a tenth of the relay's CPU. This computes the same murmur2 in 32-bit
- * integer arithmetic, so a key lands on the same partition as with kafkajs or the Java client
- * (partitioner.test.ts compares it with kafkajs's). Messages without a key go to kafkajs's own.
+ * The partition of a keyed record, as kafkajs's DefaultPartitioner and the Java client choose
+ * it: murmur2 of the key's bytes, positive, modulo the partition count. kafkajs hashes with
+ * 64-bit Long objects and filters the partition list for every message (a tenth of the relay's
+ * CPU); this is the same murmur2 in 32-bit integer arithmetic (partitioner.test.ts compares).
  */
-export const keyHashPartitioner: ICustomPartitioner = () => {
-  const unkeyed = Partitioners.DefaultPartitioner();
-  return (args: PartitionerArgs) => {
-    const { message, partitionMetadata } = args;
-    if (message.partition !== null && message.partition !== undefined) return message.partition;
-    if (message.key === null || message.key === undefined) return unkeyed(args);
-    return (murmur2(message.key) & 0x7fffffff) % partitionMetadata.length;
-  };
-};
+export function partitionForKey(key: Buffer | string, partitionCount: number): number {
+  return (murmur2(key) & 0x7fffffff) % partitionCount;
+}
 
 const encoder = new TextEncoder();
 /** UTF-8 of string keys, reused: hashing allocates nothing for keys that fit. */

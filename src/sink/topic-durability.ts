@@ -1,12 +1,5 @@
-import { ConfigResourceTypes, type Admin } from 'kafkajs';
 import type { Logger } from 'pino';
-
-/** What decides whether an acknowledged record can still be lost. */
-export interface TopicDurability {
-  readonly replicationFactor: number;
-  readonly minInsyncReplicas: number;
-  readonly uncleanLeaderElection: boolean;
-}
+import type { TopicDurability } from './producer.js';
 
 /**
  * Why Kafka could lose a record it acknowledged with acks=all, or stop taking writes when one
@@ -26,16 +19,16 @@ export function durabilityProblems({ replicationFactor, minInsyncReplicas, uncle
 }
 
 /**
- * Checks each topic once, the first time the relay produces to it (topics come from the events,
- * so they are not known at start), and warns about settings that allow loss. Never blocks or
- * fails the stream: a relay without permission to describe configs says so once and goes on.
+ * Checks each topic once, after the first batch Kafka acknowledged on it (topics come from the
+ * events, so they are not known at start, and a first batch may create one), and warns about
+ * settings that allow loss. Never blocks or fails the stream: a relay without permission to
+ * describe configs says so once and goes on.
  */
 export class TopicDurabilityCheck {
   private readonly checked = new Set<string>();
-  private connected: Promise<void> | null = null;
 
   constructor(
-    private readonly admin: Admin,
+    private readonly describe: (topic: string) => Promise<TopicDurability>,
     private readonly logger: Logger,
   ) {}
 
@@ -44,29 +37,14 @@ export class TopicDurabilityCheck {
     for (const topic of topics) {
       if (this.checked.has(topic)) continue;
       this.checked.add(topic);
-      this.check(topic).catch((error: unknown) => this.logger.warn({ topic, err: (error as Error).message }, 'could not read the topic\'s replication settings to check them'));
+      this.describe(topic).then(
+        (durability) => {
+          const problems = durabilityProblems(durability);
+          if (problems.length > 0) this.logger.warn({ topic, ...durability, problems }, `topic ${topic} can lose acknowledged events or stall: ${problems.join('; ')}`);
+          else this.logger.info({ topic, ...durability }, `topic ${topic}: replication settings keep acknowledged events`);
+        },
+        (error: unknown) => this.logger.warn({ topic, err: (error as Error).message }, "could not read the topic's replication settings to check them"),
+      );
     }
-  }
-
-  async stop(): Promise<void> {
-    if (this.connected) await this.admin.disconnect().catch(() => undefined);
-  }
-
-  private async check(topic: string): Promise<void> {
-    this.connected ??= this.admin.connect();
-    await this.connected;
-    const [metadata, configs] = await Promise.all([
-      this.admin.fetchTopicMetadata({ topics: [topic] }),
-      this.admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable'] }] }),
-    ]);
-    const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
-    const durability: TopicDurability = {
-      replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
-      minInsyncReplicas: Number(entries.get('min.insync.replicas') ?? 1),
-      uncleanLeaderElection: entries.get('unclean.leader.election.enable') === 'true',
-    };
-    const problems = durabilityProblems(durability);
-    if (problems.length > 0) this.logger.warn({ topic, ...durability, problems }, `topic ${topic} can lose acknowledged events or stall: ${problems.join('; ')}`);
-    else this.logger.info({ topic, ...durability }, `topic ${topic}: replication settings keep acknowledged events`);
   }
 }

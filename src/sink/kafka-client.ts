@@ -1,0 +1,139 @@
+// First: the relay's replacements go into kafkajs's module cache before kafkajs loads.
+import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
+import { ConfigResourceTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type TopicMessages } from 'kafkajs';
+import type { Logger } from 'pino';
+import type { RelayConfig } from '../config/options.js';
+import { RelayError } from '../errors.js';
+import type { OutgoingMessage } from '../event.js';
+import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
+import { partitionForKey } from './partitioner.js';
+import type { ProducerEvents, RecordProducer, TopicDurability } from './producer.js';
+
+/**
+ * The relay's only use of kafkajs on the produce side: the RecordProducer the sink runs on,
+ * and the dead-letter count `status` reads. (The consumer helper in src/client uses kafkajs
+ * for consuming, with kafkajs's own modules.)
+ */
+
+/** The producer options that come from the relay's configuration. */
+export function producerOptions(config: RelayConfig): Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder'> {
+  return { brokers: config.kafkaBrokers, clientId: config.kafkaClientId, fastEncoder: config.kafkaFastEncoder };
+}
+
+export interface KafkaProducerOptions extends ProducerEvents {
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  /** The relay's Produce request encoder (true) or kafkajs's own. */
+  readonly fastEncoder: boolean;
+  readonly logger: Logger;
+}
+
+/** Each send waits this long for acks=all before the request counts as failed and is retried. */
+const PRODUCE_TIMEOUT_MS = 30_000;
+
+/**
+ * A kafkajs producer with the relay's replacements (checked here: SINK_CLIENT if not in place),
+ * idempotent with one request in flight: the broker drops duplicates of a retried request, and
+ * a partition's order is the send order.
+ */
+export function createKafkaProducer(options: KafkaProducerOptions): RecordProducer {
+  const { logger } = options;
+  const replacements = verifyKafkajsPatches({ fastEncoder: options.fastEncoder });
+  const kafka = new Kafka({
+    clientId: options.clientId,
+    brokers: [...options.brokers],
+    logLevel: kafkaLogLevel.WARN,
+    logCreator: () => ({ namespace, level, log }) => {
+      const { message, ...extra } = log;
+      if (message === PRODUCE_REQUEST_FAILED) options.onRequestFailed?.(String(extra.error));
+      // Retries are limited on purpose: a batch that fails them restarts the stream from the
+      // confirmed position, which is what keeps nothing lost. Not worth a warning per session.
+      const expected = message.startsWith('Limiting retries for the idempotent producer');
+      const method = expected ? 'debug' : level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
+      logger[method]({ kafkajs: namespace, ...extra }, message);
+    },
+    // ~23 s of retries for one batch, at most 2 s apart: a partition whose leader died is sent
+    // to the new one within 2 s of the metadata naming it.
+    retry: { initialRetryTime: 200, retries: 14, maxRetryTime: 2_000 },
+  });
+  const producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+  const admin = kafka.admin();
+  let adminConnected: Promise<void> | null = null;
+
+  return {
+    async connect() {
+      logger.info({ kafkajs: KAFKAJS_VERSION, replacements }, "producer: kafkajs with the relay's replacements");
+      try {
+        await producer.connect();
+      } catch (error) {
+        throw new RelayError('SINK_PUBLISH', `cannot connect to Kafka at ${options.brokers.join(',')}: ${(error as Error).message}`, { retriable: true, cause: error });
+      }
+    },
+
+    async produce(messages) {
+      try {
+        await producer.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
+      } catch (error) {
+        throw new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${messages.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { retriable: true, cause: error });
+      }
+    },
+
+    async topicDurability(topic): Promise<TopicDurability> {
+      adminConnected ??= admin.connect();
+      await adminConnected;
+      const [metadata, configs] = await Promise.all([
+        admin.fetchTopicMetadata({ topics: [topic] }),
+        admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable'] }] }),
+      ]);
+      const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
+      return {
+        replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
+        minInsyncReplicas: Number(entries.get('min.insync.replicas') ?? 1),
+        uncleanLeaderElection: entries.get('unclean.leader.election.enable') === 'true',
+      };
+    },
+
+    async disconnect() {
+      await producer.disconnect().catch(() => undefined);
+      if (adminConnected) await admin.disconnect().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * kafkajs's DefaultPartitioner with the keyed case made cheap (see partitioner.ts): a key lands
+ * on the same partition as with kafkajs or the Java client. Unkeyed messages go to kafkajs's own.
+ */
+export const keyHashPartitioner: ICustomPartitioner = () => {
+  const unkeyed = Partitioners.DefaultPartitioner();
+  return (args: PartitionerArgs) => {
+    const { message, partitionMetadata } = args;
+    if (message.partition !== null && message.partition !== undefined) return message.partition;
+    if (message.key === null || message.key === undefined) return unkeyed(args);
+    return partitionForKey(message.key, partitionMetadata.length);
+  };
+};
+
+function groupByTopic(batch: readonly OutgoingMessage[]): TopicMessages[] {
+  const byTopic = new Map<string, Message[]>();
+  for (const message of batch) {
+    let messages = byTopic.get(message.topic);
+    if (!messages) byTopic.set(message.topic, (messages = []));
+    // The message itself: kafkajs reads key, value and headers (and partition, timestamp: unset).
+    messages.push(message);
+  }
+  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+}
+
+/** Records in a topic (high minus low watermark over its partitions); 0 if it does not exist. */
+export async function countRecords(brokers: readonly string[], topic: string): Promise<number> {
+  const admin = new Kafka({ clientId: 'outbox-relay-status', brokers: [...brokers], logLevel: kafkaLogLevel.NOTHING, connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
+  try {
+    await admin.connect();
+    if (!(await admin.listTopics()).includes(topic)) return 0;
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.reduce((sum, partition) => sum + Number(partition.high) - Number(partition.low), 0);
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}

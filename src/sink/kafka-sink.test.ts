@@ -1,0 +1,154 @@
+import pino from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
+import { RelayError } from '../errors.js';
+import type { OutgoingMessage } from '../event.js';
+import { KafkaSink, type KafkaSinkOptions } from './kafka-sink.js';
+import type { RecordProducer, TopicDurability } from './producer.js';
+import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+
+/** A producer at the sink's port: records each request and settles it when the test says. */
+class FakeProducer implements RecordProducer {
+  readonly requests: { readonly messages: readonly OutgoingMessage[]; settled: boolean; resolve: () => void; reject: (error: Error) => void }[] = [];
+  mostInFlight = 0;
+
+  async connect(): Promise<void> {}
+  async disconnect(): Promise<void> {}
+  async topicDurability(): Promise<TopicDurability> {
+    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false };
+  }
+
+  produce(messages: readonly OutgoingMessage[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.requests.push({ messages, settled: false, resolve, reject });
+      this.mostInFlight = Math.max(this.mostInFlight, this.requests.filter((request) => !request.settled).length);
+    });
+  }
+
+  /** Acknowledges the oldest open request. */
+  acknowledgeNext(): void {
+    const request = this.requests.find((candidate) => !candidate.settled)!;
+    request.settled = true;
+    request.resolve();
+  }
+}
+
+const transaction = {} as TrackedTransaction;
+const message = (i: number, size = 100, topic = 'billing.invoice'): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, label: 'invoice.paid', deadLetter: false });
+
+function sinkWith(overrides: Partial<KafkaSinkOptions> = {}) {
+  const producer = new FakeProducer();
+  const acknowledged: (readonly OutgoingMessage[])[] = [];
+  const failures: RelayError[] = [];
+  const sink = new KafkaSink({
+    producer,
+    batchMaxEvents: 100,
+    batchMaxBytes: 1_000_000,
+    lingerMs: 5,
+    logger: pino({ level: 'silent' }),
+    onAcknowledged: (batch) => acknowledged.push(batch),
+    onFailure: (error) => failures.push(error),
+    ...overrides,
+  });
+  return { sink, producer, acknowledged, failures };
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('KafkaSink', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('waits the linger for more events before sending, then sends them in one request', async () => {
+    vi.useFakeTimers();
+    const { sink, producer } = sinkWith({ lingerMs: 5 });
+    sink.send(message(1));
+    sink.send(message(2));
+    await vi.advanceTimersByTimeAsync(4);
+    expect(producer.requests).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(producer.requests.map((request) => request.messages.length)).toEqual([2]);
+  });
+
+  it('sends a full batch at once, without waiting for the linger', () => {
+    const { sink, producer } = sinkWith({ batchMaxEvents: 3, lingerMs: 60_000 });
+    for (let i = 0; i < 3; i++) sink.send(message(i));
+    expect(producer.requests.map((request) => request.messages.length)).toEqual([3]);
+  });
+
+  it('keeps one request in flight; the next batch gathers meanwhile and goes when the first is acknowledged', async () => {
+    const { sink, producer, acknowledged } = sinkWith({ batchMaxEvents: 2, lingerMs: 0 });
+    for (let i = 0; i < 7; i++) sink.send(message(i));
+    await settle();
+    expect(producer.requests).toHaveLength(1);
+    for (let round = 0; round < 3; round++) {
+      producer.acknowledgeNext();
+      await settle();
+    }
+    producer.acknowledgeNext();
+    await settle();
+    expect(producer.mostInFlight).toBe(1);
+    expect(producer.requests.map((request) => request.messages.length)).toEqual([2, 2, 2, 1]);
+    expect(acknowledged.flat().map((m) => m.key)).toEqual(['inv_0', 'inv_1', 'inv_2', 'inv_3', 'inv_4', 'inv_5', 'inv_6']);
+    expect(sink.buffered).toBe(0);
+  });
+
+  it('bounds a request by bytes, batch header included, and sends an oversized message alone', async () => {
+    const { sink, producer } = sinkWith({ batchMaxBytes: RECORD_BATCH_OVERHEAD + 250, lingerMs: 0 });
+    sink.send(message(1, 100));
+    sink.send(message(2, 100));
+    sink.send(message(3, 100));
+    sink.send(message(4, 5_000));
+    sink.send(message(5, 10));
+    await settle();
+    for (let i = 0; i < 3; i++) {
+      producer.acknowledgeNext();
+      await settle();
+    }
+    expect(producer.requests.map((request) => request.messages.map((m) => m.key))).toEqual([['inv_1', 'inv_2'], ['inv_3'], ['inv_4'], ['inv_5']]);
+  });
+
+  it('drain resolves once everything sent is acknowledged', async () => {
+    const { sink, producer } = sinkWith({ lingerMs: 60_000 });
+    sink.send(message(1));
+    let drained = false;
+    const drain = sink.drain().then(() => (drained = true));
+    await settle();
+    expect(producer.requests).toHaveLength(1);
+    expect(drained).toBe(false);
+    producer.acknowledgeNext();
+    await drain;
+    expect(drained).toBe(true);
+  });
+
+  it('reports a failed request once, then rejects every send and wait, and sends nothing more', async () => {
+    const { sink, producer, failures, acknowledged } = sinkWith({ batchMaxEvents: 1, lingerMs: 0 });
+    sink.send(message(1));
+    sink.send(message(2));
+    const waiting = sink.waitForRoom(1);
+    const error = new RelayError('SINK_PUBLISH', 'Kafka did not acknowledge a batch of 1: NOT_ENOUGH_REPLICAS', { retriable: true });
+    producer.requests[0]!.reject(error);
+    await expect(waiting).rejects.toBe(error);
+    await expect(sink.drain()).rejects.toBe(error);
+    expect(() => sink.send(message(3))).toThrow(error);
+    await settle();
+    expect(failures).toEqual([error]);
+    expect(acknowledged).toEqual([]);
+    expect(producer.requests).toHaveLength(1);
+  });
+
+  it("checks a topic's replication settings once, after its first acknowledged batch", async () => {
+    const { sink, producer } = sinkWith({ lingerMs: 0 });
+    const describe = vi.spyOn(producer, 'topicDurability');
+    sink.send(message(1));
+    await settle();
+    expect(describe).not.toHaveBeenCalled();
+    producer.acknowledgeNext();
+    await settle();
+    sink.send(message(2));
+    sink.send(message(3, 100, 'billing.refund'));
+    await settle();
+    producer.acknowledgeNext();
+    await settle();
+    expect(describe.mock.calls.map((call) => (call as unknown[])[0])).toEqual(['billing.invoice', 'billing.refund']);
+  });
+});

@@ -1,0 +1,28 @@
+import type { OutgoingMessage } from '../event.js';
+
+/** What decides whether an acknowledged record can still be lost. */
+export interface TopicDurability {
+  readonly replicationFactor: number;
+  readonly minInsyncReplicas: number;
+  readonly uncleanLeaderElection: boolean;
+}
+
+/**
+ * The Kafka producer as the sink sees it: one request's worth of messages at a time, resolved
+ * only when Kafka acknowledged every one of them (acks=all). kafka-client.ts implements it on
+ * kafkajs; unit tests use a fake.
+ */
+export interface RecordProducer {
+  connect(): Promise<void>;
+  /** Resolves once Kafka acknowledged all of `messages`; rejects with a RelayError (SINK_PUBLISH) after the client's own retries. */
+  produce(messages: readonly OutgoingMessage[]): Promise<void>;
+  /** A topic's replication settings, for the durability check. */
+  topicDurability(topic: string): Promise<TopicDurability>;
+  disconnect(): Promise<void>;
+}
+
+/** What a RecordProducer reports about itself and about Kafka while it works. */
+export interface ProducerEvents {
+  /** A produce request Kafka refused or did not answer; its partitions are sent again. `error` is Kafka's name for it. */
+  readonly onRequestFailed?: (error: string) => void;
+}
