@@ -14,7 +14,7 @@ class FakeProducer implements RecordProducer {
 
   async connect(): Promise<void> {}
   async disconnect(): Promise<void> {}
-  async topicDurability(): Promise<TopicDurability> {
+  async topicDurability(_topic: string): Promise<TopicDurability> {
     return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false };
   }
 
@@ -149,6 +149,6 @@ describe('KafkaSink', () => {
     await settle();
     producer.acknowledgeNext();
     await settle();
-    expect(describe.mock.calls.map((call) => (call as unknown[])[0])).toEqual(['billing.invoice', 'billing.refund']);
+    expect(describe.mock.calls.map(([topic]) => topic)).toEqual(['billing.invoice', 'billing.refund']);
   });
 });
