@@ -16,12 +16,6 @@ export interface OutboxEvent {
 /** The headers of a row that has none: one shared object, as most rows have none. */
 export const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
-/** Where an event came from in the WAL: what dead letters and headers report. */
-export interface SourcePosition {
-  readonly transaction: TrackedTransaction;
-  readonly table: string;
-}
-
 /** A record ready for Kafka, tied to the transaction whose checkpoint waits for its ack. */
 export interface OutgoingMessage {
   readonly topic: string;

@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
+import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
 import type { RelayConfig } from './config/options.js';
 import type { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { PoisonEventError, RelayError } from './errors.js';
 import type { OutboxEvent, OutgoingMessage } from './event.js';
-import type { Lsn } from './lsn.js';
 import type { RelayMetrics } from './observe/metrics.js';
 import type { RelationRef, SourceMessage } from './source/messages.js';
 import { deadLetterMessage } from './sink/dead-letter.js';
@@ -36,13 +36,10 @@ export interface PipelineOptions {
   readonly columns: { readonly eventId: string; readonly aggregateId: string };
 }
 
-/** Where a keepalive that asks for a reply gets one. */
-export interface StatusReporter {
-  sendStatus(lsn: Lsn, replyRequested?: boolean): void;
-}
-
 export interface PipelineStages {
-  readonly stream: StatusReporter;
+  /** Keepalives go here: the position they carry, and a reply when the server asks. */
+  readonly checkpointer: Checkpointer;
+  /** Transactions and their events are registered here before they reach the sink. */
   readonly tracker: CommitTracker;
   readonly decoder: RowDecoder;
   readonly router: TopicRouter;
@@ -73,7 +70,7 @@ export class Pipeline {
    * relay): the common path allocates no promise per event.
    */
   handle(message: SourceMessage): Promise<void> | undefined {
-    const { tracker, stream } = this.stages;
+    const { tracker, checkpointer } = this.stages;
     switch (message.kind) {
       case 'begin':
         this.transaction = tracker.begin(message.commitLsn, message.commitTime);
@@ -90,8 +87,7 @@ export class Pipeline {
         this.transaction = null;
         return;
       case 'position':
-        tracker.position(message.lsn);
-        if (message.replyRequested) stream.sendStatus(tracker.confirmed);
+        checkpointer.keepalive(message.lsn, message.replyRequested);
         return;
     }
   }

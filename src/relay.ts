@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { RelayConfig } from './config/options.js';
 import { columnParsersFor } from './decode/column-parsers.js';
@@ -94,8 +95,8 @@ export class Relay {
       columnParsers: { table: config.table, parserFor: columnParsersFor(config) },
     });
     let sink: KafkaSink | null = null;
-    let tracker: CommitTracker | null = null;
-    let statusTimer: NodeJS.Timeout | undefined;
+    let checkpointer: Checkpointer | null = null;
+    let metricsTimer: NodeJS.Timeout | undefined;
     const stopReading = () => stream.stopReading();
     try {
       let startLsn;
@@ -109,24 +110,29 @@ export class Relay {
         }
         throw error;
       }
-      const sessionTracker = new CommitTracker(startLsn);
-      tracker = sessionTracker;
+      const tracker = new CommitTracker(startLsn);
+      const sessionCheckpointer = new Checkpointer(tracker, stream, config.statusInterval);
+      checkpointer = sessionCheckpointer;
       const sinkLogger = logger.child({ stage: 'sink' });
       sink = new KafkaSink({
         ...sinkOptions(config),
         producer: createKafkaProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) }),
         logger: sinkLogger,
-        onAcknowledged: (batch) => this.acknowledged(batch, sessionTracker),
+        onAcknowledged: (batch) => {
+          sessionCheckpointer.acknowledged(batch);
+          this.countPublished(batch);
+        },
         onFailure: (error) => stream.abort(error),
       });
       await sink.start();
       const pipeline = new Pipeline(
         pipelineOptions(config),
-        { stream, tracker: sessionTracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
+        { checkpointer: sessionCheckpointer, tracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
       );
       this.transition('active');
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
-      statusTimer = setInterval(() => this.reportPosition(stream, sessionTracker, sink), config.statusInterval);
+      sessionCheckpointer.start();
+      metricsTimer = setInterval(() => this.reportProgress(sessionCheckpointer, sink), config.statusInterval);
       signal.addEventListener('abort', stopReading, { once: true });
       if (signal.aborted) stream.stopReading();
 
@@ -142,28 +148,28 @@ export class Relay {
 
       this.transition('draining');
       const drained = await withTimeout(sink.drain(), config.shutdownTimeout);
-      const fields = { confirmed: formatLsn(sessionTracker.confirmed), unacknowledged: sink.buffered };
+      const fields = { confirmed: formatLsn(sessionCheckpointer.confirmed), unacknowledged: sink.buffered };
       if (drained) logger.info(fields, 'drained: everything acknowledged is confirmed');
       else logger.error(fields, `drain timed out after ${config.shutdownTimeout}ms; unconfirmed events will be sent again by the next run`);
       return drained ? 'drained' : 'drain-timed-out';
     } finally {
-      clearInterval(statusTimer);
+      clearInterval(metricsTimer);
       // Whatever ended the session, what Kafka acknowledged is confirmed before closing.
-      if (tracker) stream.sendStatus(tracker.confirmed);
+      checkpointer?.close();
       signal.removeEventListener('abort', stopReading);
       await stream.close();
       await sink?.stop();
     }
   }
 
-  private acknowledged(batch: readonly OutgoingMessage[], tracker: CommitTracker): void {
+  /** Counts what Kafka acknowledged, for the metrics. */
+  private countPublished(batch: readonly OutgoingMessage[]): void {
     const { metrics } = this.deps;
     const now = Date.now();
     // topic -> event type -> events: counted here, then one increment per series.
     const published = new Map<string, Map<string, number>>();
     let bytes = 0;
     for (const message of batch) {
-      tracker.acknowledge(message.transaction);
       bytes += message.size;
       metrics.commitToAck.observe((now - message.transaction.commitTime.getTime()) / 1000);
       if (message.deadLetter) continue;
@@ -176,12 +182,11 @@ export class Relay {
     metrics.produceRequests.inc();
   }
 
-  private reportPosition(stream: ReplicationStream, tracker: CommitTracker, sink: KafkaSink | null): void {
+  private reportProgress(checkpointer: Checkpointer, sink: KafkaSink | null): void {
     const { metrics } = this.deps;
-    stream.sendStatus(tracker.confirmed);
-    metrics.confirmedLsn.set(Number(tracker.confirmed));
+    metrics.confirmedLsn.set(Number(checkpointer.confirmed));
     metrics.inFlight.set(sink?.buffered ?? 0);
-    const oldest = tracker.oldestUnconfirmedCommitTime;
+    const oldest = checkpointer.oldestUnconfirmedCommitTime;
     metrics.lagSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
   }
 

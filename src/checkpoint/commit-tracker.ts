@@ -32,13 +32,6 @@ export class CommitTracker {
     return this.confirmedLsn;
   }
 
-  /** Events handed to the sink and not yet acknowledged. */
-  get inFlightEvents(): number {
-    let total = 0;
-    for (const transaction of this.queue) total += transaction.outstanding;
-    return total;
-  }
-
   /** Commit time of the oldest transaction not yet confirmed, for lag in seconds. */
   get oldestUnconfirmedCommitTime(): Date | null {
     return this.queue.peek()?.commitTime ?? null;

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
+import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
 import type { RelayConfig } from '../config/options.js';
 import { rowDecoderFor } from '../decode/row-decoder.js';
@@ -33,16 +34,18 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
   if (!filter.since && !filter.until && !filter.eventTypes?.length && !filter.eventIds?.length) {
     throw new RelayError('CONFIG_INVALID', 'replay needs at least one of --since, --until, --event-type, --event-id (refusing to republish the whole outbox by accident)');
   }
+  // Rows from the table, not the WAL: nothing to confirm to Postgres.
   const tracker = new CommitTracker(ZERO_LSN);
+  const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
   const sink = new KafkaSink({
     ...sinkOptions(config),
     producer: createKafkaProducer({ ...producerOptions(config), clientId: `${config.kafkaClientId}-replay`, logger: sinkLogger }),
     logger: sinkLogger,
-    onAcknowledged: (batch) => batch.forEach((message) => tracker.acknowledge(message.transaction)),
+    onAcknowledged: (batch) => checkpointer.acknowledged(batch),
   });
   const pipeline = new Pipeline(pipelineOptions(config), {
-    stream: { sendStatus: () => undefined },
+    checkpointer,
     tracker,
     decoder: rowDecoderFor(config),
     router: compileTopicTemplate(config.topicTemplate),

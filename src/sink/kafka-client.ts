@@ -1,6 +1,6 @@
 // First: the relay's replacements go into kafkajs's module cache before kafkajs loads.
 import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
-import { ConfigResourceTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type TopicMessages } from 'kafkajs';
+import kafkajs, { Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { RelayConfig } from '../config/options.js';
 import { RelayError } from '../errors.js';
@@ -83,7 +83,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       await adminConnected;
       const [metadata, configs] = await Promise.all([
         admin.fetchTopicMetadata({ topics: [topic] }),
-        admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable'] }] }),
+        admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable'] }] }),
       ]);
       const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
       return {
