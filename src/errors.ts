@@ -1,30 +1,42 @@
 /**
- * Every error the relay raises on purpose is a RelayError: a stable `code` for logs, metrics and
- * dead-letter headers, and `retriable` telling the supervisor whether reconnecting can help.
+ * Every error the relay raises on purpose is a RelayError with a stable `code`, for logs,
+ * metrics and dead-letter headers. What a code means for the relay is declared here, once:
+ * - retriable: reconnecting can help (the relay resumes from the confirmed position);
+ * - poison: the problem is one event's, not the stream's (it goes to the dead-letter topic).
  */
-export type ErrorCode =
-  | 'CONFIG_INVALID'
-  | 'SETUP_WAL_LEVEL'
-  | 'SETUP_PRIVILEGE'
-  | 'SETUP_PUBLICATION'
-  | 'SETUP_TABLE'
-  | 'SOURCE_PROTOCOL'
-  | 'SOURCE_DISCONNECTED'
-  | 'SOURCE_SLOT_BUSY'
-  | 'SOURCE_SLOT_MISSING'
-  | 'SOURCE_UNEXPECTED_CHANGE'
-  | 'DECODE_MISSING_COLUMN'
-  | 'DECODE_BAD_VALUE'
-  | 'ROUTE_BAD_TOPIC'
-  | 'ENCODE_NO_SCHEMA'
-  | 'ENCODE_SCHEMA_MISMATCH'
-  | 'ENCODE_REGISTRY'
-  | 'SCHEMA_INVALID'
-  | 'SCHEMA_INCOMPATIBLE'
-  | 'SCHEMA_NOT_REGISTERED'
-  | 'SINK_PUBLISH'
-  | 'SINK_CLIENT'
-  | 'SINK_TOO_LARGE';
+export const ERROR_CODES = {
+  CONFIG_INVALID: { retriable: false, poison: false },
+  SETUP_WAL_LEVEL: { retriable: false, poison: false },
+  SETUP_PRIVILEGE: { retriable: false, poison: false },
+  SETUP_PUBLICATION: { retriable: false, poison: false },
+  SETUP_TABLE: { retriable: false, poison: false },
+  SOURCE_PROTOCOL: { retriable: false, poison: false },
+  SOURCE_DISCONNECTED: { retriable: true, poison: false },
+  SOURCE_SLOT_BUSY: { retriable: true, poison: false },
+  SOURCE_SLOT_MISSING: { retriable: false, poison: false },
+  SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },
+  DECODE_MISSING_COLUMN: { retriable: false, poison: true },
+  DECODE_BAD_VALUE: { retriable: false, poison: true },
+  ROUTE_BAD_TOPIC: { retriable: false, poison: true },
+  ENCODE_NO_SCHEMA: { retriable: false, poison: true },
+  ENCODE_SCHEMA_MISMATCH: { retriable: false, poison: true },
+  ENCODE_REGISTRY: { retriable: true, poison: false },
+  ENCODE_REGISTRY_REFUSED: { retriable: false, poison: false },
+  SCHEMA_INVALID: { retriable: false, poison: false },
+  SCHEMA_INCOMPATIBLE: { retriable: false, poison: false },
+  SCHEMA_NOT_REGISTERED: { retriable: false, poison: false },
+  SINK_PUBLISH: { retriable: true, poison: false },
+  SINK_CLIENT: { retriable: false, poison: false },
+  SINK_TOO_LARGE: { retriable: false, poison: true },
+  RELAY_STATE: { retriable: false, poison: false },
+} as const satisfies Record<string, { readonly retriable: boolean; readonly poison: boolean }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The codes with a property set in ERROR_CODES (e.g. every poison code). */
+export function codesWhere(property: 'retriable' | 'poison'): ErrorCode[] {
+  return (Object.keys(ERROR_CODES) as ErrorCode[]).filter((code) => ERROR_CODES[code][property]);
+}
 
 export interface RelayErrorOptions {
   retriable?: boolean;
@@ -48,17 +60,18 @@ export class CodedError<Code extends string> extends Error {
   }
 }
 
-export class RelayError extends CodedError<ErrorCode> {}
+/** `retriable` comes from the code (ERROR_CODES), not from where the error is raised. */
+export class RelayError extends CodedError<ErrorCode> {
+  constructor(code: ErrorCode, message: string, options: Omit<RelayErrorOptions, 'retriable'> = {}) {
+    super(code, message, { ...options, retriable: ERROR_CODES[code].retriable });
+  }
+}
 
 /**
  * A problem with one event rather than with the stream: the event goes to the dead-letter topic
  * (or stops the relay when the operator chose `--on-poison fail`), the stream goes on.
  */
-export class PoisonEventError extends RelayError {
-  constructor(code: ErrorCode, message: string, options: RelayErrorOptions = {}) {
-    super(code, message, { ...options, retriable: false });
-  }
-}
+export class PoisonEventError extends RelayError {}
 
 export function errorCode(error: unknown): string {
   return error instanceof RelayError ? error.code : 'UNEXPECTED';

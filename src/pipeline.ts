@@ -141,7 +141,7 @@ export class Pipeline {
       // and the next run starts with the transaction that holds it.
       return this.stages.sink.drain().then(() => {
         this.stages.logger.error({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
-        throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error, retriable: false });
+        throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error });
       });
     }
     // A schema mismatch names the offending value, which is billing data: only at debug.

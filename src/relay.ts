@@ -8,7 +8,8 @@ import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
 import { formatLsn } from './lsn.js';
-import { initReasons, setState, type RelayMetrics, type RelayState } from './observe/metrics.js';
+import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
+import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
 import { createKafkaProducer, producerOptions } from './sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
@@ -33,7 +34,7 @@ const SOURCE_HIGH_WATER_MESSAGES = 2_000;
  * confirmed position, so a failure can cause duplicates after that position but never a gap.
  */
 export class Relay {
-  private currentState: RelayState = 'starting';
+  private readonly lifecycle: RelayLifecycle;
   private readonly router: TopicRouter;
   private readonly decoder: RowDecoder;
 
@@ -41,12 +42,12 @@ export class Relay {
     const { config } = deps;
     this.router = compileTopicTemplate(config.topicTemplate);
     this.decoder = rowDecoderFor(config);
-    setState(deps.metrics, this.currentState);
+    this.lifecycle = new RelayLifecycle((state) => setState(deps.metrics, state));
     initReasons(deps.metrics);
   }
 
   get state(): RelayState {
-    return this.currentState;
+    return this.lifecycle.state;
   }
 
   /** Resolves when stopped through `signal` (true if everything in flight was confirmed). */
@@ -56,31 +57,34 @@ export class Relay {
     while (!signal.aborted) {
       try {
         const outcome = await this.session(signal);
-        if (outcome !== 'standby') return outcome === 'drained';
+        if (outcome !== 'standby') {
+          this.lifecycle.transition('stopped');
+          return outcome === 'drained';
+        }
         await sleep(config.standbyPoll, signal);
       } catch (thrown) {
         // Errors the relay did not classify come from the drivers (refused or reset
         // connections, timeouts): resuming from the confirmed position is always safe.
-        const error = thrown instanceof RelayError ? thrown : new RelayError('SOURCE_DISCONNECTED', errorMessage(thrown), { retriable: true, cause: thrown });
+        const error = thrown instanceof RelayError ? thrown : new RelayError('SOURCE_DISCONNECTED', errorMessage(thrown), { cause: thrown });
         if (!error.retriable) {
-          this.transition('stopped');
+          this.lifecycle.transition('stopped');
           throw error;
         }
         if (signal.aborted) {
           logger.error({ code: error.code, err: errorMessage(error) }, 'stopped while draining; unconfirmed events will be sent again by the next run');
-          this.transition('stopped');
+          this.lifecycle.transition('stopped');
           return false;
         }
         metrics.reconnects.inc({ reason: error.code });
         logger.warn({ code: error.code, err: errorMessage(error), retryInMs: delay }, 'stream interrupted; resuming from the confirmed position');
-        this.transition('starting');
+        this.lifecycle.transition('starting');
         await sleep(delay, signal);
         delay = Math.min(delay * 2, config.reconnectMax);
         continue;
       }
       delay = config.reconnectMin;
     }
-    this.transition('stopped');
+    this.lifecycle.transition('stopped');
     return true;
   }
 
@@ -104,8 +108,8 @@ export class Relay {
         startLsn = await stream.start();
       } catch (error) {
         if (error instanceof RelayError && error.code === 'SOURCE_SLOT_BUSY') {
-          if (this.currentState !== 'standby') logger.info({ slot: config.slot }, 'standby: the slot is read by another instance; taking over when it is free');
-          this.transition('standby');
+          if (this.lifecycle.state !== 'standby') logger.info({ slot: config.slot }, 'standby: the slot is read by another instance; taking over when it is free');
+          this.lifecycle.transition('standby');
           return 'standby';
         }
         throw error;
@@ -129,7 +133,7 @@ export class Relay {
         pipelineOptions(config),
         { checkpointer: sessionCheckpointer, tracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
       );
-      this.transition('active');
+      this.lifecycle.transition('active');
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();
       metricsTimer = setInterval(() => this.reportProgress(sessionCheckpointer, sink), config.statusInterval);
@@ -146,7 +150,7 @@ export class Relay {
         if (pending) await pending;
       }
 
-      this.transition('draining');
+      this.lifecycle.transition('draining');
       const drained = await withTimeout(sink.drain(), config.shutdownTimeout);
       const fields = { confirmed: formatLsn(sessionCheckpointer.confirmed), unacknowledged: sink.buffered };
       if (drained) logger.info(fields, 'drained: everything acknowledged is confirmed');
@@ -188,11 +192,6 @@ export class Relay {
     metrics.inFlight.set(sink?.buffered ?? 0);
     const oldest = checkpointer.oldestUnconfirmedCommitTime;
     metrics.lagSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
-  }
-
-  private transition(state: RelayState): void {
-    this.currentState = state;
-    setState(this.deps.metrics, state);
   }
 }
 

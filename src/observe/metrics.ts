@@ -1,8 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ErrorCode } from '../errors.js';
+import { codesWhere } from '../errors.js';
+import { RELAY_STATES, type RelayState } from '../relay-state.js';
 
-export type RelayState = 'starting' | 'standby' | 'active' | 'draining' | 'stopped';
-export const RELAY_STATES: readonly RelayState[] = ['starting', 'standby', 'active', 'draining', 'stopped'];
 export const WAL_STATUSES = ['reserved', 'extended', 'unreserved', 'lost'] as const;
 
 /**
@@ -40,16 +39,15 @@ export function createRelayMetrics(registry = new Registry()) {
 
 export type RelayMetrics = ReturnType<typeof createRelayMetrics>;
 
-const POISON_CODES: readonly ErrorCode[] = ['DECODE_MISSING_COLUMN', 'DECODE_BAD_VALUE', 'ROUTE_BAD_TOPIC', 'ENCODE_NO_SCHEMA', 'ENCODE_SCHEMA_MISMATCH', 'SINK_TOO_LARGE'];
-const RETRIABLE_CODES: readonly ErrorCode[] = ['SOURCE_DISCONNECTED', 'SINK_PUBLISH', 'ENCODE_REGISTRY'];
 
 /**
  * Counters with a reason label exist from the start at 0 for every known reason, so that
  * `increase()` in an alert sees the first dead letter or reconnect, not only the second.
  */
 export function initReasons(metrics: RelayMetrics): void {
-  for (const reason of POISON_CODES) metrics.deadLettered.inc({ reason }, 0);
-  for (const reason of RETRIABLE_CODES) metrics.reconnects.inc({ reason }, 0);
+  for (const reason of codesWhere('poison')) metrics.deadLettered.inc({ reason }, 0);
+  // A busy slot makes a standby, not a reconnect.
+  for (const reason of codesWhere('retriable')) if (reason !== 'SOURCE_SLOT_BUSY') metrics.reconnects.inc({ reason }, 0);
 }
 
 export function setState(metrics: RelayMetrics, state: RelayState): void {

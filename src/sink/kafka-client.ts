@@ -66,7 +66,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       try {
         await producer.connect();
       } catch (error) {
-        throw new RelayError('SINK_PUBLISH', `cannot connect to Kafka at ${options.brokers.join(',')}: ${(error as Error).message}`, { retriable: true, cause: error });
+        throw new RelayError('SINK_PUBLISH', `cannot connect to Kafka at ${options.brokers.join(',')}: ${(error as Error).message}`, { cause: error });
       }
     },
 
@@ -74,7 +74,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       try {
         await producer.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
       } catch (error) {
-        throw new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${messages.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { retriable: true, cause: error });
+        throw new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${messages.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { cause: error });
       }
     },
 

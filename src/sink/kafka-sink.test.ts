@@ -125,7 +125,7 @@ describe('KafkaSink', () => {
     sink.send(message(1));
     sink.send(message(2));
     const waiting = sink.waitForRoom(1);
-    const error = new RelayError('SINK_PUBLISH', 'Kafka did not acknowledge a batch of 1: NOT_ENOUGH_REPLICAS', { retriable: true });
+    const error = new RelayError('SINK_PUBLISH', 'Kafka did not acknowledge a batch of 1: NOT_ENOUGH_REPLICAS');
     producer.requests[0]!.reject(error);
     await expect(waiting).rejects.toBe(error);
     await expect(sink.drain()).rejects.toBe(error);

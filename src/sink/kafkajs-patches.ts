@@ -85,7 +85,7 @@ export function verifyKafkajsPatches(options: { readonly fastEncoder: boolean })
     if (path && require.cache[path]?.exports !== replacement) problems.push(`kafkajs's ${module} is not the relay's any more`);
   }
   if (problems.length > 0) {
-    throw new RelayError('SINK_CLIENT', `the Kafka producer cannot run safely: ${problems.join('; ')}. Without the relay's sendMessages, kafkajs ${KAFKAJS_VERSION} loses events when a partition leader moves`, { retriable: false });
+    throw new RelayError('SINK_CLIENT', `the Kafka producer cannot run safely: ${problems.join('; ')}. Without the relay's sendMessages, kafkajs ${KAFKAJS_VERSION} loses events when a partition leader moves`);
   }
   useFastEncoder = options.fastEncoder;
   return options.fastEncoder ? ['send-messages', 'produce-encoder'] : ['send-messages'];

@@ -61,7 +61,7 @@ export class ReplicationStream {
    */
   async start(): Promise<Lsn> {
     this.client.on('error', (error) => this.fail(error));
-    this.client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed', { retriable: true })));
+    this.client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed')));
     await this.client.connect();
     const confirmed = await this.readConfirmedPosition();
     this.wire = this.client.connection as unknown as ReplicationWire;
@@ -73,7 +73,7 @@ export class ReplicationStream {
       `START_REPLICATION SLOT ${pg.escapeIdentifier(this.options.slot)} LOGICAL 0/0 ` +
       `(proto_version '1', publication_names ${pg.escapeLiteral(this.options.publication)})`;
     const streaming = this.client.query(sql).then(
-      () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server', { retriable: true })),
+      () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server')),
       (error: unknown) => this.fail(classifyStartError(error, this.options.slot)),
     );
     await Promise.race([started, streaming]);
@@ -193,10 +193,10 @@ export class ReplicationStream {
 function classifyStartError(error: unknown, slot: string): RelayError {
   const code = (error as { code?: string }).code;
   if (code === OBJECT_IN_USE) {
-    return new RelayError('SOURCE_SLOT_BUSY', `replication slot "${slot}" is in use by another reader`, { retriable: true, cause: error });
+    return new RelayError('SOURCE_SLOT_BUSY', `replication slot "${slot}" is in use by another reader`, { cause: error });
   }
   if (code === UNDEFINED_OBJECT) {
     return new RelayError('SOURCE_SLOT_MISSING', `replication slot or publication missing: ${(error as Error).message}`, { cause: error });
   }
-  return new RelayError('SOURCE_DISCONNECTED', `replication failed: ${(error as Error).message}`, { retriable: true, cause: error });
+  return new RelayError('SOURCE_DISCONNECTED', `replication failed: ${(error as Error).message}`, { cause: error });
 }

@@ -169,7 +169,7 @@ describe('AvroEncoder', () => {
 
   it('checks the payload before the registry: a bad payload is poison even while the registry is down', async () => {
     const registry = new FakeRegistry();
-    registry.failure = new RelayError('ENCODE_REGISTRY', 'down', { retriable: true });
+    registry.failure = new RelayError('ENCODE_REGISTRY', 'down');
     const poison = await poisonOf(() => encoderWith(registry).encode(event(invoicePaid({ amount_cents: 'x' })), 't'));
     expect(poison.code).toBe('ENCODE_SCHEMA_MISMATCH');
   });
@@ -178,7 +178,7 @@ describe('AvroEncoder', () => {
     const registry = new FakeRegistry();
     const encoder = encoderWith(registry);
     const before = unframe(await encoder.encode(event(invoicePaid()), 'a')).schemaId;
-    registry.failure = new RelayError('ENCODE_REGISTRY', 'connection refused', { retriable: true });
+    registry.failure = new RelayError('ENCODE_REGISTRY', 'connection refused');
     const error = await Promise.resolve(encoder.encode(event(invoicePaid()), 'b')).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(RelayError);
     expect(error).not.toBeInstanceOf(PoisonEventError);

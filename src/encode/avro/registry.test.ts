@@ -66,7 +66,7 @@ describe('HttpSchemaRegistry', () => {
     const registry = new HttpSchemaRegistry({ url });
     await expect(registry.register('s', '{}')).rejects.toMatchObject({ code: 'ENCODE_REGISTRY', retriable: true });
     status = 401;
-    await expect(registry.register('s', '{}')).rejects.toMatchObject({ code: 'ENCODE_REGISTRY', retriable: false });
+    await expect(registry.register('s', '{}')).rejects.toMatchObject({ code: 'ENCODE_REGISTRY_REFUSED', retriable: false });
   });
 
   it('an unreachable registry is a retriable ENCODE_REGISTRY error, counted', async () => {

@@ -25,7 +25,8 @@ const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
 
 /**
  * The Confluent REST endpoints over Node's fetch. A registry that cannot be reached or answers
- * 5xx is a retriable ENCODE_REGISTRY error (the stream restarts later); a refusal (4xx) is not.
+ * 5xx is a retriable ENCODE_REGISTRY error (the stream restarts later); a refusal (4xx) is
+ * ENCODE_REGISTRY_REFUSED, which retrying does not cure.
  */
 export class HttpSchemaRegistry implements SchemaRegistryPort {
   private readonly base: string;
@@ -67,11 +68,9 @@ export class HttpSchemaRegistry implements SchemaRegistryPort {
 
   private idOf(operation: RegistryOperation, subject: string, response: RegistryResponse): number {
     if (response.status === 200 && typeof response.body?.id === 'number') return response.body.id;
-    throw new RelayError('ENCODE_REGISTRY', `schema registry ${operation} for subject "${subject}" answered ${response.status}: ${response.message}`, {
-      // Server errors may pass; a refusal (auth, bad request) will not by retrying.
-      retriable: response.status >= 500 || response.status === 429,
-      details: { subject, status: response.status },
-    });
+    // Server errors may pass; a refusal (auth, bad request) will not by retrying.
+    const code = response.status >= 500 || response.status === 429 ? 'ENCODE_REGISTRY' : 'ENCODE_REGISTRY_REFUSED';
+    throw new RelayError(code, `schema registry ${operation} for subject "${subject}" answered ${response.status}: ${response.message}`, { details: { subject, status: response.status } });
   }
 
   private async post(operation: RegistryOperation, route: string, body: unknown): Promise<RegistryResponse> {
@@ -85,7 +84,7 @@ export class HttpSchemaRegistry implements SchemaRegistryPort {
     } catch (error) {
       this.options.onRequest?.(operation, 'error');
       const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
-      throw new RelayError('ENCODE_REGISTRY', `schema registry at ${this.base} unreachable (${operation}): ${reason}`, { retriable: true, cause: error });
+      throw new RelayError('ENCODE_REGISTRY', `schema registry at ${this.base} unreachable (${operation}): ${reason}`, { cause: error });
     }
     this.options.onRequest?.(operation, response.ok ? 'ok' : 'error');
     let parsed: { id?: unknown; message?: unknown } | undefined;
