@@ -92,4 +92,6 @@ function commandHelp(command: string, spec: Command): string {
   return `outbox-relay ${command}: ${spec.summary}\n${ownSection}\noptions (flag, environment variable):\n${rows.join('\n')}\n`;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+// The command decided the outcome: a socket still open to a silent peer (or a driver's timer)
+// must not keep the process, and its exit code, waiting. Logs are written synchronously.
+process.exit(await main(process.argv.slice(2)));

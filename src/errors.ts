@@ -12,6 +12,7 @@ export const ERROR_CODES = {
   SETUP_TABLE: { retriable: false, poison: false },
   SOURCE_PROTOCOL: { retriable: false, poison: false },
   SOURCE_DISCONNECTED: { retriable: true, poison: false },
+  SOURCE_TIMEOUT: { retriable: true, poison: false },
   SOURCE_SLOT_BUSY: { retriable: true, poison: false },
   SOURCE_SLOT_MISSING: { retriable: false, poison: false },
   SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },

@@ -9,12 +9,14 @@ import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
 import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
+import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
 import { createKafkaProducer, producerOptions } from './sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream } from './source/replication-stream.js';
+import { finishesWithin, sleep } from './time.js';
 
 export interface RelayDependencies {
   readonly config: RelayConfig;
@@ -35,6 +37,7 @@ const SOURCE_HIGH_WATER_MESSAGES = 2_000;
  */
 export class Relay {
   private readonly lifecycle: RelayLifecycle;
+  private readonly progress = new ProgressWatch();
   private readonly router: TopicRouter;
   private readonly decoder: RowDecoder;
 
@@ -50,8 +53,34 @@ export class Relay {
     return this.lifecycle.state;
   }
 
+  /**
+   * For the liveness probe: false with the reason when the relay is alive but cannot make
+   * progress, so that it is restarted (a standby, or a relay shutting down, is live).
+   */
+  liveness(): readonly [boolean, string] {
+    const { config } = this.deps;
+    const stalledMs = this.progress.stalledMs();
+    if (stalledMs > config.stallTimeout) return [false, `no progress for ${Math.round(stalledMs / 1000)}s: events wait and no position was confirmed (OUTBOX_STALL_TIMEOUT ${config.stallTimeout}ms)`];
+    const silentMs = this.progress.sourceSilentMs();
+    if (silentMs > config.replicationTimeout) return [false, `nothing from Postgres for ${Math.round(silentMs / 1000)}s (OUTBOX_REPLICATION_TIMEOUT ${config.replicationTimeout}ms)`];
+    return [true, this.lifecycle.state];
+  }
+
   /** Resolves when stopped through `signal` (true if everything in flight was confirmed). */
   async run(signal: AbortSignal): Promise<boolean> {
+    const { config, metrics } = this.deps;
+    const livenessTimer = setInterval(() => {
+      metrics.stalledSeconds.set(this.progress.stalledMs() / 1000);
+      metrics.sourceSilentSeconds.set(this.progress.sourceSilentMs() / 1000);
+    }, config.statusInterval);
+    try {
+      return await this.runSessions(signal);
+    } finally {
+      clearInterval(livenessTimer);
+    }
+  }
+
+  private async runSessions(signal: AbortSignal): Promise<boolean> {
     const { config, logger, metrics } = this.deps;
     let delay = config.reconnectMin;
     while (!signal.aborted) {
@@ -95,12 +124,14 @@ export class Relay {
       slot: config.slot,
       publication: config.publication,
       highWaterMessages: SOURCE_HIGH_WATER_MESSAGES,
+      silenceTimeoutMs: config.replicationTimeout,
       logger,
       columnParsers: { table: config.table, parserFor: columnParsersFor(config) },
     });
     let sink: KafkaSink | null = null;
     let checkpointer: Checkpointer | null = null;
     let metricsTimer: NodeJS.Timeout | undefined;
+    let closed = false;
     const stopReading = () => stream.stopReading();
     try {
       let startLsn;
@@ -110,6 +141,7 @@ export class Relay {
         if (error instanceof RelayError && error.code === 'SOURCE_SLOT_BUSY') {
           if (this.lifecycle.state !== 'standby') logger.info({ slot: config.slot }, 'standby: the slot is read by another instance; taking over when it is free');
           this.lifecycle.transition('standby');
+          this.progress.idle();
           return 'standby';
         }
         throw error;
@@ -136,7 +168,7 @@ export class Relay {
       this.lifecycle.transition('active');
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();
-      metricsTimer = setInterval(() => this.reportProgress(sessionCheckpointer, sink), config.statusInterval);
+      metricsTimer = setInterval(() => this.reportProgress(stream, sessionCheckpointer, sink), config.statusInterval);
       signal.addEventListener('abort', stopReading, { once: true });
       if (signal.aborted) stream.stopReading();
 
@@ -151,17 +183,24 @@ export class Relay {
       }
 
       this.lifecycle.transition('draining');
-      const drained = await withTimeout(sink.drain(), config.shutdownTimeout);
+      const drained = await finishesWithin(sink.drain(), config.shutdownTimeout);
       const fields = { confirmed: formatLsn(sessionCheckpointer.confirmed), unacknowledged: sink.buffered };
-      if (drained) logger.info(fields, 'drained: everything acknowledged is confirmed');
-      else logger.error(fields, `drain timed out after ${config.shutdownTimeout}ms; unconfirmed events will be sent again by the next run`);
-      return drained ? 'drained' : 'drain-timed-out';
+      // The last status update reached Postgres only if the connection closed cleanly after it.
+      closed = true;
+      sessionCheckpointer.close();
+      const confirmedToPostgres = await stream.close();
+      if (!drained) logger.error(fields, `drain timed out after ${config.shutdownTimeout}ms; unconfirmed events will be sent again by the next run`);
+      else if (!confirmedToPostgres) logger.error(fields, 'drained, but Postgres did not answer the close: the last confirmed position may not have reached it, and the next run may send those events again');
+      else logger.info(fields, 'drained: everything acknowledged is confirmed');
+      return drained && confirmedToPostgres ? 'drained' : 'drain-timed-out';
     } finally {
       clearInterval(metricsTimer);
-      // Whatever ended the session, what Kafka acknowledged is confirmed before closing.
-      checkpointer?.close();
       signal.removeEventListener('abort', stopReading);
-      await stream.close();
+      if (!closed) {
+        // Whatever ended the session, what Kafka acknowledged is confirmed before closing.
+        checkpointer?.close();
+        await stream.close();
+      }
       await sink?.stop();
     }
   }
@@ -186,35 +225,12 @@ export class Relay {
     metrics.produceRequests.inc();
   }
 
-  private reportProgress(checkpointer: Checkpointer, sink: KafkaSink | null): void {
+  private reportProgress(stream: ReplicationStream, checkpointer: Checkpointer, sink: KafkaSink | null): void {
     const { metrics } = this.deps;
+    const oldest = checkpointer.oldestUnconfirmedCommitTime;
+    this.progress.observe(checkpointer.confirmed, oldest !== null, stream.silentForMs);
     metrics.confirmedLsn.set(Number(checkpointer.confirmed));
     metrics.inFlight.set(sink?.buffered ?? 0);
-    const oldest = checkpointer.oldestUnconfirmedCommitTime;
     metrics.lagSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
   }
 }
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
-}
-
-async function withTimeout(work: Promise<void>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  try {
-    return await Promise.race([work.then(() => true), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-

@@ -21,6 +21,7 @@ const stream = new ReplicationStream({
   slot: required('BENCH_SLOT'),
   publication: required('BENCH_PUBLICATION'),
   highWaterMessages: 2_000,
+  silenceTimeoutMs: 60_000,
   logger: pino({ level: 'warn' }),
   columnParsers: { table: { schema, name }, parserFor: columnParsersFor({ format: 'json', columnPayload: columns.payload, columnCreatedAt: columns.createdAt }) },
 });

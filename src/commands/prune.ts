@@ -4,7 +4,9 @@ import { errorMessage } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
 import { createPruneMetrics, Pruner } from '../prune/pruner.js';
-import { EXIT, type Command } from './command.js';
+import { QUERY_TIMEOUT_MS } from '../pg-connection.js';
+import { sleep } from '../time.js';
+import { EXIT, exitDeadline, type Command } from './command.js';
 
 const OPTIONS: readonly OptionKey[] = ['databaseUrl', 'table', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'httpHost', 'httpPort', 'logLevel'];
 
@@ -32,10 +34,15 @@ export const pruneCommand: Command = {
       return EXIT.ok;
     }
     // The sidecar: a pass every interval, metrics on the HTTP port, SIGTERM ends it between passes.
-    const server = config.httpPort === 0 ? null : await startHttpServer(config.httpHost, config.httpPort, { registry: metrics.registry, readiness: () => [true, 'pruning'] });
+    const server = config.httpPort === 0 ? null : await startHttpServer(config.httpHost, config.httpPort, { registry: metrics.registry, readiness: () => [true, 'pruning'], liveness: () => [true, 'pruning'] });
     const stop = new AbortController();
-    process.once('SIGTERM', () => stop.abort());
-    process.once('SIGINT', () => stop.abort());
+    const onSignal = (signal: NodeJS.Signals) => {
+      // A pass in progress finishes (each query is bounded); the process ends in bounded time regardless.
+      exitDeadline(logger, signal, QUERY_TIMEOUT_MS);
+      stop.abort();
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
     logger.info({ every: config.pruneEvery, retention: config.pruneRetention }, 'prune: loop started');
     while (!stop.signal.aborted) {
       try {
@@ -43,13 +50,7 @@ export const pruneCommand: Command = {
       } catch (error) {
         logger.error({ err: errorMessage(error) }, 'prune: pass failed; trying again next interval');
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, config.pruneEvery);
-        stop.signal.addEventListener('abort', () => {
-          clearTimeout(timer);
-          resolve();
-        }, { once: true });
-      });
+      await sleep(config.pruneEvery, stop.signal);
     }
     server?.close();
     return EXIT.ok;

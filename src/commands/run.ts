@@ -8,7 +8,8 @@ import { createRelayMetrics } from '../observe/metrics.js';
 import { SlotMonitor } from '../observe/slot-monitor.js';
 import { Relay } from '../relay.js';
 import { setup, verify } from '../setup/setup.js';
-import { EXIT, type Command } from './command.js';
+import { finishesWithin } from '../time.js';
+import { EXIT, exitDeadline, type Command } from './command.js';
 
 const PRUNE_ONLY: readonly OptionKey[] = ['pruneRetention', 'pruneEvery', 'pruneBatchSize'];
 
@@ -35,6 +36,7 @@ export const runCommand: Command = {
         : await startHttpServer(config.httpHost, config.httpPort, {
             registry: metrics.registry,
             readiness: () => [relay.state === 'active' || relay.state === 'standby', relay.state],
+            liveness: () => relay.liveness(),
           });
     const onSignal = (signal: NodeJS.Signals) => {
       if (stop.signal.aborted) {
@@ -42,6 +44,7 @@ export const runCommand: Command = {
         process.exit(EXIT.failed);
       }
       logger.info({ signal }, 'stopping: draining in-flight events');
+      exitDeadline(logger, signal, config.shutdownTimeout);
       stop.abort();
     };
     process.on('SIGTERM', onSignal);
@@ -55,7 +58,7 @@ export const runCommand: Command = {
       return EXIT.failed;
     } finally {
       server?.close();
-      await monitor.stop();
+      await finishesWithin(monitor.stop(), 3_000);
     }
   },
 };

@@ -32,6 +32,13 @@ describe('loadConfig', () => {
     expect(message).toMatch(/OUTBOX_SLOT="my-slot" is not a plain SQL identifier/);
   });
 
+  it('refuses a wait longer than a timer can hold (24d), but not a long retention', () => {
+    for (const env of ['OUTBOX_PRUNE_EVERY', 'OUTBOX_STATUS_INTERVAL', 'OUTBOX_SLOT_POLL_INTERVAL']) {
+      expect(() => loadConfig({ env: { ...required, [env]: '25d' } })).toThrow(new RegExp(`${env}="25d" is longer than 24d, the longest wait a timer can hold`));
+    }
+    expect(loadConfig({ env: { ...required, OUTBOX_PRUNE_EVERY: '24d', OUTBOX_PRUNE_RETENTION: '400d' } })).toMatchObject({ pruneEvery: 24 * 86_400_000, pruneRetention: 400 * 86_400_000 });
+  });
+
   it('refuses contradictory settings', () => {
     expect(() => loadConfig({ env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' } })).toThrow(/OUTBOX_RECONNECT_MIN .* exceeds OUTBOX_RECONNECT_MAX/);
   });

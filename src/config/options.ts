@@ -71,6 +71,8 @@ export const OPTIONS = {
   maxBufferedEvents: option({ env: 'OUTBOX_MAX_BUFFERED_EVENTS', parser: p.integer(1, 10_000_000), default: '10000', description: 'Events decoded but not yet acknowledged before reading from Postgres pauses (memory bound).' }),
   statusInterval: option({ env: 'OUTBOX_STATUS_INTERVAL', parser: p.duration, default: '1s', description: 'How often the confirmed position is sent to Postgres.' }),
   shutdownTimeout: option({ env: 'OUTBOX_SHUTDOWN_TIMEOUT', parser: p.duration, default: '30s', description: 'On SIGTERM, how long to drain in-flight events before exiting.' }),
+  replicationTimeout: option({ env: 'OUTBOX_REPLICATION_TIMEOUT', parser: p.duration, default: '60s', description: "A replication connection that delivered nothing (no data, no keepalive) for this long is dead: the relay drops it and reconnects, as Postgres's own subscriber does with wal_receiver_timeout. Keep it above the server's wal_sender_timeout / 2 (its keepalive interval)." }),
+  stallTimeout: option({ env: 'OUTBOX_STALL_TIMEOUT', parser: p.duration, default: '3m', description: 'Events waiting with no progress (no position confirmed) for this long make /healthz fail, so that Kubernetes restarts a relay that is alive but stuck.' }),
   reconnectMin: option({ env: 'OUTBOX_RECONNECT_MIN', parser: p.duration, default: '500ms', description: 'First reconnect delay after a lost connection (doubles up to the max).' }),
   reconnectMax: option({ env: 'OUTBOX_RECONNECT_MAX', parser: p.duration, default: '15s', description: 'Longest reconnect delay.' }),
   standbyPoll: option({ env: 'OUTBOX_STANDBY_POLL', parser: p.duration, default: '2s', description: 'How often a standby checks whether the slot became free.' }),
@@ -79,7 +81,7 @@ export const OPTIONS = {
   httpHost: option({ env: 'OUTBOX_HTTP_HOST', parser: p.text, default: '127.0.0.1', description: 'Address of /metrics, /healthz and /readyz (0.0.0.0 in a container).' }),
   httpPort: option({ env: 'OUTBOX_HTTP_PORT', parser: p.integer(0, 65_535), default: '9464', description: 'Port of /metrics, /healthz and /readyz; 0 turns the endpoint off.' }),
   slotPollInterval: option({ env: 'OUTBOX_SLOT_POLL_INTERVAL', parser: p.duration, default: '10s', description: "How often the slot's lag, wal_status and safe_wal_size are read for the metrics." }),
-  pruneRetention: option({ env: 'OUTBOX_PRUNE_RETENTION', flag: 'retention', parser: p.duration, default: '7d', description: '`prune`: keep rows at least this long (and always until the relay confirmed them; 0s allowed).' }),
+  pruneRetention: option({ env: 'OUTBOX_PRUNE_RETENTION', flag: 'retention', parser: p.age, default: '7d', description: '`prune`: keep rows at least this long (and always until the relay confirmed them; 0s allowed).' }),
   pruneEvery: option({ env: 'OUTBOX_PRUNE_EVERY', flag: 'every', parser: p.duration, default: '0s', description: '`prune`: repeat a pass at this interval; 0s runs one pass and exits.' }),
   pruneBatchSize: option({ env: 'OUTBOX_PRUNE_BATCH_SIZE', flag: 'batch-size', parser: p.integer(1, 100_000), default: '1000', description: '`prune`: rows deleted per transaction (bounds lock time).' }),
 } as const;

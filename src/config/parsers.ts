@@ -54,15 +54,36 @@ export const boolean: Parser<boolean> = {
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/;
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** Durations are written `500ms`, `10s`, `5m`, `1h`, `7d` (a bare number is milliseconds) and compiled to ms. */
+function parseDuration(raw: string): number {
+  const match = DURATION.exec(raw.trim());
+  if (!match) throw new Error('is not a duration');
+  const unit = (match[2] ?? 'ms') as keyof typeof UNIT_MS;
+  return Math.round(Number(match[1]) * UNIT_MS[unit]);
+}
+
+/**
+ * The longest timer Node can run: past 2^31-1 ms (about 24.8 days) setTimeout and setInterval
+ * fire after 1 ms instead, so `--every 25d` would run a pass every millisecond.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A duration the relay waits or repeats on, written `500ms`, `10s`, `5m`, `1h`, `7d` (a bare
+ * number is milliseconds), compiled to ms; at most 24d.
+ */
 export const duration: Parser<number> = {
-  expected: 'a duration such as 500ms, 10s, 5m, 1h or 7d',
+  expected: 'a duration such as 500ms, 10s, 5m, 1h or 7d, at most 24d',
   parse: (raw) => {
-    const match = DURATION.exec(raw.trim());
-    if (!match) throw new Error('is not a duration');
-    const unit = (match[2] ?? 'ms') as keyof typeof UNIT_MS;
-    return Math.round(Number(match[1]) * UNIT_MS[unit]);
+    const ms = parseDuration(raw);
+    if (ms > MAX_TIMER_MS) throw new Error('is longer than 24d, the longest wait a timer can hold');
+    return ms;
   },
+};
+
+/** A span of time that is compared, not waited on (a retention): any length. */
+export const age: Parser<number> = {
+  expected: 'a duration such as 12h, 7d or 90d',
+  parse: parseDuration,
 };
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_$]*$/;

@@ -9,6 +9,7 @@ import { HttpSchemaRegistry } from './avro/registry.js';
 import { formatProblem, loadSchemaSet, type SchemaSet } from './avro/schema-set.js';
 import type { PayloadEncoder } from './encoder.js';
 import { JsonEncoder } from './json-encoder.js';
+import { sleep } from '../time.js';
 
 export type EncoderConfig = Pick<
   RelayConfig,
@@ -103,14 +104,4 @@ function knownTopics(template: string): (eventType: string) => string | null {
       throw error;
     }
   };
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
 }

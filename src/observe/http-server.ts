@@ -5,11 +5,13 @@ export interface HttpEndpoints {
   readonly registry: Registry;
   /** Readiness with a short reason, e.g. [true, 'active'] or [false, 'starting']. */
   readonly readiness: () => readonly [boolean, string];
+  /** Liveness with a short reason: false when the process runs but cannot make progress. */
+  readonly liveness: () => readonly [boolean, string];
 }
 
 /**
- * /metrics for Prometheus, /healthz (the process answers) and /readyz (streaming, or a healthy
- * standby) for Kubernetes probes.
+ * /metrics for Prometheus; /healthz (liveness: alive and able to make progress; Kubernetes
+ * restarts the pod when it fails) and /readyz (streaming, or a healthy standby).
  */
 export async function startHttpServer(host: string, port: number, endpoints: HttpEndpoints): Promise<Server> {
   const server = createServer((request, response) => {
@@ -27,14 +29,10 @@ export async function startHttpServer(host: string, port: number, endpoints: Htt
       );
       return;
     }
-    if (path === '/healthz') {
-      response.writeHead(200, { 'content-type': 'text/plain' });
-      response.end('ok\n');
-      return;
-    }
-    if (path === '/readyz') {
-      const [ready, reason] = endpoints.readiness();
-      response.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' });
+    const probe = path === '/healthz' ? endpoints.liveness : path === '/readyz' ? endpoints.readiness : null;
+    if (probe) {
+      const [ok, reason] = probe();
+      response.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' });
       response.end(`${reason}\n`);
       return;
     }

@@ -23,6 +23,8 @@ export function createRelayMetrics(registry = new Registry()) {
     reconnects: new Counter({ name: 'outbox_relay_reconnects_total', help: 'Stream restarts after a lost connection or a failed publish, by error code.', labelNames: ['reason'], registers }),
     state: new Gauge({ name: 'outbox_relay_state', help: 'Relay state: 1 for the current one.', labelNames: ['state'], registers }),
     confirmedLsn: new Gauge({ name: 'outbox_relay_confirmed_lsn_bytes', help: 'Position last confirmed to Postgres, as a byte offset in the WAL.', registers }),
+    stalledSeconds: new Gauge({ name: 'outbox_relay_stalled_seconds', help: 'How long events have waited with no position confirmed (Kafka not acknowledging, a stream that stopped); 0 when none wait. Above OUTBOX_STALL_TIMEOUT, /healthz fails.', registers }),
+    sourceSilentSeconds: new Gauge({ name: 'outbox_relay_source_silent_seconds', help: 'How long nothing (no data, no keepalive) came from Postgres on the replication connection; 0 for a standby.', registers }),
     lagSeconds: new Gauge({ name: 'outbox_relay_lag_seconds', help: 'Now minus the commit time of the oldest event not yet acknowledged; 0 when caught up.', registers }),
     commitToAck: new Histogram({
       name: 'outbox_relay_commit_to_ack_seconds',

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { pgConnectionConfig } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
@@ -62,7 +63,7 @@ export class SlotMonitor {
   private readonly pool: pg.Pool;
 
   constructor(private readonly options: { databaseUrl: string; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {
-    this.pool = new pg.Pool({ connectionString: options.databaseUrl, max: 1, application_name: 'outbox-relay-monitor' } as pg.PoolConfig);
+    this.pool = new pg.Pool({ ...pgConnectionConfig(options.databaseUrl, 'outbox-relay-monitor'), max: 1 });
     this.pool.on('error', () => undefined);
   }
 

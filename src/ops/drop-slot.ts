@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { pgConnectionConfig } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 
 /**
@@ -7,7 +8,7 @@ import { RelayError } from '../errors.js';
  * operator knows where to replay from.
  */
 export async function dropSlot(databaseUrl: string, slot: string): Promise<{ confirmedFlushLsn: string | null; lagBytes: number | null }> {
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = new pg.Client(pgConnectionConfig(databaseUrl, 'outbox-relay-drop-slot'));
   await client.connect();
   try {
     const { rows } = await client.query<{ active: boolean; confirmed: string | null; lag: string | null }>(

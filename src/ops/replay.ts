@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { pgConnectionConfig } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
@@ -54,7 +55,7 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
     metrics: createRelayMetrics(new Registry()),
     logger: logger.child({ stage: 'replay' }),
   });
-  const client = new pg.Client({ connectionString: config.databaseUrl, application_name: 'outbox-relay-replay' } as pg.ClientConfig);
+  const client = new pg.Client(pgConnectionConfig(config.databaseUrl, 'outbox-relay-replay'));
   await client.connect();
   await sink.start();
   let published = 0;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { pgConnectionConfig } from '../pg-connection.js';
 import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
 import { countRecords } from '../sink/kafka-client.js';
 
@@ -22,7 +23,7 @@ export interface StatusReport {
 
 /** Everything an operator asks first, read from Postgres (and Kafka for the dead letters). */
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
-  const client = new pg.Client({ connectionString: input.databaseUrl, application_name: 'outbox-relay-status' } as pg.ClientConfig);
+  const client = new pg.Client(pgConnectionConfig(input.databaseUrl, 'outbox-relay-status'));
   await client.connect();
   try {
     const table = `${pg.escapeIdentifier(input.table.schema)}.${pg.escapeIdentifier(input.table.name)}`;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { pgConnectionConfig } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RelayError } from '../errors.js';
@@ -56,7 +57,7 @@ export class Pruner {
   }
 
   async pass(): Promise<PruneResult> {
-    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: 'outbox-relay-prune' } as pg.ClientConfig);
+    const client = new pg.Client(pgConnectionConfig(this.options.databaseUrl, 'outbox-relay-prune'));
     await client.connect();
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS ${this.marks} (taken_at timestamptz NOT NULL, wal_lsn pg_lsn NOT NULL, oldest_running_xid bigint NOT NULL)`);

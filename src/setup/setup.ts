@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
+import { pgConnectionConfig } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 
 export interface SetupTarget {
@@ -41,7 +42,7 @@ export async function verify(target: SetupTarget): Promise<void> {
 }
 
 async function withClient<T>(databaseUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = new pg.Client(pgConnectionConfig(databaseUrl, 'outbox-relay-setup', { queryTimeoutMs: 0 }));
   await client.connect();
   try {
     return await work(client);

@@ -8,6 +8,7 @@ import type { OutgoingMessage } from '../event.js';
 import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
 import { partitionForKey } from './partitioner.js';
 import type { ProducerEvents, RecordProducer, TopicDurability } from './producer.js';
+import { finishesWithin } from '../time.js';
 
 /**
  * The relay's only use of kafkajs on the produce side: the RecordProducer the sink runs on,
@@ -30,6 +31,7 @@ export interface KafkaProducerOptions extends ProducerEvents {
 
 /** Each send waits this long for acks=all before the request counts as failed and is retried. */
 const PRODUCE_TIMEOUT_MS = 30_000;
+const DISCONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * A kafkajs producer with the relay's replacements (checked here: SINK_CLIENT if not in place),
@@ -94,8 +96,9 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     },
 
     async disconnect() {
-      await producer.disconnect().catch(() => undefined);
-      if (adminConnected) await admin.disconnect().catch(() => undefined);
+      // A broker that stopped answering must not hold the session's end.
+      await finishesWithin(producer.disconnect().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+      if (adminConnected) await finishesWithin(admin.disconnect().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
     },
   };
 }

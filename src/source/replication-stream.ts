@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
+import { pgConnectionConfig } from '../pg-connection.js';
+import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
 import { PgoutputDecoder, type PgoutputDecoderOptions } from './pgoutput.js';
 
@@ -23,7 +25,16 @@ export interface ReplicationStreamOptions {
   readonly highWaterMessages: number;
   readonly logger: Logger;
   readonly columnParsers?: PgoutputDecoderOptions['columnParsers'];
+  /**
+   * A connection that delivered nothing (no data, no keepalive) for this long is dead: the
+   * server sends a keepalive at least every wal_sender_timeout / 2, so silence means the
+   * network path is gone even though the socket never closed.
+   */
+  readonly silenceTimeoutMs: number;
 }
+
+/** A close that the server does not answer within this is cut: the socket is destroyed. */
+const CLOSE_TIMEOUT_MS = 3_000;
 
 const POSTGRES_EPOCH_MS = 946_684_800_000n;
 const OBJECT_IN_USE = '55006';
@@ -43,16 +54,16 @@ export class ReplicationStream {
   private failure: Error | null = null;
   private ended = false;
   private wake: (() => void) | null = null;
+  /** Set by every frame received; the watchdog reads and clears it (no clock read per frame). */
+  private heard = true;
+  private lastHeardAt = Date.now();
+  private watchdog: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ReplicationStreamOptions) {
     this.decoder = new PgoutputDecoder({ columnParsers: options.columnParsers });
     // The application name shows in pg_stat_replication and `outbox-relay status`: which
     // instance (pod) is the active reader.
-    this.client = new pg.Client({
-      connectionString: options.connectionString,
-      replication: 'database',
-      application_name: `outbox-relay@${hostname()}`,
-    } as pg.ClientConfig);
+    this.client = new pg.Client(pgConnectionConfig(options.connectionString, `outbox-relay@${hostname()}`, { replication: true }));
   }
 
   /**
@@ -78,6 +89,7 @@ export class ReplicationStream {
     );
     await Promise.race([started, streaming]);
     if (this.failure) throw this.failure;
+    this.watchdog = setInterval(() => this.checkSilence(), Math.min(1_000, this.options.silenceTimeoutMs / 4));
     return confirmed;
   }
 
@@ -129,12 +141,45 @@ export class ReplicationStream {
     this.signal();
   }
 
-  async close(): Promise<void> {
+  /** Milliseconds since the server last sent anything (0 while reading is paused on purpose). */
+  get silentForMs(): number {
+    return this.heard || this.paused ? 0 : Date.now() - this.lastHeardAt;
+  }
+
+  /**
+   * Closes the connection; true if Postgres answered the close (so it read everything sent
+   * before it), false if it was cut off after CLOSE_TIMEOUT_MS or had failed already.
+   */
+  async close(): Promise<boolean> {
+    clearInterval(this.watchdog);
     this.ended = true;
     this.wake?.();
     this.client.removeAllListeners('end');
     this.client.on('error', () => undefined);
-    await this.client.end().catch(() => undefined);
+    let endedCleanly = false;
+    const ending = this.client.end().then(() => (endedCleanly = true), () => undefined);
+    if (!(await finishesWithin(ending, CLOSE_TIMEOUT_MS))) this.cutOff();
+    return endedCleanly && this.failure === null;
+  }
+
+  /** Destroys the socket without waiting for the peer: the only way off a silent connection. */
+  private cutOff(): void {
+    (this.client.connection as unknown as ReplicationWire).stream.destroy();
+  }
+
+  private checkSilence(): void {
+    const now = Date.now();
+    // Paused on purpose (the buffer is full): the socket is not read, so silence means nothing.
+    if (this.heard || this.paused) {
+      this.heard = false;
+      this.lastHeardAt = now;
+      return;
+    }
+    const silentMs = now - this.lastHeardAt;
+    if (silentMs <= this.options.silenceTimeoutMs) return;
+    clearInterval(this.watchdog);
+    this.fail(new RelayError('SOURCE_TIMEOUT', `replication connection silent for ${Math.round(silentMs / 1000)}s (no data, no keepalive; OUTBOX_REPLICATION_TIMEOUT is ${this.options.silenceTimeoutMs}ms): the network path to Postgres is gone; reconnecting`));
+    this.cutOff();
   }
 
   private async readConfirmedPosition(): Promise<Lsn> {
@@ -150,6 +195,7 @@ export class ReplicationStream {
   }
 
   private receive(frame: Buffer): void {
+    this.heard = true;
     // Decoded at once: pg reuses the buffer that `frame` points into for the next socket read.
     let message: SourceMessage | null;
     try {
