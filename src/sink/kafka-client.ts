@@ -41,18 +41,19 @@ const DISCONNECT_TIMEOUT_MS = 5_000;
 export function createKafkaProducer(options: KafkaProducerOptions): RecordProducer {
   const { logger } = options;
   const replacements = verifyKafkajsPatches({ fastEncoder: options.fastEncoder });
+  const outage = new OutageLog(logger);
   const kafka = new Kafka({
     clientId: options.clientId,
     brokers: [...options.brokers],
     logLevel: kafkaLogLevel.WARN,
     logCreator: () => ({ namespace, level, log }) => {
       const { message, ...extra } = log;
-      if (message === PRODUCE_REQUEST_FAILED) options.onRequestFailed?.(String(extra.error));
-      // Retries are limited on purpose: a batch that fails them restarts the stream from the
-      // confirmed position, which is what keeps nothing lost. Not worth a warning per session.
-      const expected = message.startsWith('Limiting retries for the idempotent producer');
-      const method = expected ? 'debug' : level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
-      logger[method]({ kafkajs: namespace, ...extra }, message);
+      if (message === PRODUCE_REQUEST_FAILED) {
+        options.onRequestFailed?.(String(extra.error));
+        outage.failed(extra);
+        return;
+      }
+      logger[kafkajsLogLevel(namespace, level, message)]({ kafkajs: namespace, ...extra }, message);
     },
     // ~23 s of retries for one batch, at most 2 s apart: a partition whose leader died is sent
     // to the new one within 2 s of the metadata naming it.
@@ -75,6 +76,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     async produce(messages) {
       try {
         await producer.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
+        outage.acknowledged(messages.length);
       } catch (error) {
         throw new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${messages.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { cause: error });
       }
@@ -101,6 +103,54 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       if (adminConnected) await finishesWithin(admin.disconnect().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
     },
   };
+}
+
+/**
+ * One warning when Kafka stops acknowledging (and one more each time the reason changes, e.g.
+ * a broker unreachable, then NOT_ENOUGH_REPLICAS once it is fenced), and one when it
+ * acknowledges again, with how long and how many requests failed: during an outage the log
+ * shows the outage, not the retry loop. Every failed request is still counted (produce errors
+ * metric) and logged at debug.
+ */
+class OutageLog {
+  private since: number | null = null;
+  private failures = 0;
+  private lastError: unknown = null;
+
+  constructor(private readonly logger: Logger) {}
+
+  failed(details: Record<string, unknown>): void {
+    this.failures += 1;
+    this.since ??= Date.now();
+    if (details.error === this.lastError) {
+      this.logger.debug(details, PRODUCE_REQUEST_FAILED);
+      return;
+    }
+    this.lastError = details.error;
+    this.logger.warn(details, `Kafka did not acknowledge a produce request (${String(details.error)}); retrying its partitions until it does`);
+  }
+
+  acknowledged(events: number): void {
+    if (this.since === null) return;
+    const outageMs = Date.now() - this.since;
+    this.logger.warn({ outageMs, failedRequests: this.failures, events }, `Kafka acknowledges again after ${Math.round(outageMs / 1000)}s`);
+    this.since = null;
+    this.failures = 0;
+    this.lastError = null;
+  }
+}
+
+/**
+ * kafkajs's own lines: connection errors and start-up chatter (a partition's leader not known
+ * yet, a coordinator loading) are what the outage warning and the produce errors metric already
+ * say, so they go to debug; anything else keeps kafkajs's level.
+ */
+function kafkajsLogLevel(namespace: string, level: number, message: string): 'debug' | 'warn' | 'error' {
+  if (namespace === 'Connection' || namespace === 'BrokerPool' || namespace === 'Cluster') return 'debug';
+  // Retries are limited on purpose: a batch that fails them restarts the stream from the
+  // confirmed position, which is what keeps nothing lost.
+  if (message.startsWith('Limiting retries for the idempotent producer') || message.includes('This server does not host this topic-partition')) return 'debug';
+  return level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
 }
 
 /**

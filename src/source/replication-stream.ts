@@ -15,6 +15,8 @@ interface ReplicationWire {
   readonly stream: Duplex;
   on(event: 'copyData', listener: (message: { chunk: Buffer }) => void): void;
   sendCopyFromChunk(chunk: Buffer): void;
+  /** CopyDone: asks the server to end START_REPLICATION once it has read everything before. */
+  endCopyFrom(): void;
 }
 
 export interface ReplicationStreamOptions {
@@ -58,6 +60,8 @@ export class ReplicationStream {
   private heard = true;
   private lastHeardAt = Date.now();
   private watchdog: NodeJS.Timeout | undefined;
+  /** Settles when START_REPLICATION ends: true if it completed (the server read everything the relay sent), false on an error. */
+  private streaming: Promise<boolean> = Promise.resolve(false);
 
   constructor(private readonly options: ReplicationStreamOptions) {
     this.decoder = new PgoutputDecoder({ columnParsers: options.columnParsers });
@@ -83,11 +87,17 @@ export class ReplicationStream {
     const sql =
       `START_REPLICATION SLOT ${pg.escapeIdentifier(this.options.slot)} LOGICAL 0/0 ` +
       `(proto_version '1', publication_names ${pg.escapeLiteral(this.options.publication)})`;
-    const streaming = this.client.query(sql).then(
-      () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server')),
-      (error: unknown) => this.fail(classifyStartError(error, this.options.slot)),
+    this.streaming = this.client.query(sql).then(
+      () => {
+        this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server'));
+        return true;
+      },
+      (error: unknown) => {
+        this.fail(classifyStartError(error, this.options.slot));
+        return false;
+      },
     );
-    await Promise.race([started, streaming]);
+    await Promise.race([started, this.streaming]);
     if (this.failure) throw this.failure;
     this.watchdog = setInterval(() => this.checkSilence(), Math.min(1_000, this.options.silenceTimeoutMs / 4));
     return confirmed;
@@ -147,8 +157,10 @@ export class ReplicationStream {
   }
 
   /**
-   * Closes the connection; true if Postgres answered the close (so it read everything sent
-   * before it), false if it was cut off after CLOSE_TIMEOUT_MS or had failed already.
+   * Ends replication the protocol's way (CopyDone, answered by the server once it has read
+   * everything sent before, the last status update included) and closes the connection. True
+   * if the server answered; false if it had failed already, or did not answer within
+   * CLOSE_TIMEOUT_MS (a silent connection), and was cut off.
    */
   async close(): Promise<boolean> {
     clearInterval(this.watchdog);
@@ -156,10 +168,16 @@ export class ReplicationStream {
     this.wake?.();
     this.client.removeAllListeners('end');
     this.client.on('error', () => undefined);
-    let endedCleanly = false;
-    const ending = this.client.end().then(() => (endedCleanly = true), () => undefined);
-    if (!(await finishesWithin(ending, CLOSE_TIMEOUT_MS))) this.cutOff();
-    return endedCleanly && this.failure === null;
+    let answered = false;
+    if (this.wire && this.failure === null) {
+      this.wire.endCopyFrom();
+      // Read again if paused: the server's answer comes after whatever it still sends.
+      this.wire.stream.resume();
+      await finishesWithin(this.streaming.then((completed) => (answered = completed)), CLOSE_TIMEOUT_MS);
+    }
+    if (!answered) this.cutOff();
+    await finishesWithin(this.client.end().catch(() => undefined), CLOSE_TIMEOUT_MS);
+    return answered;
   }
 
   /** Destroys the socket without waiting for the peer: the only way off a silent connection. */
