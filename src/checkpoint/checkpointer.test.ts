@@ -14,6 +14,14 @@ class RecordingReporter implements StatusReporter {
   }
 }
 
+/** A committed transaction of one event, not yet acknowledged. */
+function oneEvent(tracker: CommitTracker, commitLsn: number, endLsn: number) {
+  const transaction = tracker.begin(at(commitLsn), now);
+  tracker.addEvent(transaction);
+  tracker.commit(transaction, at(endLsn));
+  return transaction;
+}
+
 function checkpointerFrom(start: number, intervalMs = 1_000) {
   const tracker = new CommitTracker(at(start));
   const reporter = new RecordingReporter();
@@ -26,12 +34,8 @@ describe('Checkpointer', () => {
   it('never sends a position ahead of an unacknowledged event, by timer, reply or close', () => {
     vi.useFakeTimers();
     const { tracker, reporter, checkpointer } = checkpointerFrom(0);
-    const first = tracker.begin(at(10), now);
-    tracker.addEvent(first);
-    tracker.commit(first, at(20));
-    const second = tracker.begin(at(20), now);
-    tracker.addEvent(second);
-    tracker.commit(second, at(30));
+    oneEvent(tracker, 10, 20);
+    const second = oneEvent(tracker, 20, 30);
     checkpointer.start();
     checkpointer.acknowledged([{ transaction: second }]);
     checkpointer.keepalive(at(40), true);
@@ -40,9 +44,7 @@ describe('Checkpointer', () => {
     expect(new Set(reporter.sent.map(({ lsn }) => lsn))).toEqual(new Set([at(0)]));
 
     const again = checkpointerFrom(0);
-    const only = again.tracker.begin(at(10), now);
-    again.tracker.addEvent(only);
-    again.tracker.commit(only, at(20));
+    const only = oneEvent(again.tracker, 10, 20);
     again.checkpointer.acknowledged([{ transaction: only }]);
     again.checkpointer.close();
     expect(again.reporter.sent.at(-1)!.lsn).toBe(at(20));
@@ -61,9 +63,7 @@ describe('Checkpointer', () => {
     vi.useFakeTimers();
     const { tracker, reporter, checkpointer } = checkpointerFrom(0, 200);
     checkpointer.start();
-    const transaction = tracker.begin(at(10), now);
-    tracker.addEvent(transaction);
-    tracker.commit(transaction, at(20));
+    const transaction = oneEvent(tracker, 10, 20);
     vi.advanceTimersByTime(200);
     checkpointer.acknowledged([{ transaction }]);
     vi.advanceTimersByTime(400);
