@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PoisonEventError } from '../errors.js';
+import { eventHeaders } from '../sink/headers.js';
 import { RowDecoder } from './row-decoder.js';
 
 const decoder = new RowDecoder({
@@ -12,6 +13,16 @@ const row = {
 };
 
 describe('RowDecoder', () => {
+  it('keeps every header name a JSON object can hold, Object.prototype names and __proto__ included', () => {
+    const headers = JSON.parse('{"constructor":"c","toString":"t","valueOf":"v","hasOwnProperty":"h","__proto__":"p","__proto__x":"x","ok":"1"}') as Record<string, string>;
+    const event = decoder.decode({ ...row, headers });
+    expect(Object.keys(event.headers).sort()).toEqual(['__proto__', '__proto__x', 'constructor', 'hasOwnProperty', 'ok', 'toString', 'valueOf']);
+    expect(event.headers.__proto__).toBe('p');
+    const published = eventHeaders(event, '0/1');
+    expect(Object.entries(published).filter(([name]) => name in headers || name === '__proto__')).toEqual(Object.entries(headers));
+    expect(Object.keys(published)).toEqual(['event_id', 'event_type', 'aggregate_type', 'outbox_commit_lsn', 'created_at', ...Object.keys(headers)]);
+  });
+
   it('maps columns to an event, headers as strings', () => {
     expect(decoder.decode(row)).toEqual({
       eventId: 'evt_1', aggregateType: 'invoice', aggregateId: 'inv_1', eventType: 'invoice.paid',
@@ -37,7 +48,7 @@ describe('RowDecoder', () => {
     expect(poison({ event_type: null })).toBe('column "event_type": expected a non-empty text value, got null');
     expect(poison({ aggregate_id: '' })).toMatch(/"aggregate_id": expected a non-empty text value, got an empty string/);
     expect(poison({ payload: null })).toMatch(/"payload": expected a JSON payload, got null/);
-    expect(poison({ headers: [1] })).toMatch(/"headers": expected a JSON object of headers/);
+    expect(poison({ headers: [1] })).toMatch(/"headers": expected a JSON object of headers, got an array/);
     expect(poison({ created_at: 'yesterday' })).toMatch(/"created_at": expected a timestamp/);
     const { event_id: _dropped, ...withoutId } = row;
     expect(() => decoder.decode(withoutId)).toThrow(/column "event_id" is not in the row; check the OUTBOX_COLUMN_\* settings/);

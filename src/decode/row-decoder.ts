@@ -73,7 +73,8 @@ export class RowDecoder {
     if (typeof value !== 'object' || Array.isArray(value)) {
       throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a JSON object of headers, got ${describe(value)}`, { details: { column } });
     }
-    const headers: Record<string, string> = {};
+    // No prototype: a header named "constructor" or "__proto__" is a header like any other.
+    const headers: Record<string, string> = Object.create(null) as Record<string, string>;
     for (const [name, headerValue] of Object.entries(value as Record<string, unknown>)) {
       headers[name] = typeof headerValue === 'string' ? headerValue : JSON.stringify(headerValue);
     }
@@ -104,5 +105,6 @@ function missing(column: string): PoisonEventError {
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (value === '') return 'an empty string';
+  if (Array.isArray(value)) return 'an array';
   return typeof value;
 }

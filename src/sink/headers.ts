@@ -22,6 +22,11 @@ export function eventHeaders(event: OutboxEvent, commitLsnText: string): Record<
     ? { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText, created_at: event.createdAt }
     : { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText };
   if (event.headers === NO_HEADERS) return headers;
-  for (const name in event.headers) if (!(name in headers) && name !== HEADER.createdAt) headers[name] = event.headers[name]!;
+  for (const name in event.headers) {
+    if (Object.hasOwn(headers, name) || name === HEADER.createdAt) continue;
+    // Assigning "__proto__" would set the object's prototype and drop the header.
+    if (name === '__proto__') Object.defineProperty(headers, name, { value: event.headers[name], enumerable: true, writable: true, configurable: true });
+    else headers[name] = event.headers[name]!;
+  }
   return headers;
 }

@@ -72,10 +72,17 @@ export class TopicReader {
   }
 }
 
+/**
+ * Header values as text, in an object without a prototype (a header named "__proto__" is kept).
+ * kafkajs's record decoder merges headers into a plain object and takes an inherited member
+ * (Object.prototype.constructor, toString, __proto__ ...) for an earlier header of the same
+ * name, making an array of [that member, the value]: only the header values (Buffers) are kept.
+ */
 function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
-  const result: Record<string, string> = {};
+  const result = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(headers ?? {})) {
-    if (value !== undefined) result[name] = Array.isArray(value) ? value.map(String).join(',') : String(value);
+    if (value === undefined) continue;
+    result[name] = Array.isArray(value) ? value.filter((item: unknown) => Buffer.isBuffer(item) || typeof item === 'string').map(String).join(',') : String(value);
   }
   return result;
 }

@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { useTestOutbox } from './harness/fixture.js';
+import { RelayProcess } from './harness/relay-process.js';
+
+/**
+ * Nothing arrives changed: a payload goes to Kafka as the bytes it was stored as, whatever the
+ * column's type, also when the type changes while the relay streams; header names arrive
+ * whatever they are.
+ */
+describe('payloads and headers arrive as stored', () => {
+  const { outbox, reader } = useTestOutbox({ read: true });
+
+  async function insert(payload: string | Buffer, cast: string, headers: string | null = null): Promise<string> {
+    const eventId = randomUUID();
+    await outbox.pool.query(
+      `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'invoice', 'inv_types', 'invoice.paid', $2::${cast}, $3::jsonb)`,
+      [eventId, payload, headers],
+    );
+    return eventId;
+  }
+
+  async function published(eventId: string): Promise<{ value: Buffer; headers: Record<string, string> }> {
+    await reader.until(`event ${eventId}`, (records) => records.some((record) => record.headers.event_id === eventId));
+    const record = reader.records.find((candidate) => candidate.headers.event_id === eventId)!;
+    return { value: record.value!, headers: record.headers };
+  }
+
+  it('publishes json, text, varchar and bytea payloads byte for byte, across column type changes mid-stream', async () => {
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      const json = '{"invoice_id": "inv_1", "amount_minor": 1250}';
+      const first = await insert(json, 'jsonb');
+      expect((await published(first)).value.toString('utf8')).toBe(json);
+
+      await outbox.pool.query(`ALTER TABLE ${outbox.table} ALTER COLUMN payload TYPE text`);
+      const text = '{"invoice_id":"inv_1"}';
+      const asText = await insert(text, 'text');
+      expect((await published(asText)).value.toString('utf8')).toBe(text);
+
+      await outbox.pool.query(`ALTER TABLE ${outbox.table} ALTER COLUMN payload TYPE varchar(200)`);
+      const asVarchar = await insert('plain text, not JSON: ünïcödé €', 'varchar');
+      expect((await published(asVarchar)).value.toString('utf8')).toBe('plain text, not JSON: ünïcödé €');
+
+      await outbox.pool.query(`ALTER TABLE ${outbox.table} ALTER COLUMN payload TYPE bytea USING convert_to(payload, 'UTF8')`);
+      const bytes = Buffer.from([0x00, 0xff, 0x7b, 0x22, 0x80, 0x0a, 0xc3]);
+      const asBytea = await insert(bytes, 'bytea');
+      expect((await published(asBytea)).value.equals(bytes)).toBe(true);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it("keeps header names that are Object.prototype's properties, __proto__ included", async () => {
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      const headers = '{"constructor": "c", "toString": "t", "valueOf": "v", "hasOwnProperty": "h", "__proto__": "p", "__proto__x": "x"}';
+      const eventId = await insert(Buffer.from('{}'), 'bytea', headers);
+      const received = (await published(eventId)).headers;
+      expect(received).toMatchObject({ constructor: 'c', toString: 't', valueOf: 'v', hasOwnProperty: 'h', __proto__x: 'x' });
+      expect(Object.hasOwn(received, '__proto__') && received.__proto__).toBe('p');
+    } finally {
+      await relay.stop();
+    }
+  });
+});
