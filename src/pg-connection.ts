@@ -16,6 +16,21 @@ const CONNECT_TIMEOUT_MS = 10_000;
 /** SQL the relay sends (slot reads, prune batches, status, setup) finishes well within this. */
 export const QUERY_TIMEOUT_MS = 60_000;
 
+/**
+ * Settings the replication session fixes for itself: it would otherwise inherit the database's
+ * and the role's (ALTER DATABASE ... SET DateStyle = 'SQL, DMY'), and the text Postgres sends
+ * for each column depends on them. With these, a timestamptz is ISO 8601 in UTC (the created_at
+ * header), a float keeps every digit, a bytea is hex (what pg's parser reads), an interval is
+ * in Postgres's default form.
+ */
+export const REPLICATION_SESSION_SETTINGS: Readonly<Record<string, string>> = {
+  DateStyle: 'ISO, MDY',
+  TimeZone: 'UTC',
+  IntervalStyle: 'postgres',
+  extra_float_digits: '3',
+  bytea_output: 'hex',
+};
+
 export interface ConnectionKind {
   /** A replication connection (START_REPLICATION): no query bound. */
   readonly replication?: boolean;
@@ -30,6 +45,11 @@ export function pgConnectionConfig(databaseUrl: string, applicationName: string,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    ...(replication ? { replication: 'database' } : queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
+    ...(replication ? { replication: 'database', options: sessionOptions(REPLICATION_SESSION_SETTINGS) } : queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
   } as pg.ClientConfig;
+}
+
+/** The startup packet's `options`: -c name=value, spaces in values escaped as Postgres reads them. */
+function sessionOptions(settings: Readonly<Record<string, string>>): string {
+  return Object.entries(settings).map(([name, value]) => `-c ${name}=${value.replaceAll(' ', '\\ ')}`).join(' ');
 }

@@ -15,9 +15,9 @@ describe('RelayLifecycle', () => {
     expect(lifecycle.state).toBe('stopped');
   });
 
-  it('refuses an illegal change with a RELAY_STATE error, and stays where it was', () => {
+  it('refuses an illegal change with a INTERNAL error, and stays where it was', () => {
     const lifecycle = new RelayLifecycle(() => undefined);
-    expect(() => lifecycle.transition('draining')).toThrow(expect.objectContaining({ code: 'RELAY_STATE', message: expect.stringContaining('starting -> draining') }));
+    expect(() => lifecycle.transition('draining')).toThrow(expect.objectContaining({ code: 'INTERNAL', message: expect.stringContaining('starting -> draining') }));
     lifecycle.transition('stopped');
     expect(() => lifecycle.transition('starting')).toThrow(/stopped -> starting/);
     expect(lifecycle.state).toBe('stopped');

@@ -34,7 +34,7 @@ export class RelayLifecycle {
 
   transition(to: RelayState): void {
     if (!LEGAL_TRANSITIONS[this.current].includes(to)) {
-      throw new RelayError('RELAY_STATE', `illegal relay state change ${this.current} -> ${to} (a bug: please report it with the log)`);
+      throw new RelayError('INTERNAL', `illegal relay state change ${this.current} -> ${to} (a bug: please report it with the log)`);
     }
     this.current = to;
     this.onChange(to);

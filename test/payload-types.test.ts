@@ -52,6 +52,27 @@ describe('payloads and headers arrive as stored', () => {
     }
   });
 
+  it('sends created_at as ISO 8601 UTC whatever DateStyle and TimeZone the database sets', async () => {
+    const setDatabase = (setting: string, value: string | null) =>
+      outbox.pool.query(value === null ? `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET ${setting}', current_database()); END $$` : `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET ${setting} = %L', current_database(), '${value}'); END $$`);
+    await setDatabase('DateStyle', 'SQL, DMY');
+    await setDatabase('TimeZone', 'Asia/Kolkata');
+    await setDatabase('IntervalStyle', 'sql_standard');
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      const eventId = randomUUID();
+      await outbox.pool.query(
+        `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, created_at) VALUES ($1, 'invoice', 'inv_dates', 'invoice.paid', '{}', '2026-11-30 10:00:00.123456+00')`,
+        [eventId],
+      );
+      expect((await published(eventId)).headers.created_at).toBe('2026-11-30T10:00:00.123Z');
+    } finally {
+      await relay.stop();
+      for (const setting of ['DateStyle', 'TimeZone', 'IntervalStyle']) await setDatabase(setting, null);
+    }
+  });
+
   it("keeps header names that are Object.prototype's properties, __proto__ included", async () => {
     const relay = new RelayProcess(outbox.relayEnv()).start();
     try {

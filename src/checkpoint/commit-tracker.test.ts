@@ -96,6 +96,7 @@ describe('CommitTracker', () => {
   it('refuses more acknowledgements than events', () => {
     const tracker = new CommitTracker(at(0));
     const txn = tracker.begin(at(10), now);
-    expect(() => tracker.acknowledge(txn)).toThrow(/acknowledged more events/);
+    // A broken invariant is a bug, not a lost connection: not retriable, so the relay stops (exit 1) instead of looping.
+    expect(() => tracker.acknowledge(txn)).toThrow(expect.objectContaining({ code: 'INTERNAL', retriable: false, message: expect.stringMatching(/acknowledged more events/) }));
   });
 });

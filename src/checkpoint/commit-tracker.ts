@@ -1,3 +1,4 @@
+import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { formatLsn, maxLsn, type Lsn } from '../lsn.js';
 
@@ -38,7 +39,7 @@ export class CommitTracker {
   }
 
   begin(commitLsn: Lsn, commitTime: Date): TrackedTransaction {
-    if (this.open) throw new Error(`transaction at ${commitLsn} began before the one at ${this.open.commitLsn} committed`);
+    if (this.open) throw new RelayError('INTERNAL', `transaction at ${formatLsn(commitLsn)} began before the one at ${formatLsn(this.open.commitLsn)} committed`);
     const transaction: TrackedTransaction = { commitLsn, commitLsnText: formatLsn(commitLsn), commitTime, outstanding: 0, endLsn: null };
     this.queue.push(transaction);
     this.open = transaction;
@@ -50,13 +51,13 @@ export class CommitTracker {
   }
 
   acknowledge(transaction: TrackedTransaction): void {
-    if (transaction.outstanding <= 0) throw new Error(`acknowledged more events than were sent for ${transaction.commitLsn}`);
+    if (transaction.outstanding <= 0) throw new RelayError('INTERNAL', `acknowledged more events than were sent for the transaction at ${transaction.commitLsnText}`);
     transaction.outstanding -= 1;
     if (transaction.outstanding === 0) this.advance();
   }
 
   commit(transaction: TrackedTransaction, endLsn: Lsn): void {
-    if (this.open !== transaction) throw new Error(`commit for a transaction that is not the open one`);
+    if (this.open !== transaction) throw new RelayError('INTERNAL', `commit for the transaction at ${transaction.commitLsnText}, which is not the open one`);
     transaction.endLsn = endLsn;
     this.open = null;
     this.advance();

@@ -39,6 +39,11 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { ...required, OUTBOX_PRUNE_EVERY: '24d', OUTBOX_PRUNE_RETENTION: '400d' } })).toMatchObject({ pruneEvery: 24 * 86_400_000, pruneRetention: 400 * 86_400_000 });
   });
 
+  it('takes a bare boolean flag as true, and refuses an empty boolean variable instead of switching the feature on', () => {
+    expect(loadConfig({ env: required, flags: { setup: '' } }).setup).toBe(true);
+    expect(() => loadConfig({ env: { ...required, OUTBOX_AUTO_REGISTER: '' } })).toThrow(/OUTBOX_AUTO_REGISTER="" is not true or false/);
+  });
+
   it('refuses contradictory settings', () => {
     expect(() => loadConfig({ env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' } })).toThrow(/OUTBOX_RECONNECT_MIN .* exceeds OUTBOX_RECONNECT_MAX/);
   });

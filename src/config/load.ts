@@ -1,5 +1,6 @@
 import { RelayError } from '../errors.js';
 import { flagName, OPTIONS, type OptionKey, type RelayConfig } from './options.js';
+import * as p from './parsers.js';
 
 export interface ConfigSources {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -19,7 +20,9 @@ export function loadConfig(sources: ConfigSources, only?: readonly OptionKey[]):
   for (const key of keys) {
     const spec = OPTIONS[key];
     const flag = flagName(key);
-    const fromFlag = sources.flags?.[flag.slice(2)];
+    const given = sources.flags?.[flag.slice(2)];
+    // A boolean flag given bare (`--setup`) means true; an empty variable means nothing.
+    const fromFlag = given === '' && spec.parser === p.boolean ? 'true' : given;
     const raw = fromFlag ?? sources.env[spec.env] ?? spec.default;
     const origin = fromFlag !== undefined ? flag : spec.env;
     if (raw === undefined) {

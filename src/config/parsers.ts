@@ -45,7 +45,7 @@ export function oneOf<const T extends string>(...choices: T[]): Parser<T> {
 export const boolean: Parser<boolean> = {
   expected: 'true or false',
   parse: (raw) => {
-    if (['true', '1', 'yes', 'on', ''].includes(raw.toLowerCase())) return true;
+    if (['true', '1', 'yes', 'on'].includes(raw.toLowerCase())) return true;
     if (['false', '0', 'no', 'off'].includes(raw.toLowerCase())) return false;
     throw new Error('is not true or false');
   },
