@@ -12,10 +12,12 @@ import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
-import { createKafkaProducer, producerOptions } from './sink/kafka-client.js';
+import { createKafkaProducer, producerOptions, type KafkaProducerOptions } from './sink/kafka-client.js';
+import type { RecordProducer } from './sink/producer.js';
 import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
-import { ReplicationStream } from './source/replication-stream.js';
+import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
+import type { SourceStream } from './source/source.js';
 import { finishesWithin, sleep } from './time.js';
 
 export interface RelayDependencies {
@@ -23,6 +25,10 @@ export interface RelayDependencies {
   readonly logger: Logger;
   readonly metrics: RelayMetrics;
   readonly encoder: PayloadEncoder;
+  /** Opens a replication session (default: on Postgres). */
+  readonly openSource?: (options: ReplicationStreamOptions) => SourceStream;
+  /** Makes a session's producer (default: kafkajs). */
+  readonly openProducer?: (options: KafkaProducerOptions) => RecordProducer;
 }
 
 type SessionOutcome = 'drained' | 'drain-timed-out' | 'standby';
@@ -119,7 +125,9 @@ export class Relay {
 
   private async session(signal: AbortSignal): Promise<SessionOutcome> {
     const { config, logger, metrics, encoder } = this.deps;
-    const stream = new ReplicationStream({
+    const openSource = this.deps.openSource ?? ((options) => new ReplicationStream(options));
+    const openProducer = this.deps.openProducer ?? createKafkaProducer;
+    const stream = openSource({
       connectionString: config.databaseUrl,
       slot: config.slot,
       publication: config.publication,
@@ -152,7 +160,7 @@ export class Relay {
       const sinkLogger = logger.child({ stage: 'sink' });
       sink = new KafkaSink({
         ...sinkOptions(config),
-        producer: createKafkaProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) }),
+        producer: openProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) }),
         logger: sinkLogger,
         onAcknowledged: (batch) => {
           sessionCheckpointer.acknowledged(batch);
@@ -225,7 +233,7 @@ export class Relay {
     metrics.produceRequests.inc();
   }
 
-  private reportProgress(stream: ReplicationStream, checkpointer: Checkpointer, sink: KafkaSink | null): void {
+  private reportProgress(stream: SourceStream, checkpointer: Checkpointer, sink: KafkaSink | null): void {
     const { metrics } = this.deps;
     const oldest = checkpointer.oldestUnconfirmedCommitTime;
     this.progress.observe(checkpointer.confirmed, oldest !== null, stream.silentForMs);

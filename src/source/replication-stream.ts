@@ -8,6 +8,7 @@ import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
 import { pgConnectionConfig } from '../pg-connection.js';
 import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
+import type { SourceStream } from './source.js';
 import { PgoutputDecoder, type PgoutputDecoderOptions } from './pgoutput.js';
 
 /** The part of pg's Connection that a replication client needs; pg does not type it. */
@@ -47,7 +48,7 @@ const UNDEFINED_OBJECT = '42704';
  * SourceMessages in commit order. It never acknowledges anything by itself: the only way a
  * position reaches Postgres is `sendStatus(lsn)`, and the wire carries exactly that lsn.
  */
-export class ReplicationStream {
+export class ReplicationStream implements SourceStream {
   private readonly client: pg.Client;
   private readonly decoder: PgoutputDecoder;
   private readonly messagesReceived = new Fifo<SourceMessage>();
