@@ -15,6 +15,7 @@
 #   status           what runs; exit 0 if all services are up, 3 otherwise
 #   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, KAFKA_CLUSTER_BROKERS, OUTBOX_STACK_DIR
 #   fetch [svc...]   only download (e.g. to warm a CI cache)
+#   consume TOPIC    print the topic's records from the beginning (key, headers, value) for 10 s
 #
 # Environment:
 #   OUTBOX_STACK_DIR   state dir (default <repo>/.stack); logs in $OUTBOX_STACK_DIR/logs
@@ -221,6 +222,15 @@ cmd_env() {
   env_lines | sed "s/^/$prefix/"
 }
 
+cmd_consume() {
+  [ $# -eq 1 ] || die "usage: scripts/stack.sh consume TOPIC"
+  svc_running kafka || die "kafka is not running (scripts/stack.sh up kafka)"
+  "$(kafka_java)" -Dlog4j2.configurationFile="$(kafka_dir)/log4j2-tools.properties" -cp "$KAFKA_HOME/libs/*" \
+    org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "127.0.0.1:$(svc_port kafka)" --topic "$1" \
+    --from-beginning --timeout-ms 10000 --formatter-property print.key=true --formatter-property print.headers=true \
+    --formatter-property key.separator=' | ' --formatter-property headers.separator=' ' 2>/dev/null || true
+}
+
 cmd_fetch() {
   local svcs s
   mapfile -t svcs < <(services_or_all "$@")
@@ -239,6 +249,7 @@ main() {
     status) cmd_status ;;
     env)    cmd_env "$@" ;;
     fetch)  cmd_fetch "$@" ;;
+    consume) cmd_consume "$@" ;;
     -h|--help|help|"") usage ;;
     *) usage >&2; die "unknown command '$cmd'" ;;
   esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // First: the relay's kafkajs replacements go in before anything loads kafkajs (see the module).
 import './sink/kafkajs-patches.js';
+import { createRequire } from 'node:module';
 import { dropSlotCommand } from './commands/drop-slot.js';
 import { EXIT, type Command } from './commands/command.js';
 import { pruneCommand } from './commands/prune.js';
@@ -26,6 +27,10 @@ async function main(argv: readonly string[]): Promise<number> {
   const [first, ...rest] = argv;
   // Two-word commands (`schemas check`).
   const command = first !== undefined && rest[0] !== undefined && `${first} ${rest[0]}` in COMMANDS ? `${first} ${rest.shift()}` : first;
+  if (command === '--version' || command === 'version') {
+    process.stdout.write(`outbox-relay ${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`);
+    return EXIT.ok;
+  }
   if (command === undefined || command === '--help' || command === 'help') {
     process.stdout.write(usage());
     return command === undefined ? EXIT.usage : EXIT.ok;
@@ -72,6 +77,9 @@ function checkFlags(command: string, spec: Command, flags: Record<string, string
   const unknown = Object.keys(flags).filter((name) => !known.has(name));
   if (unknown.length > 0) {
     throw new RelayError('CONFIG_INVALID', `unknown option ${unknown.map((name) => `--${name}`).join(', ')} for \`${command}\`; see \`outbox-relay ${command} --help\``);
+  }
+  for (const name of spec.switches ?? []) {
+    if (flags[name] !== undefined && flags[name] !== '') throw new RelayError('CONFIG_INVALID', `--${name} takes no value (got "${flags[name]}"); see \`outbox-relay ${command} --help\``);
   }
 }
 

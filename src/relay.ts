@@ -33,6 +33,8 @@ export interface RelayDependencies {
 
 type SessionOutcome = 'drained' | 'drain-timed-out' | 'standby';
 
+const PROGRESS_LOG_INTERVAL_MS = 60_000;
+
 /** Messages the source may buffer before pausing the socket: about one batch. */
 const SOURCE_HIGH_WATER_MESSAGES = 2_000;
 
@@ -44,6 +46,8 @@ const SOURCE_HIGH_WATER_MESSAGES = 2_000;
 export class Relay {
   private readonly lifecycle: RelayLifecycle;
   private readonly progress = new ProgressWatch();
+  /** Events (dead letters included) Kafka acknowledged since the relay started. */
+  private publishedEvents = 0;
   private readonly router: TopicRouter;
   private readonly decoder: RowDecoder;
 
@@ -139,6 +143,7 @@ export class Relay {
     let sink: KafkaSink | null = null;
     let checkpointer: Checkpointer | null = null;
     let metricsTimer: NodeJS.Timeout | undefined;
+    let progressLogTimer: NodeJS.Timeout | undefined;
     let closed = false;
     const stopReading = () => stream.stopReading();
     try {
@@ -177,6 +182,7 @@ export class Relay {
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();
       metricsTimer = setInterval(() => this.reportProgress(stream, sessionCheckpointer, sink), config.statusInterval);
+      progressLogTimer = this.logProgressEvery(PROGRESS_LOG_INTERVAL_MS, sessionCheckpointer, sink);
       signal.addEventListener('abort', stopReading, { once: true });
       if (signal.aborted) stream.stopReading();
 
@@ -203,6 +209,7 @@ export class Relay {
       return drained && confirmedToPostgres ? 'drained' : 'drain-timed-out';
     } finally {
       clearInterval(metricsTimer);
+      clearInterval(progressLogTimer);
       signal.removeEventListener('abort', stopReading);
       if (!closed) {
         // Whatever ended the session, what Kafka acknowledged is confirmed before closing.
@@ -213,10 +220,28 @@ export class Relay {
     }
   }
 
+  /** One info line a minute while streaming: an operator reading the log sees it flow (or not). */
+  private logProgressEvery(intervalMs: number, checkpointer: Checkpointer, sink: KafkaSink): NodeJS.Timeout {
+    let publishedBefore = this.publishedEvents;
+    return setInterval(() => {
+      const published = this.publishedEvents - publishedBefore;
+      publishedBefore = this.publishedEvents;
+      const oldest = checkpointer.oldestUnconfirmedCommitTime;
+      this.deps.logger.info({
+        eventsPerSecond: Math.round(published / (intervalMs / 1000)),
+        published,
+        unacknowledged: sink.buffered,
+        lagSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.getTime()) / 1000)) : 0,
+        confirmed: formatLsn(checkpointer.confirmed),
+      }, 'streaming');
+    }, intervalMs);
+  }
+
   /** Counts what Kafka acknowledged, for the metrics. */
   private countPublished(batch: readonly OutgoingMessage[]): void {
     const { metrics } = this.deps;
     const now = Date.now();
+    this.publishedEvents += batch.length;
     // topic -> event type -> events: counted here, then one increment per series.
     const published = new Map<string, Map<string, number>>();
     let bytes = 0;

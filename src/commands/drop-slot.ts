@@ -7,6 +7,7 @@ export const dropSlotCommand: Command = {
   summary: 'Drop the replication slot (releases the WAL it holds; events after its position are then never streamed).',
   options: DATABASE_OPTIONS,
   args: { yes: 'confirm: you accept that unconfirmed events must be replayed with `outbox-relay replay`' },
+  switches: ['yes'],
   action: async (flags) => {
     const config = loadConfig({ env: process.env, flags }, DATABASE_OPTIONS);
     if (!('yes' in flags)) {

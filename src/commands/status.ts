@@ -9,6 +9,7 @@ export const statusCommand: Command = {
   summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters (KAFKA_BROKERS optional).',
   options: [...OPTIONS, 'kafkaBrokers'],
   args: { json: 'print JSON instead of a table' },
+  switches: ['json'],
   action: async (flags) => {
     const config = loadConfig({ env: process.env, flags }, OPTIONS);
     // Kafka is optional here: status must work when the broker is the thing that is down.

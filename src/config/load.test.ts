@@ -27,7 +27,7 @@ describe('loadConfig', () => {
       message = (error as Error).message;
     }
     expect(message).toMatch(/DATABASE_URL \(or --database-url\) is required/);
-    expect(message).toMatch(/OUTBOX_ON_POISON="ignore" is not one of dead-letter \| fail/);
+    expect(message).toMatch(/OUTBOX_ON_POISON="ignore" is not an allowed value; expected one of dead-letter \| fail\./);
     expect(message).toMatch(/OUTBOX_STATUS_INTERVAL="soon" is not a duration; expected a duration such as 500ms/);
     expect(message).toMatch(/OUTBOX_SLOT="my-slot" is not a plain SQL identifier/);
   });

@@ -36,7 +36,7 @@ export function oneOf<const T extends string>(...choices: T[]): Parser<T> {
   return {
     expected: `one of ${choices.join(' | ')}`,
     parse: (raw) => {
-      if (!(choices as string[]).includes(raw)) throw new Error(`is not one of ${choices.join(' | ')}`);
+      if (!(choices as string[]).includes(raw)) throw new Error('is not an allowed value');
       return raw as T;
     },
   };

@@ -41,11 +41,17 @@ describe('operator CLI', () => {
   it('fails at start on bad configuration, naming the variable and what was expected', async () => {
     const result = await cli(['run'], outbox.relayEnv({ OUTBOX_ON_POISON: 'ignore', OUTBOX_BATCH_MAX_EVENTS: 'lots' }));
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/OUTBOX_ON_POISON="ignore" is not one of dead-letter \| fail/);
+    expect(result.stderr).toMatch(/OUTBOX_ON_POISON="ignore" is not an allowed value; expected one of dead-letter \| fail\./);
     expect(result.stderr).toMatch(/OUTBOX_BATCH_MAX_EVENTS="lots" is not an integer/);
     const typo = await cli(['status', '--jsno'], outbox.relayEnv());
     expect(typo.code).toBe(2);
     expect(typo.stderr).toMatch(/unknown option --jsno/);
+    const stray = await cli(['status', '--json', 'extra'], outbox.relayEnv());
+    expect(stray.code).toBe(2);
+    expect(stray.stderr).toMatch(/--json takes no value \(got "extra"\)/);
+    const version = await cli(['--version'], {});
+    expect(version.code).toBe(0);
+    expect(version.stdout).toMatch(/^outbox-relay \d+\.\d+\.\d+\n$/);
   });
 
   it('status --json matches what Postgres says', async () => {
