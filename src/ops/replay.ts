@@ -5,6 +5,7 @@ import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
 import type { RelayConfig } from '../config/options.js';
+import { columnParsersFor } from '../decode/column-parsers.js';
 import { rowDecoderFor } from '../decode/row-decoder.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { RelayError } from '../errors.js';
@@ -14,6 +15,7 @@ import { Pipeline, pipelineOptions } from '../pipeline.js';
 import { createKafkaProducer, producerOptions } from '../sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from '../sink/kafka-sink.js';
 import { compileTopicTemplate } from '../sink/topic-router.js';
+import type { ColumnParserFor } from '../source/pgoutput.js';
 
 export interface ReplayFilter {
   readonly since?: Date;
@@ -55,7 +57,9 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
     metrics: createRelayMetrics(new Registry()),
     logger: logger.child({ stage: 'replay' }),
   });
-  const client = new pg.Client(pgConnectionConfig(config.databaseUrl, 'outbox-relay-replay'));
+  // Every column as Postgres's text, then parsed as the stream parses it (columnParsersFor):
+  // a replayed record carries the same bytes as the streamed one (a jsonb payload as its text).
+  const client = new pg.Client({ ...pgConnectionConfig(config.databaseUrl, 'outbox-relay-replay'), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig);
   await client.connect();
   await sink.start();
   let published = 0;
@@ -77,6 +81,7 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
 
 /** Keyset pagination in (created_at, event_id) order: stable under concurrent inserts. */
 async function* pages(client: pg.Client, config: RelayConfig, filter: ReplayFilter): AsyncGenerator<Record<string, unknown>[]> {
+  const parserFor = columnParsersFor(config);
   const table = `${pg.escapeIdentifier(config.table.schema)}.${pg.escapeIdentifier(config.table.name)}`;
   const createdAt = pg.escapeIdentifier(config.columnCreatedAt);
   const eventId = pg.escapeIdentifier(config.columnEventId);
@@ -98,15 +103,27 @@ async function* pages(client: pg.Client, config: RelayConfig, filter: ReplayFilt
       page.push(after[0], after[1]);
       where = `${where ? `${where} AND ` : ''}(${createdAt}, ${eventId}) > ($${page.length - 1}::timestamptz, $${page.length})`;
     }
-    const { rows } = await client.query<Record<string, unknown>>(
+    const { rows: texts, fields } = await client.query<Record<string, string | null>>(
       // The cursor keeps created_at as text: a JS Date would drop the microseconds.
       `SELECT *, ${createdAt}::text AS ${CURSOR} FROM ${table} ${where ? `WHERE ${where}` : ''} ORDER BY ${createdAt}, ${eventId} LIMIT ${PAGE_ROWS}`,
       page,
     );
+    const rows = texts.map((row) => parseRow(row, fields, parserFor));
     if (rows.length === 0) return;
     const last = rows[rows.length - 1]!;
     after = [last[CURSOR], last[config.columnEventId]];
     yield rows.map(({ [CURSOR]: _cursor, ...row }) => row);
     if (rows.length < PAGE_ROWS) return;
   }
+}
+
+/** A row of column texts, each parsed as the replication stream parses that column. */
+function parseRow(row: Record<string, string | null>, fields: readonly pg.FieldDef[], parserFor: ColumnParserFor): Record<string, unknown> {
+  const parsed: Record<string, unknown> = {};
+  for (const { name, dataTypeID } of fields) {
+    const text = row[name];
+    const parse = parserFor({ name, typeOid: dataTypeID }) ?? (pg.types.getTypeParser(dataTypeID) as (value: string) => unknown);
+    parsed[name] = text === null || text === undefined ? null : parse(text);
+  }
+  return parsed;
 }

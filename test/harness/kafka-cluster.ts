@@ -34,6 +34,27 @@ export class KafkaCluster {
     const line = stdout.split('\n').find((entry) => entry.startsWith('KAFKA_CLUSTER_BROKERS='));
     if (!line) throw new Error('scripts/stack.sh env did not print KAFKA_CLUSTER_BROKERS');
     this.brokers = line.slice(line.indexOf('=') + 1);
+    await this.untilAllBrokersServe();
+  }
+
+  /**
+   * A broker answers as soon as it started, before the controller counts it in: topics with
+   * three replicas can be created only once all three are registered and unfenced.
+   */
+  async untilAllBrokersServe(timeoutMs = 60_000): Promise<void> {
+    const admin = kafkaClient(this.brokers).admin();
+    await admin.connect();
+    try {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const { brokers } = await admin.describeCluster();
+        if (brokers.length === 3) return;
+        if (Date.now() > deadline) throw new Error(`the cluster has ${brokers.length} of 3 brokers after ${timeoutMs}ms; see .stack/logs/broker*.log`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    } finally {
+      await admin.disconnect();
+    }
   }
 
   async stop(): Promise<void> {

@@ -91,6 +91,9 @@ describe('operator CLI', () => {
       const replayed = reader.records.filter((record) => record.headers.outbox_commit_lsn === '0/0');
       expect(replayed.map((record) => record.headers.event_id).sort()).toEqual([...chosen].sort());
       expect(replayed.every((record) => record.key === 'inv_replay')).toBe(true);
+      // The same bytes as the streamed record: a replay re-reads the row, it does not re-encode it.
+      const streamed = (eventId: string) => reader.records.find((record) => record.headers.event_id === eventId && record.headers.outbox_commit_lsn !== '0/0')!;
+      for (const record of replayed) expect(record.value!.equals(streamed(record.headers.event_id!).value!)).toBe(true);
       const refused = await cli(['replay'], outbox.relayEnv());
       expect(refused.code).toBe(2);
       expect(refused.stderr).toMatch(/needs at least one of --since/);

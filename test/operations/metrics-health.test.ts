@@ -26,14 +26,16 @@ describe('metrics and health endpoints of a running relay', () => {
     await outbox.destroy();
   });
 
-  it('reports active and standby as ready, and answers /healthz', async () => {
-    expect(await get(port, '/healthz')).toEqual({ status: 200, body: 'ok\n' });
+  it('reports active and standby as ready and live', async () => {
+    expect(await get(port, '/healthz')).toEqual({ status: 200, body: 'active\n' });
     expect(await get(port, '/readyz')).toEqual({ status: 200, body: 'active\n' });
     const standbyPort = await freePort();
     const standby = new RelayProcess(outbox.relayEnv({ OUTBOX_HTTP_PORT: String(standbyPort) })).start();
     try {
       await standby.waitForLog(/^standby/);
       expect(await get(standbyPort, '/readyz')).toEqual({ status: 200, body: 'standby\n' });
+      // A standby has no work of its own: never stalled, so never restarted for it.
+      expect(await get(standbyPort, '/healthz')).toEqual({ status: 200, body: 'standby\n' });
       expect(metric((await get(standbyPort, '/metrics')).body, 'outbox_relay_state', 'state="standby"')).toBe(1);
     } finally {
       await standby.stop();
