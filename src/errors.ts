@@ -29,6 +29,7 @@ export const ERROR_CODES = {
   SINK_PUBLISH: { retriable: true, poison: false },
   SINK_CLIENT: { retriable: false, poison: false },
   SINK_TOO_LARGE: { retriable: false, poison: true },
+  SINK_TOPIC_MISSING: { retriable: false, poison: true },
   /** A broken invariant of the relay's own: a bug. The process stops (exit 1) instead of looping. */
   INTERNAL: { retriable: false, poison: false },
 } as const satisfies Record<string, { readonly retriable: boolean; readonly poison: boolean }>;

@@ -43,6 +43,8 @@ export interface PipelineStages {
   readonly tracker: CommitTracker;
   readonly decoder: RowDecoder;
   readonly router: TopicRouter;
+  /** The largest record each topic takes (and whether it exists). */
+  readonly topics: { recordLimit(topic: string): number | Promise<number> };
   readonly encoder: PayloadEncoder;
   readonly sink: EventSink;
   readonly metrics: RelayMetrics;
@@ -107,25 +109,26 @@ export class Pipeline {
 
   /** Row -> record, or the dead letter that stands for it. Synchronous unless the encoder waits. */
   private build(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): OutgoingMessage | Promise<OutgoingMessage> {
-    const { decoder, router, encoder } = this.stages;
+    const { decoder, router, encoder, topics } = this.stages;
     try {
       const event = decoder.decode(row);
       const topic = router(event);
+      const limit = topics.recordLimit(topic);
       const value = encoder.encode(event, topic);
       const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
-      if (!(value instanceof Promise) && !(key instanceof Promise)) return this.assemble(event, topic, key, value, transaction);
-      return Promise.all([key, value]).then(
-        ([readyKey, readyValue]) => this.assemble(event, topic, readyKey, readyValue, transaction),
+      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(event, topic, key, value, limit, transaction);
+      return Promise.all([key, value, limit]).then(
+        ([readyKey, readyValue, readyLimit]) => this.assemble(event, topic, readyKey, readyValue, readyLimit, transaction),
       ).catch((error: unknown) => this.poisonOrThrow(row, transaction, error));
     } catch (error) {
       return this.poisonOrThrow(row, transaction, error);
     }
   }
 
-  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, transaction: TrackedTransaction): OutgoingMessage {
+  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction): OutgoingMessage {
     const headers = eventHeaders(event, transaction.commitLsnText);
     const size = recordSize(key, value, headers);
-    this.checkSize(size);
+    this.checkSize(size, limit, topic);
     return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false };
   }
 
@@ -161,10 +164,14 @@ export class Pipeline {
     });
   }
 
-  /** A record the broker would refuse would fail its batch on every retry: stop it here instead. */
-  private checkSize(size: number): void {
-    if (size > this.options.maxMessageBytes - RECORD_BATCH_OVERHEAD) {
-      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes exceeds OUTBOX_MAX_MESSAGE_BYTES (${this.options.maxMessageBytes}); raise both it and the topic's max.message.bytes, then replay the event`);
+  /**
+   * A record the broker would refuse would fail its batch on every retry: stop it here instead.
+   * `limit` is the smaller of OUTBOX_MAX_MESSAGE_BYTES and the topic's max.message.bytes.
+   */
+  private checkSize(size: number, limit: number, topic: string): void {
+    if (size > limit - RECORD_BATCH_OVERHEAD) {
+      const bound = limit < this.options.maxMessageBytes ? `topic ${topic}'s max.message.bytes (${limit})` : `OUTBOX_MAX_MESSAGE_BYTES (${limit})`;
+      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes for topic ${topic} exceeds ${bound}; raise it (and the other bound if needed), then replay the event`, { details: { topic, size, limit } });
     }
   }
 

@@ -8,7 +8,7 @@ import type { OutgoingMessage } from './event.js';
 import type { Lsn } from './lsn.js';
 import { createRelayMetrics } from './observe/metrics.js';
 import { Relay } from './relay.js';
-import type { RecordProducer, TopicDurability } from './sink/producer.js';
+import type { RecordProducer, TopicDescription } from './sink/producer.js';
 import type { SourceMessage } from './source/messages.js';
 import type { SourceStream } from './source/source.js';
 
@@ -79,8 +79,8 @@ class FakeProducer implements RecordProducer {
   failWith: RelayError | null = null;
   async connect(): Promise<void> {}
   async disconnect(): Promise<void> {}
-  async topicDurability(): Promise<TopicDurability> {
-    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false };
+  async describeTopic(): Promise<TopicDescription> {
+    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588 };
   }
   async produce(messages: readonly OutgoingMessage[]): Promise<void> {
     if (this.failWith) throw this.failWith;

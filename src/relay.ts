@@ -15,6 +15,7 @@ import { Pipeline, pipelineOptions } from './pipeline.js';
 import { createKafkaProducer, producerOptions, type KafkaProducerOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
 import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
+import { TopicCatalog } from './sink/topic-catalog.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
 import type { SourceStream } from './source/source.js';
@@ -163,12 +164,15 @@ export class Relay {
       const sessionCheckpointer = new Checkpointer(tracker, stream, config.statusInterval);
       checkpointer = sessionCheckpointer;
       const sinkLogger = logger.child({ stage: 'sink' });
+      const producer = openProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
+      const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics, logger: sinkLogger });
       sink = new KafkaSink({
         ...sinkOptions(config),
-        producer: openProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) }),
+        producer,
         logger: sinkLogger,
         onAcknowledged: (batch) => {
           sessionCheckpointer.acknowledged(batch);
+          topics.acknowledged(batch);
           this.countPublished(batch);
         },
         onFailure: (error) => stream.abort(error),
@@ -176,7 +180,7 @@ export class Relay {
       await sink.start();
       const pipeline = new Pipeline(
         pipelineOptions(config),
-        { checkpointer: sessionCheckpointer, tracker, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
+        { checkpointer: sessionCheckpointer, tracker, topics, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
       );
       this.lifecycle.transition('active');
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');

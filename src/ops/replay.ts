@@ -14,6 +14,7 @@ import { createRelayMetrics } from '../observe/metrics.js';
 import { Pipeline, pipelineOptions } from '../pipeline.js';
 import { createKafkaProducer, producerOptions } from '../sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from '../sink/kafka-sink.js';
+import { TopicCatalog } from '../sink/topic-catalog.js';
 import { compileTopicTemplate } from '../sink/topic-router.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 
@@ -41,15 +42,21 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
   const tracker = new CommitTracker(ZERO_LSN);
   const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
+  const producer = createKafkaProducer({ ...producerOptions(config), clientId: `${config.kafkaClientId}-replay`, logger: sinkLogger });
+  const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics, logger: sinkLogger });
   const sink = new KafkaSink({
     ...sinkOptions(config),
-    producer: createKafkaProducer({ ...producerOptions(config), clientId: `${config.kafkaClientId}-replay`, logger: sinkLogger }),
+    producer,
     logger: sinkLogger,
-    onAcknowledged: (batch) => checkpointer.acknowledged(batch),
+    onAcknowledged: (batch) => {
+      checkpointer.acknowledged(batch);
+      topics.acknowledged(batch);
+    },
   });
   const pipeline = new Pipeline(pipelineOptions(config), {
     checkpointer,
     tracker,
+    topics,
     decoder: rowDecoderFor(config),
     router: compileTopicTemplate(config.topicTemplate),
     encoder,

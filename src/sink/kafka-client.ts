@@ -7,7 +7,7 @@ import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
 import { partitionForKey } from './partitioner.js';
-import type { ProducerEvents, RecordProducer, TopicDurability } from './producer.js';
+import type { ProducerEvents, RecordProducer, TopicDescription } from './producer.js';
 import { finishesWithin } from '../time.js';
 
 /**
@@ -17,8 +17,8 @@ import { finishesWithin } from '../time.js';
  */
 
 /** The producer options that come from the relay's configuration. */
-export function producerOptions(config: RelayConfig): Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder'> {
-  return { brokers: config.kafkaBrokers, clientId: config.kafkaClientId, fastEncoder: config.kafkaFastEncoder };
+export function producerOptions(config: RelayConfig): Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics'> {
+  return { brokers: config.kafkaBrokers, clientId: config.kafkaClientId, fastEncoder: config.kafkaFastEncoder, autoCreateTopics: config.kafkaAutoCreateTopics };
 }
 
 export interface KafkaProducerOptions extends ProducerEvents {
@@ -26,12 +26,15 @@ export interface KafkaProducerOptions extends ProducerEvents {
   readonly clientId: string;
   /** The relay's Produce request encoder (true) or kafkajs's own. */
   readonly fastEncoder: boolean;
+  /** Let the broker create a topic at its first record (if the broker allows it). */
+  readonly autoCreateTopics: boolean;
   readonly logger: Logger;
 }
 
 /** Each send waits this long for acks=all before the request counts as failed and is retried. */
 const PRODUCE_TIMEOUT_MS = 30_000;
 const DISCONNECT_TIMEOUT_MS = 5_000;
+const KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
 
 /**
  * A kafkajs producer with the relay's replacements (checked here: SINK_CLIENT if not in place),
@@ -59,7 +62,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     // to the new one within 2 s of the metadata naming it.
     retry: { initialRetryTime: 200, retries: 14, maxRetryTime: 2_000 },
   });
-  const producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+  const producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: options.autoCreateTopics });
   const admin = kafka.admin();
   let adminConnected: Promise<void> | null = null;
 
@@ -82,18 +85,24 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       }
     },
 
-    async topicDurability(topic): Promise<TopicDurability> {
+    async describeTopic(topic): Promise<TopicDescription | null> {
       adminConnected ??= admin.connect();
       await adminConnected;
-      const [metadata, configs] = await Promise.all([
-        admin.fetchTopicMetadata({ topics: [topic] }),
-        admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable'] }] }),
-      ]);
+      let metadata;
+      try {
+        metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+      } catch (error) {
+        if (kafkaErrorName(error) === 'UNKNOWN_TOPIC_OR_PARTITION') return null;
+        throw error;
+      }
+      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes'] }] });
       const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
       return {
         replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
         minInsyncReplicas: Number(entries.get('min.insync.replicas') ?? 1),
         uncleanLeaderElection: entries.get('unclean.leader.election.enable') === 'true',
+        // Kafka's default when a topic does not say (1 MB minus the batch overhead it allows for).
+        maxMessageBytes: Number(entries.get('max.message.bytes') ?? KAFKA_DEFAULT_MAX_MESSAGE_BYTES),
       };
     },
 

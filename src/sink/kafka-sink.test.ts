@@ -4,7 +4,7 @@ import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { KafkaSink, type KafkaSinkOptions } from './kafka-sink.js';
-import type { RecordProducer, TopicDurability } from './producer.js';
+import type { RecordProducer, TopicDescription } from './producer.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 /** A producer at the sink's port: records each request and settles it when the test says. */
@@ -14,8 +14,8 @@ class FakeProducer implements RecordProducer {
 
   async connect(): Promise<void> {}
   async disconnect(): Promise<void> {}
-  async topicDurability(_topic: string): Promise<TopicDurability> {
-    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false };
+  async describeTopic(): Promise<TopicDescription> {
+    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588 };
   }
 
   produce(messages: readonly OutgoingMessage[]): Promise<void> {
@@ -134,21 +134,5 @@ describe('KafkaSink', () => {
     expect(failures).toEqual([error]);
     expect(acknowledged).toEqual([]);
     expect(producer.requests).toHaveLength(1);
-  });
-
-  it("checks a topic's replication settings once, after its first acknowledged batch", async () => {
-    const { sink, producer } = sinkWith({ lingerMs: 0 });
-    const describe = vi.spyOn(producer, 'topicDurability');
-    sink.send(message(1));
-    await settle();
-    expect(describe).not.toHaveBeenCalled();
-    producer.acknowledgeNext();
-    await settle();
-    sink.send(message(2));
-    sink.send(message(3, 100, 'billing.refund'));
-    await settle();
-    producer.acknowledgeNext();
-    await settle();
-    expect(describe.mock.calls.map(([topic]) => topic)).toEqual(['billing.invoice', 'billing.refund']);
   });
 });

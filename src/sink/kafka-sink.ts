@@ -5,7 +5,6 @@ import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
 import type { RecordProducer } from './producer.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
-import { TopicDurabilityCheck } from './topic-durability.js';
 
 /** Where the pipeline hands records: what Pipeline and replay depend on. */
 export interface EventSink {
@@ -58,16 +57,13 @@ export interface KafkaSinkOptions {
  */
 export class KafkaSink implements EventSink {
   private readonly queue = new Fifo<OutgoingMessage>();
-  private readonly durability: TopicDurabilityCheck;
   private inFlight: readonly OutgoingMessage[] = [];
   private failure: RelayError | null = null;
   /** Cancels the scheduled pump; null when none is scheduled. */
   private cancelPump: (() => void) | null = null;
   private waiters: (() => void)[] = [];
 
-  constructor(private readonly options: KafkaSinkOptions) {
-    this.durability = new TopicDurabilityCheck((topic) => options.producer.topicDurability(topic), options.logger);
-  }
+  constructor(private readonly options: KafkaSinkOptions) {}
 
   async start(): Promise<void> {
     await this.options.producer.connect();
@@ -127,8 +123,6 @@ export class KafkaSink implements EventSink {
     this.options.producer.produce(batch).then(
       () => {
         this.inFlight = [];
-        // Checked once each topic exists (a first batch may have created it).
-        this.durability.checkNew(new Set(batch.map((message) => message.topic)));
         this.options.onAcknowledged(batch);
         this.pump();
         this.notify();

@@ -7,6 +7,12 @@ export interface TopicDurability {
   readonly uncleanLeaderElection: boolean;
 }
 
+/** A topic's settings as the broker has them. */
+export interface TopicDescription extends TopicDurability {
+  /** The largest record batch the topic accepts (max.message.bytes). */
+  readonly maxMessageBytes: number;
+}
+
 /**
  * The Kafka producer as the sink sees it: one request's worth of messages at a time, resolved
  * only when Kafka acknowledged every one of them (acks=all). kafka-client.ts implements it on
@@ -16,8 +22,8 @@ export interface RecordProducer {
   connect(): Promise<void>;
   /** Resolves once Kafka acknowledged all of `messages`; rejects with a RelayError (SINK_PUBLISH) after the client's own retries. */
   produce(messages: readonly OutgoingMessage[]): Promise<void>;
-  /** A topic's replication settings, for the durability check. */
-  topicDurability(topic: string): Promise<TopicDurability>;
+  /** A topic's settings, or null if it does not exist. */
+  describeTopic(topic: string): Promise<TopicDescription | null>;
   disconnect(): Promise<void>;
 }
 

@@ -1,4 +1,3 @@
-import type { Logger } from 'pino';
 import type { TopicDurability } from './producer.js';
 
 /**
@@ -16,35 +15,4 @@ export function durabilityProblems({ replicationFactor, minInsyncReplicas, uncle
   }
   if (uncleanLeaderElection) problems.push('unclean.leader.election.enable=true lets a replica that missed acknowledged records become leader and drop them');
   return problems;
-}
-
-/**
- * Checks each topic once, after the first batch Kafka acknowledged on it (topics come from the
- * events, so they are not known at start, and a first batch may create one), and warns about
- * settings that allow loss. Never blocks or fails the stream: a relay without permission to
- * describe configs says so once and goes on.
- */
-export class TopicDurabilityCheck {
-  private readonly checked = new Set<string>();
-
-  constructor(
-    private readonly describe: (topic: string) => Promise<TopicDurability>,
-    private readonly logger: Logger,
-  ) {}
-
-  /** Starts the check of topics not seen before, in the background. */
-  checkNew(topics: Iterable<string>): void {
-    for (const topic of topics) {
-      if (this.checked.has(topic)) continue;
-      this.checked.add(topic);
-      this.describe(topic).then(
-        (durability) => {
-          const problems = durabilityProblems(durability);
-          if (problems.length > 0) this.logger.warn({ topic, ...durability, problems }, `topic ${topic} can lose acknowledged events or stall: ${problems.join('; ')}`);
-          else this.logger.info({ topic, ...durability }, `topic ${topic}: replication settings keep acknowledged events`);
-        },
-        (error: unknown) => this.logger.warn({ topic, err: (error as Error).message }, "could not read the topic's replication settings to check them"),
-      );
-    }
-  }
 }

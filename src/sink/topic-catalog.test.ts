@@ -1,0 +1,56 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { TopicDescription } from './producer.js';
+import { TopicCatalog } from './topic-catalog.js';
+
+const safe: TopicDescription = { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 50_000 };
+
+function catalogOf(topics: Record<string, TopicDescription | null | Error>, autoCreate = true) {
+  const calls: string[] = [];
+  const lines: { level: number; msg: string }[] = [];
+  const logger = pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line) as { level: number; msg: string }) });
+  const catalog = new TopicCatalog(async (topic) => {
+    calls.push(topic);
+    const found = topics[topic];
+    if (found instanceof Error) throw found;
+    return found ?? null;
+  }, { maxMessageBytes: 1_000_000, autoCreate, logger });
+  return { catalog, calls, lines };
+}
+
+describe('TopicCatalog', () => {
+  it("bounds a record by the topic's own max.message.bytes, learned once, then answered at once", async () => {
+    const { catalog, calls } = catalogOf({ small: safe, large: { ...safe, maxMessageBytes: 5_000_000 } });
+    const [first, second] = [catalog.recordLimit('small'), catalog.recordLimit('small')];
+    expect(await first).toBe(50_000);
+    expect(await second).toBe(50_000);
+    expect(catalog.recordLimit('small')).toBe(50_000);
+    expect(await catalog.recordLimit('large')).toBe(1_000_000);
+    expect(calls).toEqual(['small', 'large']);
+  });
+
+  it('with auto-creation off, makes every event for a missing topic a SINK_TOPIC_MISSING poison naming it', async () => {
+    const { catalog, lines } = catalogOf({ gone: null }, false);
+    await expect(catalog.recordLimit('gone')).rejects.toMatchObject({ code: 'SINK_TOPIC_MISSING', message: expect.stringContaining('topic "gone" does not exist') });
+    expect(() => catalog.recordLimit('gone')).toThrow(expect.objectContaining({ code: 'SINK_TOPIC_MISSING' }));
+    expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('topic gone does not exist')]);
+  });
+
+  it('with auto-creation on, lets a missing topic be created, and checks its settings once Kafka acknowledged a record', async () => {
+    const topics: Record<string, TopicDescription | null> = { fresh: null };
+    const { catalog, calls, lines } = catalogOf(topics);
+    expect(await catalog.recordLimit('fresh')).toBe(1_000_000);
+    topics.fresh = { ...safe, replicationFactor: 1, minInsyncReplicas: 1 };
+    catalog.acknowledged([{ topic: 'fresh' }, { topic: 'fresh' }]);
+    catalog.acknowledged([{ topic: 'fresh' }]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toEqual(['fresh', 'fresh']);
+    expect(lines.some((line) => line.level === 40 && line.msg.startsWith('topic fresh can lose acknowledged events'))).toBe(true);
+  });
+
+  it("falls back to the relay's own bound when the topic cannot be described, and says so", async () => {
+    const { catalog, lines } = catalogOf({ secret: new Error('TOPIC_AUTHORIZATION_FAILED') });
+    expect(await catalog.recordLimit('secret')).toBe(1_000_000);
+    expect(lines.some((line) => line.level === 40 && line.msg.startsWith("could not read the topic's settings"))).toBe(true);
+  });
+});
