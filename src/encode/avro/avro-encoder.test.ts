@@ -92,6 +92,16 @@ describe('AvroEncoder', () => {
     expect(schema('invoice.paid').type.fromBuffer(body)).toEqual({ ...invoicePaid(), paid_at: new Date('2024-03-01T10:15:30.123Z') });
   });
 
+  it('encodes a text or bytea payload holding JSON as the same record; text that is not JSON is poison', async () => {
+    const encoder = encoderWith(new FakeRegistry());
+    const fromJsonb = unframe(await encoder.encode(event(invoicePaid()), 't')).body;
+    for (const stored of [JSON.stringify(invoicePaid()), Buffer.from(JSON.stringify(invoicePaid()))]) {
+      expect(unframe(await encoder.encode(event(stored), 't')).body.equals(fromJsonb)).toBe(true);
+    }
+    const poison = await poisonOf(() => encoder.encode(event('amount=12.50'), 't'));
+    expect(poison).toMatchObject({ code: 'DECODE_BAD_VALUE', message: expect.stringContaining('the payload is text that is not JSON') });
+  });
+
   it('accepts epoch millis and ISO strings with an offset for timestamp-millis, and gives back the same instant', async () => {
     const encoder = encoderWith(new FakeRegistry());
     const millis = Date.UTC(2024, 2, 1, 9, 0, 0);

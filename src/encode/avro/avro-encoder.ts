@@ -60,8 +60,9 @@ export class AvroEncoder implements PayloadEncoder {
         details: { eventType: event.eventType },
       });
     }
-    check(schema.type, event.payload, () => `payload of ${event.eventType} does not fit ${schema.file}`);
-    return this.withId(schema, 'value', topic, event.payload);
+    const payload = jsonValueOf(event.payload);
+    check(schema.type, payload, () => `payload of ${event.eventType} does not fit ${schema.file}`);
+    return this.withId(schema, 'value', topic, payload);
   }
 
   /** The Avro key for `event`, when a key schema is configured; the aggregate id as a string otherwise. */
@@ -163,4 +164,17 @@ export class AvroEncoder implements PayloadEncoder {
 function check(type: avro.Type, value: unknown, what: () => string): void {
   const problems = validationProblems(type, value);
   if (problems.length > 0) throw new PoisonEventError('ENCODE_SCHEMA_MISMATCH', `${what()}: ${problems.join('; ')}`);
+}
+
+/**
+ * The payload as a JSON value: json/jsonb arrive parsed; a text, varchar or bytea column holds
+ * JSON text, parsed here (a payload that is not JSON is a dead letter, never a guess).
+ */
+function jsonValueOf(payload: unknown): unknown {
+  if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
+  try {
+    return JSON.parse(typeof payload === 'string' ? payload : payload.toString('utf8')) as unknown;
+  } catch (error) {
+    throw new PoisonEventError('DECODE_BAD_VALUE', `the payload is text that is not JSON (${(error as Error).message}); with the Avro format a text or bytea payload must hold the JSON of the event`);
+  }
 }
