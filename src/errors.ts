@@ -76,8 +76,11 @@ export class RelayError extends CodedError<ErrorCode> {
  */
 export class PoisonEventError extends RelayError {}
 
+/** The relay's code, else a driver's own (ECONNREFUSED, a Postgres SQLSTATE such as 28P01), else UNEXPECTED. */
 export function errorCode(error: unknown): string {
-  return error instanceof RelayError ? error.code : 'UNEXPECTED';
+  if (error instanceof RelayError) return error.code;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code !== '' ? code : 'UNEXPECTED';
 }
 
 export function errorMessage(error: unknown): string {

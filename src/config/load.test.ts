@@ -44,6 +44,19 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ env: { ...required, OUTBOX_AUTO_REGISTER: '' } })).toThrow(/OUTBOX_AUTO_REGISTER="" is not true or false/);
   });
 
+  it('checks the database URL and the topic template with every other option', () => {
+    let message = '';
+    try {
+      loadConfig({ env: { DATABASE_URL: 'this is not a url', KAFKA_BROKERS: 'k:9092', OUTBOX_TOPIC_TEMPLATE: 'outbox.{aggregate}', OUTBOX_SLOT: 'bad-slot' } });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/DATABASE_URL=\(redacted\) is not a URL; expected a postgres:\/\/ or postgresql:\/\/ URL/);
+    expect(message).toMatch(/OUTBOX_TOPIC_TEMPLATE="outbox.\{aggregate\}" has an unknown placeholder \{aggregate\}; expected a topic name with placeholders among \{aggregate_type\}, \{event_type\}/);
+    expect(message).toMatch(/OUTBOX_SLOT="bad-slot"/);
+    expect(() => loadConfig({ env: { ...required, DATABASE_URL: 'mysql://db/billing' } })).toThrow(/DATABASE_URL=\(redacted\) is a mysql: URL, not postgres:\/\//);
+  });
+
   it('refuses contradictory settings', () => {
     expect(() => loadConfig({ env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' } })).toThrow(/OUTBOX_RECONNECT_MIN .* exceeds OUTBOX_RECONNECT_MAX/);
   });

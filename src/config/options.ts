@@ -1,3 +1,4 @@
+import { PLACEHOLDERS } from '../sink/topic-router.js';
 import * as p from './parsers.js';
 
 interface OptionSpec<T> {
@@ -21,6 +22,32 @@ function optional<T>(parser: p.Parser<T>): p.Parser<T | null> {
   return { expected: `${parser.expected}, or empty`, parse: (raw) => (raw.trim() === '' ? null : parser.parse(raw)) };
 }
 
+const postgresUrl: p.Parser<string> = {
+  expected: 'a postgres:// or postgresql:// URL, e.g. postgres://relay:secret@db:5432/billing?sslmode=verify-full',
+  parse: (raw) => {
+    const value = raw.trim();
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new Error('is not a URL');
+    }
+    if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new Error(`is a ${url.protocol} URL, not postgres://`);
+    return value;
+  },
+};
+
+/** Checked here, with every other option, rather than when the relay first routes an event. */
+const topicTemplate: p.Parser<string> = {
+  expected: `a topic name with placeholders among ${Object.keys(PLACEHOLDERS).map((key) => `{${key}}`).join(', ')}, e.g. outbox.{aggregate_type}`,
+  parse: (raw) => {
+    const template = raw.trim();
+    if (template === '') throw new Error('is empty');
+    for (const [, name] of template.matchAll(/\{([^}]*)\}/g)) if (!(name! in PLACEHOLDERS)) throw new Error(`has an unknown placeholder {${name}}`);
+    return template;
+  },
+};
+
 const httpUrl: p.Parser<string> = {
   expected: 'an http(s) URL, e.g. http://registry:8081 or http://apicurio:8080/apis/ccompat/v7',
   parse: (raw) => {
@@ -41,7 +68,7 @@ const httpUrl: p.Parser<string> = {
  * (OUTBOX_TOPIC_TEMPLATE -> --topic-template). The README's table is generated from this.
  */
 export const OPTIONS = {
-  databaseUrl: option({ env: 'DATABASE_URL', parser: p.text, secret: true, description: 'Postgres connection string (a role with REPLICATION, or superuser for `setup`).' }),
+  databaseUrl: option({ env: 'DATABASE_URL', parser: postgresUrl, secret: true, description: 'Postgres connection string (a role with REPLICATION, or superuser for `setup`).' }),
   kafkaBrokers: option({ env: 'KAFKA_BROKERS', parser: p.list, description: 'Kafka bootstrap servers, comma-separated.' }),
   kafkaFastEncoder: option({ env: 'OUTBOX_KAFKA_FAST_ENCODER', parser: p.boolean, default: 'true', description: "Encode Produce requests with the relay's encoder (the same bytes as kafkajs's, a fraction of the CPU); false uses kafkajs's own. The relay's per-partition send, which keeps leader changes from losing events, is always used." }),
   kafkaAutoCreateTopics: option({ env: 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS', parser: p.boolean, default: 'true', description: "Let the broker create a topic at its first event (when the broker's auto.create.topics.enable allows it). false: an event for a topic that does not exist is a dead letter (SINK_TOPIC_MISSING) and the stream goes on; create the topic, then replay it." }),
@@ -56,7 +83,7 @@ export const OPTIONS = {
   columnPayload: option({ env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: 'payload', description: 'Column holding the payload (jsonb).' }),
   columnHeaders: option({ env: 'OUTBOX_COLUMN_HEADERS', parser: p.identifier, default: 'headers', description: 'Column holding extra headers (jsonb object, optional).' }),
   columnCreatedAt: option({ env: 'OUTBOX_COLUMN_CREATED_AT', parser: p.identifier, default: 'created_at', description: 'Column holding the creation time.' }),
-  topicTemplate: option({ env: 'OUTBOX_TOPIC_TEMPLATE', parser: p.text, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}.' }),
+  topicTemplate: option({ env: 'OUTBOX_TOPIC_TEMPLATE', parser: topicTemplate, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}.' }),
   deadLetterTopic: option({ env: 'OUTBOX_DEAD_LETTER_TOPIC', parser: p.text, default: 'outbox.dead-letter', description: 'Where events that cannot be decoded, routed or encoded go.' }),
   onPoison: option({ env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),
   onUnexpectedChange: option({ env: 'OUTBOX_ON_UNEXPECTED_CHANGE', parser: p.oneOf('warn', 'fail'), default: 'warn', description: 'An UPDATE, DELETE or TRUNCATE reaching the relay is logged, or stops it.' }),

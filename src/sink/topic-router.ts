@@ -1,7 +1,7 @@
 import { PoisonEventError, RelayError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
 
-const PLACEHOLDERS = { aggregate_type: 'aggregateType', event_type: 'eventType' } as const;
+export const PLACEHOLDERS = { aggregate_type: 'aggregateType', event_type: 'eventType' } as const;
 type Placeholder = keyof typeof PLACEHOLDERS;
 const LEGAL_TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
 const KNOWN_TOPICS_MAX = 1_000;
