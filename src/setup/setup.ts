@@ -89,7 +89,24 @@ async function ensureTable(client: pg.Client, target: SetupTarget): Promise<stri
   return `table ${qualified(target)}: created`;
 }
 
+/**
+ * A partitioned outbox (pruned by dropping old partitions) is published under its own name
+ * only with publish_via_partition_root; otherwise each insert would arrive as its partition's.
+ */
+async function isPartitioned(client: pg.Client, target: SetupTarget): Promise<boolean> {
+  const { rows } = await client.query<{ partitioned: boolean }>(
+    `SELECT c.relkind = 'p' AS partitioned FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+    [target.table.schema, target.table.name],
+  );
+  return rows[0]?.partitioned ?? false;
+}
+
+function publicationOptions(partitioned: boolean): string {
+  return partitioned ? "publish = 'insert', publish_via_partition_root = true" : "publish = 'insert'";
+}
+
 interface PublicationRow {
+  pubviaroot: boolean;
   puballtables: boolean;
   pubinsert: boolean;
   pubupdate: boolean;
@@ -101,7 +118,7 @@ interface PublicationRow {
 /** True if the publication exists and has the right shape; throws if it exists with another. */
 async function checkPublication(client: pg.Client, target: SetupTarget): Promise<boolean> {
   const { rows } = await client.query<PublicationRow>(
-    `SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+    `SELECT p.pubviaroot, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
             (SELECT array_agg(t.schemaname || '.' || t.tablename) FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
        FROM pg_publication p WHERE p.pubname = $1`,
     [target.publication],
@@ -115,11 +132,13 @@ async function checkPublication(client: pg.Client, target: SetupTarget): Promise
   const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
   if (operations.length > 0) problems.push(`it publishes ${operations.join(', ')} (expected insert only)`);
   if (!publication.pubinsert) problems.push('it does not publish insert');
+  const partitioned = await isPartitioned(client, target);
+  if (partitioned && !publication.pubviaroot) problems.push(`${qualified(target)} is partitioned and the publication sends inserts under each partition's name (publish_via_partition_root is off)`);
   if (problems.length > 0) {
     throw new RelayError(
       'SETUP_PUBLICATION',
       `publication "${target.publication}" cannot be used: ${problems.join('; ')}. ` +
-        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${qualified(target)} WITH (publish = 'insert')`,
+        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${qualified(target)} WITH (${publicationOptions(partitioned)})`,
     );
   }
   return true;
@@ -127,11 +146,12 @@ async function checkPublication(client: pg.Client, target: SetupTarget): Promise
 
 async function ensurePublication(client: pg.Client, target: SetupTarget): Promise<string> {
   if (await checkPublication(client, target)) return `publication ${target.publication}: exists`;
+  const partitioned = await isPartitioned(client, target);
   await client.query(
     `CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)} FOR TABLE ` +
-      `${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} WITH (publish = 'insert')`,
+      `${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} WITH (${publicationOptions(partitioned)})`,
   );
-  return `publication ${target.publication}: created (inserts into ${qualified(target)})`;
+  return `publication ${target.publication}: created (inserts into ${qualified(target)}${partitioned ? ', published as the partitioned table' : ''})`;
 }
 
 async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string> {

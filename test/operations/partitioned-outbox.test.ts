@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli } from '../harness/cli.js';
+import { createTopics, TopicReader } from '../harness/kafka.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { RelayProcess } from '../harness/relay-process.js';
+
+/**
+ * An outbox partitioned by time, so that old rows go by dropping a partition: its inserts must
+ * reach the relay as the outbox's own, not as each partition's.
+ */
+describe('a partitioned outbox table', () => {
+  const outbox = new TestOutbox();
+
+  beforeAll(async () => {
+    await outbox.pool.query(`
+      CREATE TABLE ${outbox.table} (
+        event_id text NOT NULL, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
+        payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (event_id, created_at)
+      ) PARTITION BY RANGE (created_at)`);
+    await outbox.pool.query(`CREATE TABLE ${outbox.table}_past PARTITION OF ${outbox.table} FOR VALUES FROM (MINVALUE) TO ('2026-01-01')`);
+    await outbox.pool.query(`CREATE TABLE ${outbox.table}_now PARTITION OF ${outbox.table} FOR VALUES FROM ('2026-01-01') TO (MAXVALUE)`);
+    await createTopics([outbox.topic('invoice')]);
+  });
+  afterAll(() => outbox.destroy());
+
+  it('setup publishes it through its root, the relay delivers inserts into any partition, and a publication without the root is refused', async () => {
+    const setup = await cli(['setup'], outbox.relayEnv());
+    expect(setup.code, setup.stderr).toBe(0);
+    expect(setup.stdout).toMatch(/publication .*: created \(inserts into .*, published as the partitioned table\)/);
+
+    const reader = await new TopicReader().start([outbox.topic('invoice')]);
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      const current = billingEvent('inv_p', 1);
+      await outbox.insert([current]);
+      await outbox.pool.query(
+        `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, created_at) VALUES ('evt_past', 'invoice', 'inv_p', 'invoice.paid', '{}', '2025-06-01')`,
+      );
+      await reader.until('both events', (records) => ['evt_past', current.eventId].every((id) => records.some((record) => record.headers.event_id === id)), 30_000, () => relay.tail());
+      expect(relay.logs.some((line) => /ignoring a change/.test(line.msg))).toBe(false);
+    } finally {
+      await relay.stop();
+      await reader.stop();
+    }
+
+    await outbox.pool.query(`DROP PUBLICATION ${outbox.publication}`);
+    await outbox.pool.query(`CREATE PUBLICATION ${outbox.publication} FOR TABLE ${outbox.table} WITH (publish = 'insert')`);
+    const refused = await cli(['setup'], outbox.relayEnv());
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/is partitioned and the publication sends inserts under each partition's name/);
+    expect(refused.stderr).toMatch(/Expected: CREATE PUBLICATION .* WITH \(publish = 'insert', publish_via_partition_root = true\)/);
+  });
+});
