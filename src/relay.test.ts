@@ -168,6 +168,17 @@ describe('Relay lifecycle', () => {
     expect(await running).toBe(true);
   });
 
+  it('stopped while it cannot connect, it says nothing was in flight and reports a clean stop', async () => {
+    const stop = new AbortController();
+    const unreachable = new FakeSource(async () => {
+      stop.abort();
+      throw new RelayError('SOURCE_DISCONNECTED', 'connection refused');
+    });
+    const { relay } = relayWith([unreachable]);
+    expect(await relay.run(stop.signal)).toBe(true);
+    expect(relay.state).toBe('stopped');
+  });
+
   it('stops with the error on a failure reconnecting cannot cure (a bug, exit 1), instead of looping', async () => {
     const source = streaming();
     const { relay } = relayWith([source]);

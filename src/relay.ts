@@ -111,9 +111,12 @@ export class Relay {
           throw error;
         }
         if (signal.aborted) {
-          logger.error({ code: error.code, err: errorMessage(error) }, 'stopped while draining; unconfirmed events will be sent again by the next run');
+          // A session that never streamed had nothing in flight: nothing to send again.
+          const streamed = this.lifecycle.state === 'active' || this.lifecycle.state === 'draining';
+          if (streamed) logger.error({ code: error.code, err: errorMessage(error) }, 'stopped while draining; unconfirmed events will be sent again by the next run');
+          else logger.info({ code: error.code, err: errorMessage(error) }, 'stopped before streaming; nothing was in flight');
           this.lifecycle.transition('stopped');
-          return false;
+          return !streamed;
         }
         metrics.reconnects.inc({ reason: error.code });
         logger.warn({ code: error.code, err: errorMessage(error), retryInMs: delay }, 'stream interrupted; resuming from the confirmed position');
