@@ -73,12 +73,53 @@ describe('payloads and headers arrive as stored', () => {
     }
   });
 
+  it('round-trips generated rows: random header names and values, Unicode payloads, created_at at any offset', async () => {
+    // Deterministic "random" rows: a failure names the seed and the row, and repeats.
+    let seed = 20261130;
+    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+    const text = () => Array.from({ length: Math.floor(random() * 12) }, () => pick(['a', 'Z', '0', ' ', '"', '\\', 'é', 'ß', '€', '😀', '\u0001', '\t', 'ü', '{', '}', ':'])).join('');
+    const names = ['constructor', 'toString', '__proto__', 'valueOf', 'hasOwnProperty', 'traceparent', 'x-ü', '', 'a b', 'event_id_x'];
+    const rows = Array.from({ length: 40 }, (_, i) => {
+      const headers = Object.fromEntries(Array.from({ length: Math.floor(random() * 4) }, () => [pick(names) + (random() < 0.5 ? '' : text()), text()]));
+      const payload = JSON.stringify({ i, note: text(), amount: Math.floor(random() * 1e9), nested: { k: text() } });
+      const offsetHours = pick([0, 5.5, -3.5, 14, -12]);
+      const sign = offsetHours < 0 ? '-' : '+';
+      const offset = `${sign}${String(Math.floor(Math.abs(offsetHours))).padStart(2, '0')}:${Math.abs(offsetHours) % 1 ? '30' : '00'}`;
+      return { eventId: `gen_${seed}_${i}`, headers, payload, createdAt: `2026-${String(1 + (i % 12)).padStart(2, '0')}-15 08:30:${String(i % 60).padStart(2, '0')}.${String(i * 7).padStart(3, '0')}${offset}` };
+    });
+    await outbox.pool.query(`ALTER TABLE ${outbox.table} ALTER COLUMN payload TYPE jsonb USING '{}'::jsonb`);
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      for (const row of rows) {
+        await outbox.pool.query(
+          `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, headers, created_at) VALUES ($1, 'invoice', 'inv_gen', 'invoice.paid', $2::jsonb, $3::jsonb, $4::timestamptz)`,
+          [row.eventId, row.payload, JSON.stringify(row.headers), row.createdAt],
+        );
+      }
+      for (const row of rows) {
+        const { value, headers } = await published(row.eventId);
+        const stored = (await outbox.pool.query<{ payload: string }>(`SELECT payload::text AS payload FROM ${outbox.table} WHERE event_id = $1`, [row.eventId])).rows[0]!.payload;
+        expect(value.toString('utf8'), `row ${row.eventId}`).toBe(stored);
+        expect(headers.created_at, `row ${row.eventId}`).toBe(new Date(row.createdAt.replace(' ', 'T')).toISOString());
+        for (const [name, headerValue] of Object.entries(row.headers)) {
+          // The relay's own header names win over a row's; every other name arrives as stored.
+          if (['event_id', 'event_type', 'aggregate_type', 'created_at', 'outbox_commit_lsn'].includes(name)) continue;
+          expect(headers[name], `row ${row.eventId}, header ${JSON.stringify(name)}`).toBe(headerValue);
+        }
+      }
+    } finally {
+      await relay.stop();
+    }
+  });
+
   it("keeps header names that are Object.prototype's properties, __proto__ included", async () => {
     const relay = new RelayProcess(outbox.relayEnv()).start();
     try {
       await relay.waitActive();
       const headers = '{"constructor": "c", "toString": "t", "valueOf": "v", "hasOwnProperty": "h", "__proto__": "p", "__proto__x": "x"}';
-      const eventId = await insert(Buffer.from('{}'), 'bytea', headers);
+      const eventId = await insert('{}', 'jsonb', headers);
       const received = (await published(eventId)).headers;
       expect(received).toMatchObject({ constructor: 'c', toString: 't', valueOf: 'v', hasOwnProperty: 'h', __proto__x: 'x' });
       expect(Object.hasOwn(received, '__proto__') && received.__proto__).toBe('p');
