@@ -93,7 +93,8 @@ function commandHelp(command: string, spec: Command): string {
   const own = Object.entries(spec.args ?? {}).map(([name, help]) => `  --${name}\n      ${help}`);
   const rows = spec.options.map((key) => {
     const option = OPTIONS[key];
-    const fallback = 'default' in option ? ` (default: ${option.default === '' ? 'none' : option.default})` : ' (required)';
+    const declared = spec.defaults?.[key] ?? ('default' in option ? option.default : undefined);
+    const fallback = declared === undefined ? ' (required)' : ` (default: ${declared === '' ? 'none' : declared})`;
     return `  ${flagName(key)}  [${option.env}]${fallback}\n      ${option.description}`;
   });
   const ownSection = own.length > 0 ? `\narguments:\n${own.join('\n')}\n` : '';

@@ -10,6 +10,8 @@ export interface Command {
   readonly options: readonly OptionKey[];
   /** Flags of the command itself, with their help text. */
   readonly args?: Readonly<Record<string, string>>;
+  /** The command's own defaults where they differ from the options' declared ones. */
+  readonly defaults?: Readonly<Partial<Record<OptionKey, string>>>;
   /** Which of `args` are switches: given alone, never with a value (`status --json`). */
   readonly switches?: readonly string[];
   readonly action: (flags: Readonly<Record<string, string>>) => Promise<number>;

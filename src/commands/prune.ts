@@ -13,8 +13,10 @@ const OPTIONS: readonly OptionKey[] = ['databaseUrl', 'table', 'slot', 'columnCr
 export const pruneCommand: Command = {
   summary: 'Delete outbox rows older than the retention that the relay has confirmed; one pass, or a loop with --every.',
   options: OPTIONS,
+  // Its own port: a pruner beside a relay on one host must not collide with the relay's 9464.
+  defaults: { httpPort: '9465' },
   action: async (flags) => {
-    const config = loadConfig({ env: process.env, flags }, OPTIONS);
+    const config = loadConfig({ env: process.env, flags, defaults: pruneCommand.defaults }, OPTIONS);
     const logger = createLogger(config.logLevel, 'outbox-relay-prune');
     const metrics = createPruneMetrics();
     const pruner = new Pruner({

@@ -57,6 +57,11 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ env: { ...required, DATABASE_URL: 'mysql://db/billing' } })).toThrow(/DATABASE_URL=\(redacted\) is a mysql: URL, not postgres:\/\//);
   });
 
+  it("applies a command's own default under the environment and flags", () => {
+    expect(loadConfig({ env: required, defaults: { httpPort: '9465' } }).httpPort).toBe(9465);
+    expect(loadConfig({ env: { ...required, OUTBOX_HTTP_PORT: '9999' }, defaults: { httpPort: '9465' } }).httpPort).toBe(9999);
+  });
+
   it('refuses contradictory settings', () => {
     expect(() => loadConfig({ env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' } })).toThrow(/OUTBOX_RECONNECT_MIN .* exceeds OUTBOX_RECONNECT_MAX/);
   });

@@ -4,6 +4,8 @@ import * as p from './parsers.js';
 
 export interface ConfigSources {
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** A command's own defaults where they differ from the options' (prune serves on 9465, not 9464). */
+  readonly defaults?: Readonly<Partial<Record<OptionKey, string>>>;
   /** Flag values by flag name without dashes, e.g. { 'topic-template': 'x' }. */
   readonly flags?: Readonly<Record<string, string>>;
 }
@@ -23,7 +25,7 @@ export function loadConfig(sources: ConfigSources, only?: readonly OptionKey[]):
     const given = sources.flags?.[flag.slice(2)];
     // A boolean flag given bare (`--setup`) means true; an empty variable means nothing.
     const fromFlag = given === '' && spec.parser === p.boolean ? 'true' : given;
-    const raw = fromFlag ?? sources.env[spec.env] ?? spec.default;
+    const raw = fromFlag ?? sources.env[spec.env] ?? sources.defaults?.[key] ?? spec.default;
     const origin = fromFlag !== undefined ? flag : spec.env;
     if (raw === undefined) {
       problems.push(`${spec.env} (or ${flag}) is required: ${spec.description} Expected ${spec.parser.expected}.`);
