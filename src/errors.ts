@@ -15,6 +15,7 @@ export const ERROR_CODES = {
   SOURCE_TIMEOUT: { retriable: true, poison: false },
   SOURCE_SLOT_BUSY: { retriable: true, poison: false },
   SOURCE_SLOT_MISSING: { retriable: false, poison: false },
+  SOURCE_SLOT_LOST: { retriable: false, poison: false },
   SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },
   DECODE_MISSING_COLUMN: { retriable: false, poison: true },
   DECODE_BAD_VALUE: { retriable: false, poison: true },

@@ -41,6 +41,7 @@ const CLOSE_TIMEOUT_MS = 3_000;
 
 const POSTGRES_EPOCH_MS = 946_684_800_000n;
 const OBJECT_IN_USE = '55006';
+const OBJECT_NOT_IN_PREREQUISITE_STATE = '55000';
 const UNDEFINED_OBJECT = '42704';
 
 /**
@@ -203,13 +204,14 @@ export class ReplicationStream implements SourceStream {
 
   private async readConfirmedPosition(): Promise<Lsn> {
     // A replication connection speaks only the simple query protocol: no bind parameters.
-    const result = await this.client.query<{ confirmed_flush_lsn: string | null }>(
-      `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ${pg.escapeLiteral(this.options.slot)}`,
+    const result = await this.client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null }>(
+      `SELECT confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = ${pg.escapeLiteral(this.options.slot)}`,
     );
     const row = result.rows[0];
     if (!row) {
       throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${this.options.slot}" does not exist; run \`outbox-relay setup\``);
     }
+    if (row.wal_status === 'lost') throw slotLost(this.options.slot, row.confirmed_flush_lsn, 'its wal_status is "lost": Postgres removed WAL the slot still needed (max_slot_wal_keep_size)');
     return row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : ZERO_LSN;
   }
 
@@ -263,5 +265,22 @@ function classifyStartError(error: unknown, slot: string): RelayError {
   if (code === UNDEFINED_OBJECT) {
     return new RelayError('SOURCE_SLOT_MISSING', `replication slot or publication missing: ${(error as Error).message}`, { cause: error });
   }
+  const detail = (error as { detail?: string }).detail;
+  if (code === OBJECT_NOT_IN_PREREQUISITE_STATE && detail?.includes('invalidated')) return slotLost(slot, null, `Postgres says: ${(error as Error).message}: ${detail}`, error);
   return new RelayError('SOURCE_DISCONNECTED', `replication failed: ${(error as Error).message}`, { cause: error });
+}
+
+/**
+ * A slot that lost WAL cannot be streamed again, and a new slot would start after events the
+ * relay never read: the relay stops, says why, and says how to recover without loss.
+ */
+function slotLost(slot: string, confirmed: string | null, why: string, cause?: unknown): RelayError {
+  return new RelayError(
+    'SOURCE_SLOT_LOST',
+    `replication slot "${slot}" is lost: ${why}. Events committed after its last confirmed position${confirmed ? ` (${confirmed})` : ''} may not have reached Kafka, ` +
+      'and the relay will not skip them with a fresh slot. To recover: `outbox-relay drop-slot --yes`, `outbox-relay setup`, then ' +
+      '`outbox-relay replay --since <a time before the slot stopped advancing>` (consumers drop what they already have by event_id); ' +
+      'raise max_slot_wal_keep_size or alert on OutboxRelaySlotSafeWalSizeLow before it happens again',
+    { cause, details: { slot, confirmed } },
+  );
 }
