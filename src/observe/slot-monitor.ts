@@ -48,7 +48,8 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
     currentWalLsn: row.current,
     lagBytes: row.lag === null ? null : Number(row.lag),
     walStatus: row.wal_status,
-    safeWalSizeBytes: row.safe_wal_size === null ? null : Number(row.safe_wal_size),
+    // Null means unlimited, except for a lost slot, which has no WAL left to lose.
+    safeWalSizeBytes: row.wal_status === 'lost' ? 0 : row.safe_wal_size === null ? null : Number(row.safe_wal_size),
     flushLagSeconds: row.flush_lag,
     reader: row.active && row.backend_start ? { applicationName: row.application_name ?? '', clientAddress: row.client_addr, since: row.backend_start } : null,
   };

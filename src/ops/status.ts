@@ -66,7 +66,7 @@ export function formatStatus(report: StatusReport): string {
     ['current wal lsn', slot.currentWalLsn],
     ['lag', `${bytes(slot.lagBytes)} (flush lag ${seconds(slot.flushLagSeconds)})`],
     ['wal status', slot.walStatus ?? '-'],
-    ['safe wal size', slot.exists ? (slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)) : '-'],
+    ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
     ['publication', `${report.publication.name}${report.publication.exists ? '' : ' (MISSING)'}`],
     ['outbox', `${report.outbox.table}: ${report.outbox.rows} rows, ${bytes(report.outbox.totalBytes)}, oldest ${seconds(report.outbox.oldestRowAgeSeconds)} old`],
     ['dead letters', report.deadLetters.count === null ? `unknown (${report.deadLetters.error})` : `${report.deadLetters.count} in ${report.deadLetters.topic}`],

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent } from '../harness/outbox.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
@@ -34,6 +35,9 @@ describe('a lost replication slot', () => {
       const { rows } = await outbox.pool.query<{ wal_status: string }>('SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
       return rows[0]?.wal_status === 'lost' ? true : undefined;
     }, 30_000);
+
+    const status = await cli(['status'], outbox.relayEnv());
+    expect(status.stdout).toMatch(/safe wal size +none: the slot is lost/);
 
     const relay = new RelayProcess(outbox.relayEnv()).start();
     expect(await relay.waitExit(30_000)).toBe(1);
