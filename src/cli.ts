@@ -37,6 +37,13 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const spec = COMMANDS[command];
   if (!spec) {
+    // The first word of two-word commands (`schemas`): list them.
+    const family = Object.keys(COMMANDS).filter((name) => name.startsWith(`${command} `));
+    if (family.length > 0) {
+      const lines = family.map((name) => `  ${name.padEnd(14)} ${COMMANDS[name]!.summary}`).join('\n');
+      (rest[0] === '--help' ? process.stdout : process.stderr).write(`outbox-relay ${command} <command>:\n${lines}\n`);
+      return rest[0] === '--help' ? EXIT.ok : EXIT.usage;
+    }
     process.stderr.write(`unknown command "${command}"\n\n${usage()}`);
     return EXIT.usage;
   }

@@ -49,6 +49,9 @@ describe('operator CLI', () => {
     const stray = await cli(['status', '--json', 'extra'], outbox.relayEnv());
     expect(stray.code).toBe(2);
     expect(stray.stderr).toMatch(/--json takes no value \(got "extra"\)/);
+    const schemas = await cli(['schemas', '--help'], {});
+    expect(schemas.code).toBe(0);
+    expect(schemas.stdout).toMatch(/schemas check +parse and compile/i);
     const version = await cli(['--version'], {});
     expect(version.code).toBe(0);
     expect(version.stdout).toMatch(/^outbox-relay \d+\.\d+\.\d+\n$/);
