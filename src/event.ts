@@ -28,4 +28,6 @@ export interface OutgoingMessage {
   /** For metrics: event type, or the dead-letter reason code. */
   readonly label: string;
   readonly deadLetter: boolean;
+  /** The largest record batch its topic takes (max.message.bytes, or OUTBOX_MAX_MESSAGE_BYTES if smaller): a partition's batch must stay under it. */
+  readonly batchLimit: number;
 }

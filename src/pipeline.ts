@@ -129,7 +129,7 @@ export class Pipeline {
     const headers = eventHeaders(event, transaction.commitLsnText);
     const size = recordSize(key, value, headers);
     this.checkSize(size, limit, topic);
-    return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false };
+    return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false, batchLimit: limit };
   }
 
   private poisonOrThrow(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: unknown): OutgoingMessage | Promise<OutgoingMessage> {

@@ -268,7 +268,7 @@ export class Relay {
   private reportProgress(stream: SourceStream, checkpointer: Checkpointer, sink: KafkaSink | null): void {
     const { metrics } = this.deps;
     const oldest = checkpointer.oldestUnconfirmedCommitTime;
-    this.progress.observe(checkpointer.confirmed, oldest !== null, stream.silentForMs);
+    this.progress.observe(checkpointer.confirmed, this.publishedEvents, oldest !== null, stream.silentForMs);
     metrics.confirmedLsn.set(Number(checkpointer.confirmed));
     metrics.inFlight.set(sink?.buffered ?? 0);
     metrics.lagSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);

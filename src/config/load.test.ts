@@ -57,6 +57,10 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ env: { ...required, DATABASE_URL: 'mysql://db/billing' } })).toThrow(/DATABASE_URL=\(redacted\) is a mysql: URL, not postgres:\/\//);
   });
 
+  it('refuses a replication or stall timeout shorter than a second (0 would fire at once)', () => {
+    expect(() => loadConfig({ env: { ...required, OUTBOX_REPLICATION_TIMEOUT: '0', OUTBOX_STALL_TIMEOUT: '500ms' } })).toThrow(/OUTBOX_REPLICATION_TIMEOUT="0" is shorter than 1s[\s\S]*OUTBOX_STALL_TIMEOUT="500ms" is shorter than 1s/);
+  });
+
   it("applies a command's own default under the environment and flags", () => {
     expect(loadConfig({ env: required, defaults: { httpPort: '9465' } }).httpPort).toBe(9465);
     expect(loadConfig({ env: { ...required, OUTBOX_HTTP_PORT: '9999' }, defaults: { httpPort: '9465' } }).httpPort).toBe(9999);

@@ -80,6 +80,18 @@ export const duration: Parser<number> = {
   },
 };
 
+/** A duration of at least `minMs`: a watchdog or a stall bound of 0 would fire at once. */
+export function durationAtLeast(minMs: number, shown: string): Parser<number> {
+  return {
+    expected: `a duration from ${shown} to 24d, such as 30s, 5m or 1h`,
+    parse: (raw) => {
+      const ms = duration.parse(raw);
+      if (ms < minMs) throw new Error(`is shorter than ${shown}`);
+      return ms;
+    },
+  };
+}
+
 /** A span of time that is compared, not waited on (a retention): any length. */
 export const age: Parser<number> = {
   expected: 'a duration such as 12h, 7d or 90d',

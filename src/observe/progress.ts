@@ -5,8 +5,9 @@ import type { Lsn } from '../lsn.js';
  * read it. A relay that is alive but stuck (a broker that never answers, a Postgres connection
  * that went silent) keeps its process and its HTTP server; only this tells it apart.
  *
- * - stalled: events wait (received, not yet confirmed) and the confirmed position has not moved
- *   for that long. A long backlog being drained is progress; Kafka not acknowledging is not.
+ * - stalled: events wait (received, not yet confirmed) and neither the confirmed position moved
+ *   nor Kafka acknowledged anything for that long. A long backlog, or one huge transaction,
+ *   being published is progress; Kafka not acknowledging is not.
  * - source silent: nothing heard from Postgres on the replication connection for that long.
  *
  * Between sessions (reconnecting) both keep growing from their last value; a standby (another
@@ -14,6 +15,7 @@ import type { Lsn } from '../lsn.js';
  */
 export class ProgressWatch {
   private lastConfirmed: Lsn | null = null;
+  private lastAcknowledged = -1;
   private progressAt: number;
   private pending = false;
   private heardAt: number;
@@ -23,11 +25,15 @@ export class ProgressWatch {
     this.heardAt = clock();
   }
 
-  /** A running session's state: its confirmed position, whether events wait behind it, how long Postgres has been silent. */
-  observe(confirmed: Lsn, pending: boolean, sourceSilentMs: number): void {
+  /**
+   * A running session's state: its confirmed position, how many events Kafka acknowledged so
+   * far (a count that only grows), whether events wait, how long Postgres has been silent.
+   */
+  observe(confirmed: Lsn, acknowledged: number, pending: boolean, sourceSilentMs: number): void {
     const now = this.clock();
-    if (confirmed !== this.lastConfirmed || !pending) this.progressAt = now;
+    if (confirmed !== this.lastConfirmed || acknowledged !== this.lastAcknowledged || !pending) this.progressAt = now;
     this.lastConfirmed = confirmed;
+    this.lastAcknowledged = acknowledged;
     this.pending = pending;
     this.heardAt = Math.max(this.heardAt, now - sourceSilentMs);
   }

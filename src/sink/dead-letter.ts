@@ -49,5 +49,6 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
     transaction: input.transaction,
     label: code,
     deadLetter: true,
+    batchLimit: input.maxBytes,
   };
 }

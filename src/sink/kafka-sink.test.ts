@@ -34,7 +34,7 @@ class FakeProducer implements RecordProducer {
 }
 
 const transaction = {} as TrackedTransaction;
-const message = (i: number, size = 100, topic = 'billing.invoice'): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, label: 'invoice.paid', deadLetter: false });
+const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, label: 'invoice.paid', deadLetter: false, batchLimit });
 
 function sinkWith(overrides: Partial<KafkaSinkOptions> = {}) {
   const producer = new FakeProducer();
@@ -105,6 +105,21 @@ describe('KafkaSink', () => {
       await settle();
     }
     expect(producer.requests.map((request) => request.messages.map((m) => m.key))).toEqual([['inv_1', 'inv_2'], ['inv_3'], ['inv_4'], ['inv_5']]);
+  });
+
+  it("bounds a request by the smallest max.message.bytes among its topics: one partition may take it all", async () => {
+    const { sink, producer } = sinkWith({ lingerMs: 0 });
+    const small = RECORD_BATCH_OVERHEAD + 250;
+    sink.send(message(1, 100));
+    sink.send(message(2, 100, 'billing.receipt', small));
+    sink.send(message(3, 100, 'billing.receipt', small));
+    sink.send(message(4, 100));
+    await settle();
+    for (let i = 0; i < 2; i++) {
+      producer.acknowledgeNext();
+      await settle();
+    }
+    expect(producer.requests.map((request) => request.messages.map((m) => m.key))).toEqual([['inv_1', 'inv_2'], ['inv_3', 'inv_4']]);
   });
 
   it('drain resolves once everything sent is acknowledged', async () => {

@@ -1,10 +1,14 @@
 import type { Logger } from 'pino';
 import type { RelayConfig } from '../config/options.js';
-import type { RelayError } from '../errors.js';
+import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
 import type { RecordProducer } from './producer.js';
+import { finishesWithin } from '../time.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+
+/** How long `stop()` waits for the request in flight before disconnecting anyway. */
+const STOP_WAIT_MS = 5_000;
 
 /** Where the pipeline hands records: what Pipeline and replay depend on. */
 export interface EventSink {
@@ -62,6 +66,8 @@ export class KafkaSink implements EventSink {
   /** Cancels the scheduled pump; null when none is scheduled. */
   private cancelPump: (() => void) | null = null;
   private waiters: (() => void)[] = [];
+  /** Settles (never rejects) when the request in flight does. */
+  private inFlightRequest: Promise<void> | null = null;
 
   constructor(private readonly options: KafkaSinkOptions) {}
 
@@ -89,8 +95,13 @@ export class KafkaSink implements EventSink {
     while (this.buffered > 0) await this.nextChange();
   }
 
+  /**
+   * Disconnects once the request in flight settled (bounded): disconnecting under it would let
+   * the client reconnect to finish it, after the next session already sent those events again.
+   */
   async stop(): Promise<void> {
     this.cancelScheduledPump();
+    if (this.inFlightRequest) await finishesWithin(this.inFlightRequest, STOP_WAIT_MS);
     await this.options.producer.disconnect();
   }
 
@@ -120,32 +131,48 @@ export class KafkaSink implements EventSink {
     this.cancelScheduledPump();
     const batch = this.takeBatch();
     this.inFlight = batch;
-    this.options.producer.produce(batch).then(
+    const request = this.options.producer.produce(batch);
+    this.inFlightRequest = request.then(() => undefined, () => undefined);
+    request.then(
       () => {
         this.inFlight = [];
-        this.options.onAcknowledged(batch);
+        try {
+          this.options.onAcknowledged(batch);
+        } catch (error) {
+          // A broken invariant downstream (the checkpoint): the session ends with it, loudly.
+          this.fail(error instanceof RelayError ? error : new RelayError('INTERNAL', `acknowledging a batch failed: ${(error as Error).message}`, { cause: error }));
+          return;
+        }
         this.pump();
         this.notify();
       },
-      (error: RelayError) => {
-        this.failure = error;
-        this.options.onFailure?.(error);
-        this.notify();
-      },
+      (error: RelayError) => this.fail(error),
     );
   }
 
-  /** The oldest messages, up to the count and byte limits; always at least one. */
+  /**
+   * The oldest messages, up to the count and byte limits; always at least one. The byte limit is
+   * the smallest max.message.bytes among the batch's topics: one partition may hold all of it.
+   */
   private takeBatch(): OutgoingMessage[] {
     const batch: OutgoingMessage[] = [];
     let bytes = RECORD_BATCH_OVERHEAD;
+    let limit = this.options.batchMaxBytes;
     for (let next = this.queue.peek(); next !== undefined; next = this.queue.peek()) {
-      if (batch.length > 0 && (batch.length >= this.options.batchMaxEvents || bytes + next.size > this.options.batchMaxBytes)) break;
+      const withNext = Math.min(limit, next.batchLimit);
+      if (batch.length > 0 && (batch.length >= this.options.batchMaxEvents || bytes + next.size > withNext)) break;
       batch.push(next);
       bytes += next.size;
+      limit = withNext;
       this.queue.shift();
     }
     return batch;
+  }
+
+  private fail(error: RelayError): void {
+    this.failure = error;
+    this.options.onFailure?.(error);
+    this.notify();
   }
 
   private async nextChange(): Promise<void> {

@@ -224,7 +224,8 @@ export function createSendMessages({ logger, cluster, partitioner, eosManager, r
         }
         if (
           STALE_METADATA.has(error.type ?? '') ||
-          ['KafkaJSMetadataNotLoaded', 'KafkaJSConnectionError', 'KafkaJSConnectionClosedError', 'KafkaJSBrokerNotFound'].includes(error.name) ||
+          // A request timeout too: the leader may be gone without closing its connection.
+          ['KafkaJSMetadataNotLoaded', 'KafkaJSConnectionError', 'KafkaJSConnectionClosedError', 'KafkaJSBrokerNotFound', 'KafkaJSRequestTimeoutError'].includes(error.name) ||
           (error.name === 'KafkaJSProtocolError' && error.retriable) ||
           (error.name === 'KafkaJSError' && error.retriable)
         ) {

@@ -56,6 +56,8 @@ export class ReplicationStream implements SourceStream {
   private wire: ReplicationWire | null = null;
   private paused = false;
   private failure: Error | null = null;
+  /** Set by `abort()` (the sink failed): ends `take()`, but the connection is still good for a last status and a clean close. */
+  private aborted: Error | null = null;
   private ended = false;
   private wake: (() => void) | null = null;
   /** Set by every frame received; the watchdog reads and clears it (no clock read per frame). */
@@ -114,7 +116,8 @@ export class ReplicationStream implements SourceStream {
     if (this.ended) return undefined;
     const message = this.messagesReceived.shift();
     if (message === undefined) {
-      if (this.failure) throw this.failure;
+      const ended = this.failure ?? this.aborted;
+      if (ended) throw ended;
       return undefined;
     }
     if (this.paused && this.messagesReceived.length < this.options.highWaterMessages / 2) this.resume();
@@ -123,7 +126,7 @@ export class ReplicationStream implements SourceStream {
 
   /** Resolves when a message is buffered, the stream failed, or reading stopped. */
   wait(): Promise<void> {
-    if (this.ended || this.failure || this.messagesReceived.length > 0) return Promise.resolve();
+    if (this.ended || this.failure || this.aborted || this.messagesReceived.length > 0) return Promise.resolve();
     return new Promise<void>((resolve) => (this.wake = resolve));
   }
 
@@ -149,6 +152,8 @@ export class ReplicationStream implements SourceStream {
   stopReading(): void {
     this.ended = true;
     this.messagesReceived.clear();
+    // Paused on purpose: the watchdog does not take a long drain for a silent server.
+    this.paused = true;
     this.wire?.stream.pause();
     this.signal();
   }
@@ -217,6 +222,9 @@ export class ReplicationStream implements SourceStream {
 
   private receive(frame: Buffer): void {
     this.heard = true;
+    // After stopReading (draining, closing) nothing more is taken: what the server still sends
+    // is unconfirmed and comes again next session. Reading on lets its answer to the close through.
+    if (this.ended) return;
     // Decoded at once: pg reuses the buffer that `frame` points into for the next socket read.
     let message: SourceMessage | null;
     try {
@@ -239,9 +247,11 @@ export class ReplicationStream implements SourceStream {
     this.wire?.stream.resume();
   }
 
-  /** Ends the stream with `error`, as a lost connection would: `take()` throws it next. */
+  /** Ends the stream with `error` (`take()` throws it next); the connection stays usable for the final status update. */
   abort(error: Error): void {
-    this.fail(error);
+    if (this.ended || this.failure || this.aborted) return;
+    this.aborted = error;
+    this.signal();
   }
 
   private fail(error: unknown): void {
