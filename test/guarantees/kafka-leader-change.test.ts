@@ -20,6 +20,8 @@ describe('Kafka leader changes in a three-broker cluster', () => {
 
   // Each test its own outbox and topic: its writers' sequences start again at 1.
   beforeEach(async () => {
+    // A broker restarted by the previous test answers before the controller counts it in again.
+    await cluster.untilAllBrokersServe();
     outbox = new TestOutbox();
     await outbox.create();
     await cluster.createTopics([outbox.topic('invoice')]);

@@ -73,7 +73,9 @@ export class KafkaCluster {
     await admin.connect();
     try {
       await admin.createTopics({
-        waitForLeaders: true,
+        // Waited for below: kafkajs's own wait fails at once when the broker it asks has not
+        // caught up with the new topic (right after a broker restart).
+        waitForLeaders: false,
         topics: topics.map((topic) => ({
           topic,
           numPartitions: partitions,
@@ -84,6 +86,16 @@ export class KafkaCluster {
           ],
         })),
       });
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const led = await admin.fetchTopicMetadata({ topics: [...topics] }).then(
+          (metadata) => metadata.topics.every((topic) => topic.partitions.length > 0 && topic.partitions.every((partition) => partition.leader >= 0)),
+          () => false,
+        );
+        if (led) return;
+        if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader for every partition after 60 s; see .stack/logs/broker*.log`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
     } finally {
       await admin.disconnect();
     }
