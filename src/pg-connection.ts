@@ -23,7 +23,7 @@ export const QUERY_TIMEOUT_MS = 60_000;
  * header), a float keeps every digit, a bytea is hex (what pg's parser reads), an interval is
  * in Postgres's default form.
  */
-export const REPLICATION_SESSION_SETTINGS: Readonly<Record<string, string>> = {
+const REPLICATION_SESSION_SETTINGS: Readonly<Record<string, string>> = {
   DateStyle: 'ISO, MDY',
   TimeZone: 'UTC',
   IntervalStyle: 'postgres',

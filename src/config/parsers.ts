@@ -65,7 +65,7 @@ function parseDuration(raw: string): number {
  * The longest timer Node can run: past 2^31-1 ms (about 24.8 days) setTimeout and setInterval
  * fire after 1 ms instead, so `--every 25d` would run a pass every millisecond.
  */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * A duration the relay waits or repeats on, written `500ms`, `10s`, `5m`, `1h`, `7d` (a bare
