@@ -2,38 +2,24 @@ import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
 import type { RelayConfig } from './config/options.js';
-import type { RowDecoder } from './decode/row-decoder.js';
-import type { PayloadEncoder } from './encode/encoder.js';
-import { PoisonEventError, RelayError } from './errors.js';
-import type { OutboxEvent, OutgoingMessage } from './event.js';
-import type { RelayMetrics } from './observe/metrics.js';
-import type { RelationRef, SourceMessage } from './source/messages.js';
-import { deadLetterMessage } from './sink/dead-letter.js';
-import { eventHeaders } from './sink/headers.js';
-import { RECORD_BATCH_OVERHEAD, recordSize } from './sink/record-size.js';
+import { RelayError } from './errors.js';
+import type { OutgoingMessage } from './event.js';
+import type { RelationRef, RowValues, SourceMessage } from './source/messages.js';
 import type { EventSink } from './sink/kafka-sink.js';
-import type { TopicRouter } from './sink/topic-router.js';
+import { PoisonStop, type RecordBuilder } from './sink/record-builder.js';
 
 export function pipelineOptions(config: RelayConfig): PipelineOptions {
   return {
     table: config.table,
-    deadLetterTopic: config.deadLetterTopic,
-    onPoison: config.onPoison,
     onUnexpectedChange: config.onUnexpectedChange,
     maxBufferedEvents: config.maxBufferedEvents,
-    maxMessageBytes: config.maxMessageBytes,
-    columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
   };
 }
 
 export interface PipelineOptions {
   readonly table: RelationRef;
-  readonly deadLetterTopic: string;
-  readonly onPoison: 'dead-letter' | 'fail';
   readonly onUnexpectedChange: 'warn' | 'fail';
   readonly maxBufferedEvents: number;
-  readonly maxMessageBytes: number;
-  readonly columns: { readonly eventId: string; readonly aggregateId: string };
 }
 
 export interface PipelineStages {
@@ -41,19 +27,16 @@ export interface PipelineStages {
   readonly checkpointer: Checkpointer;
   /** Transactions and their events are registered here before they reach the sink. */
   readonly tracker: CommitTracker;
-  readonly decoder: RowDecoder;
-  readonly router: TopicRouter;
-  /** The largest record each topic takes (and whether it exists). */
-  readonly topics: { recordLimit(topic: string): number | Promise<number> };
-  readonly encoder: PayloadEncoder;
+  /** Row -> record or dead letter. */
+  readonly builder: RecordBuilder;
   readonly sink: EventSink;
-  readonly metrics: RelayMetrics;
   readonly logger: Logger;
 }
 
 /**
- * Source message -> Kafka record, in commit order. Every event is registered with the commit
- * tracker before it reaches the sink, so no position is confirmed ahead of its events.
+ * Moves source messages to the sink in commit order; the builder makes the records. Every
+ * event is registered with the commit tracker before it reaches the sink, so no position is
+ * confirmed ahead of its events.
  */
 export class Pipeline {
   private transaction: TrackedTransaction | null = null;
@@ -94,9 +77,14 @@ export class Pipeline {
     }
   }
 
-  private publish(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): Promise<void> | undefined {
-    const built = this.build(row, transaction);
-    return built instanceof Promise ? built.then((message) => this.enqueue(message)) : this.enqueue(built);
+  private publish(row: RowValues, transaction: TrackedTransaction): Promise<void> | undefined {
+    let built;
+    try {
+      built = this.stages.builder.build(row, transaction);
+    } catch (error) {
+      return this.stopAtPoison(error);
+    }
+    return built instanceof Promise ? built.then((message) => this.enqueue(message), (error: unknown) => this.stopAtPoison(error)) : this.enqueue(built);
   }
 
   private enqueue(message: OutgoingMessage): Promise<void> | undefined {
@@ -107,72 +95,16 @@ export class Pipeline {
     return undefined;
   }
 
-  /** Row -> record, or the dead letter that stands for it. Synchronous unless the encoder waits. */
-  private build(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction): OutgoingMessage | Promise<OutgoingMessage> {
-    const { decoder, router, encoder, topics } = this.stages;
-    try {
-      const event = decoder.decode(row);
-      const topic = router(event);
-      const limit = topics.recordLimit(topic);
-      const value = encoder.encode(event, topic);
-      const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
-      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(event, topic, key, value, limit, transaction);
-      return Promise.all([key, value, limit]).then(
-        ([readyKey, readyValue, readyLimit]) => this.assemble(event, topic, readyKey, readyValue, readyLimit, transaction),
-      ).catch((error: unknown) => this.poisonOrThrow(row, transaction, error));
-    } catch (error) {
-      return this.poisonOrThrow(row, transaction, error);
-    }
-  }
-
-  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction): OutgoingMessage {
-    const headers = eventHeaders(event, transaction.commitLsnText);
-    const size = recordSize(key, value, headers);
-    this.checkSize(size, limit, topic);
-    return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false, batchLimit: limit };
-  }
-
-  private poisonOrThrow(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: unknown): OutgoingMessage | Promise<OutgoingMessage> {
-    if (!(error instanceof PoisonEventError)) throw error;
-    return this.poison(row, transaction, error);
-  }
-
-  private poison(row: Readonly<Record<string, unknown>>, transaction: TrackedTransaction, error: PoisonEventError): OutgoingMessage | Promise<never> {
-    const position = { commitLsn: transaction.commitLsnText, table: this.tableName, code: error.code };
-    if (this.options.onPoison === 'fail') {
-      // Stop exactly at the poison event: everything before it is delivered and confirmed,
-      // and the next run starts with the transaction that holds it.
-      return this.stages.sink.drain().then(() => {
-        this.stages.logger.error({ ...position, eventId: row[this.options.columns.eventId], reason: error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
-        throw new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error });
-      });
-    }
-    // A schema mismatch names the offending value, which is billing data: only at debug.
-    const reason = error.code === 'ENCODE_SCHEMA_MISMATCH' ? 'the payload does not fit its schema (the path is in the dead-letter headers)' : error.message;
-    this.stages.logger.warn({ ...position, eventId: row[this.options.columns.eventId], reason }, 'poison event sent to the dead-letter topic');
-    this.stages.logger.debug({ ...position, reason: error.message }, 'poison event reason');
-    this.stages.metrics.deadLettered.inc({ reason: error.code });
-    return deadLetterMessage({
-      maxBytes: this.options.maxMessageBytes,
-      topic: this.options.deadLetterTopic,
-      row,
-      error,
-      transaction,
-      table: this.tableName,
-      eventIdColumn: this.options.columns.eventId,
-      aggregateIdColumn: this.options.columns.aggregateId,
-    });
-  }
-
   /**
-   * A record the broker would refuse would fail its batch on every retry: stop it here instead.
-   * `limit` is the smaller of OUTBOX_MAX_MESSAGE_BYTES and the topic's max.message.bytes.
+   * OUTBOX_ON_POISON=fail stops exactly at the poison event: everything before it is delivered
+   * and confirmed, and the next run starts with the transaction that holds it.
    */
-  private checkSize(size: number, limit: number, topic: string): void {
-    if (size > limit - RECORD_BATCH_OVERHEAD) {
-      const bound = limit < this.options.maxMessageBytes ? `topic ${topic}'s max.message.bytes (${limit})` : `OUTBOX_MAX_MESSAGE_BYTES (${limit})`;
-      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes for topic ${topic} exceeds ${bound}; raise it (and the other bound if needed), then replay the event`, { details: { topic, size, limit } });
-    }
+  private stopAtPoison(error: unknown): Promise<never> {
+    if (!(error instanceof PoisonStop)) throw error;
+    return this.stages.sink.drain().then(() => {
+      this.stages.logger.error({ ...error.position, reason: error.error.message }, 'poison event; stopping as OUTBOX_ON_POISON=fail');
+      throw error.error;
+    });
   }
 
   private unexpected(operation: string, relation: RelationRef): void {

@@ -115,7 +115,7 @@ const busy = () => new FakeSource(async () => { throw new RelayError('SOURCE_SLO
 function oneEventTransaction(commit: number, end: number, eventId: string): SourceMessage[] {
   const commitTime = new Date();
   return [
-    { kind: 'begin', xid: 1, commitLsn: at(commit), commitTime },
+    { kind: 'begin', commitLsn: at(commit), commitTime },
     { kind: 'insert', relation: TABLE, row: { event_id: eventId, aggregate_type: 'invoice', aggregate_id: 'inv_1', event_type: 'invoice.paid', payload: '{}', headers: null, created_at: null } },
     { kind: 'commit', commitLsn: at(commit), endLsn: at(end), commitTime },
   ];

@@ -12,6 +12,7 @@ import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
+import { RecordBuilder, recordBuilderOptions } from './sink/record-builder.js';
 import { createKafkaProducer, producerOptions, type KafkaProducerOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
 import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
@@ -181,10 +182,9 @@ export class Relay {
         onFailure: (error) => stream.abort(error),
       });
       await sink.start();
-      const pipeline = new Pipeline(
-        pipelineOptions(config),
-        { checkpointer: sessionCheckpointer, tracker, topics, decoder: this.decoder, router: this.router, encoder, sink, metrics, logger: logger.child({ stage: 'pipeline' }) },
-      );
+      const pipelineLogger = logger.child({ stage: 'pipeline' });
+      const builder = new RecordBuilder(recordBuilderOptions(config), { topics, decoder: this.decoder, router: this.router, encoder, metrics, logger: pipelineLogger });
+      const pipeline = new Pipeline(pipelineOptions(config), { checkpointer: sessionCheckpointer, tracker, builder, sink, logger: pipelineLogger });
       this.lifecycle.transition('active');
       logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();

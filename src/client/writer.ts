@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { columnVariable, DEFAULT_COLUMNS, isPlainIdentifier, type ColumnMap, type ColumnRole } from '../outbox-table.js';
 import { HEADER } from '../sink/headers.js';
 import { OutboxClientError, sqlState } from './errors.js';
 import { assertPayloadFits, type SchemaSet } from './schemas.js';
@@ -31,9 +32,14 @@ export interface OutboxEventInput {
 export interface OutboxWriterOptions {
   /**
    * The outbox table, optionally schema-qualified (`billing.event_outbox`).
-   * @default 'event_outbox'
+   * @default OUTBOX_TABLE when set (the relay's variable), else 'event_outbox'
    */
   readonly table?: string;
+  /**
+   * Your table's column names, where they differ from sql/001_event_outbox.sql's.
+   * @default each OUTBOX_COLUMN_* variable that is set (the relay's), else the standard names
+   */
+  readonly columns?: Partial<ColumnMap>;
   /**
    * The relay's schemas (`loadOutboxSchemas('schemas')`): every payload is checked against the
    * schema of its event type before the insert, and an event type without a schema is refused.
@@ -77,17 +83,18 @@ export async function writeOutboxEvents(tx: Queryable, events: readonly OutboxEv
   }
   if (rows.length === 0) return;
   if (options.checkTransaction ?? true) await assertInTransaction(tx);
-  const table = qualifiedTable(options.table ?? 'event_outbox');
+  const { table, columnList } = insertTarget(options);
   for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
     const chunk = rows.slice(start, start + ROWS_PER_STATEMENT);
     const params: unknown[] = [];
     const tuples = chunk.map((row) => {
       const base = params.length;
       params.push(...row);
-      return `($${base + 1}, $${base + 2}, $${base + 3}, $${base + 4}, $${base + 5}::jsonb, $${base + 6}::jsonb)`;
+      // Untyped parameters take the column's type: json, jsonb, text or varchar payloads alike.
+      return `($${base + 1}, $${base + 2}, $${base + 3}, $${base + 4}, $${base + 5}, $${base + 6})`;
     });
     try {
-      await tx.query(`INSERT INTO ${table} (event_id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ${tuples.join(', ')}`, params);
+      await tx.query(`INSERT INTO ${table} (${columnList}) VALUES ${tuples.join(', ')}`, params);
     } catch (error) {
       if (sqlState(error) === '23505') {
         const eventId = /=\((.*)\)/.exec((error as { detail?: string }).detail ?? '')?.[1] ?? chunk[0]![0];
@@ -107,11 +114,31 @@ export function createOutboxWriter(options: OutboxWriterOptions = {}): {
   write(tx: Queryable, event: OutboxEventInput): Promise<void>;
   writeMany(tx: Queryable, events: readonly OutboxEventInput[]): Promise<void>;
 } {
-  if (options.table !== undefined) qualifiedTable(options.table);
+  insertTarget(options);
   return {
     write: (tx, event) => writeOutboxEvent(tx, event, options),
     writeMany: (tx, events) => writeOutboxEvents(tx, events, options),
   };
+}
+
+/** The columns the writer fills, in the order of a row's values. */
+const WRITTEN_COLUMNS = ['eventId', 'aggregateType', 'aggregateId', 'eventType', 'payload', 'headers'] as const satisfies readonly ColumnRole[];
+
+/**
+ * Table and column names from the options, else from the relay's own variables (OUTBOX_TABLE,
+ * OUTBOX_COLUMN_*), so one environment configures the relay and the services that write for it.
+ */
+function insertTarget(options: OutboxWriterOptions): { table: string; columnList: string } {
+  const env = process.env;
+  const table = qualifiedTable(options.table ?? (env.OUTBOX_TABLE || 'event_outbox'));
+  const columnList = WRITTEN_COLUMNS.map((role) => {
+    const name = options.columns?.[role] ?? (env[columnVariable(role)] || DEFAULT_COLUMNS[role]);
+    if (!isPlainIdentifier(name)) {
+      throw new OutboxClientError('CLIENT_CONFIG_INVALID', `column for ${role} ${JSON.stringify(name)}: expected a column name (letters, digits, _, $; not starting with a digit)`, { details: { field: `columns.${role}` } });
+    }
+    return pg.escapeIdentifier(name);
+  }).join(', ');
+  return { table, columnList };
 }
 
 /**
@@ -193,7 +220,7 @@ function firstDuplicate(ids: readonly string[]): string | undefined {
 /** `name` or `schema.name`, each part quoted; anything else is refused. */
 export function qualifiedTable(table: string): string {
   const parts = table.split('.');
-  if (parts.length > 2 || parts.some((part) => !/^[A-Za-z_][A-Za-z0-9_$]*$/.test(part))) {
+  if (parts.length > 2 || parts.some((part) => !isPlainIdentifier(part))) {
     throw new OutboxClientError('CLIENT_CONFIG_INVALID', `table ${JSON.stringify(table)}: expected name or schema.name (letters, digits, _)`, { details: { field: 'table' } });
   }
   return parts.map((part) => pg.escapeIdentifier(part)).join('.');

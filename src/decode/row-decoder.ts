@@ -1,5 +1,6 @@
 import { PoisonEventError } from '../errors.js';
 import { NO_HEADERS, type OutboxEvent } from '../event.js';
+import type { ColumnMap } from '../outbox-table.js';
 import type { RowValues } from '../source/messages.js';
 
 import type { RelayConfig } from '../config/options.js';
@@ -14,16 +15,6 @@ export function rowDecoderFor(config: RelayConfig): RowDecoder {
     headers: config.columnHeaders,
     createdAt: config.columnCreatedAt,
   });
-}
-
-export interface ColumnMap {
-  readonly eventId: string;
-  readonly aggregateType: string;
-  readonly aggregateId: string;
-  readonly eventType: string;
-  readonly payload: string;
-  readonly headers: string;
-  readonly createdAt: string;
 }
 
 /**

@@ -12,6 +12,7 @@ import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { Pipeline, pipelineOptions } from '../pipeline.js';
+import { RecordBuilder, recordBuilderOptions } from '../sink/record-builder.js';
 import { createKafkaProducer, producerOptions } from '../sink/kafka-client.js';
 import { KafkaSink, sinkOptions } from '../sink/kafka-sink.js';
 import { TopicCatalog } from '../sink/topic-catalog.js';
@@ -53,17 +54,16 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
       topics.acknowledged(batch);
     },
   });
-  const pipeline = new Pipeline(pipelineOptions(config), {
-    checkpointer,
-    tracker,
+  const replayLogger = logger.child({ stage: 'replay' });
+  const builder = new RecordBuilder(recordBuilderOptions(config), {
     topics,
     decoder: rowDecoderFor(config),
     router: compileTopicTemplate(config.topicTemplate),
     encoder,
-    sink,
     metrics: createRelayMetrics(new Registry()),
-    logger: logger.child({ stage: 'replay' }),
+    logger: replayLogger,
   });
+  const pipeline = new Pipeline(pipelineOptions(config), { checkpointer, tracker, builder, sink, logger: replayLogger });
   // Every column as Postgres's text, then parsed as the stream parses it (columnParsersFor):
   // a replayed record carries the same bytes as the streamed one (a jsonb payload as its text).
   const client = new pg.Client({ ...pgConnectionConfig(config.databaseUrl, 'outbox-relay-replay'), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig);
@@ -71,7 +71,7 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
   await sink.start();
   let published = 0;
   try {
-    await pipeline.handle({ kind: 'begin', xid: 0, commitLsn: ZERO_LSN, commitTime: new Date() });
+    await pipeline.handle({ kind: 'begin', commitLsn: ZERO_LSN, commitTime: new Date() });
     for await (const rows of pages(client, config, filter)) {
       for (const row of rows) await pipeline.handle({ kind: 'insert', relation: config.table, row });
       published += rows.length;

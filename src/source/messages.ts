@@ -14,7 +14,7 @@ export interface RelationRef {
  * may confirm when nothing is in flight (so an idle outbox does not hold WAL).
  */
 export type SourceMessage =
-  | { readonly kind: 'begin'; readonly xid: number; readonly commitLsn: Lsn; readonly commitTime: Date }
+  | { readonly kind: 'begin'; readonly commitLsn: Lsn; readonly commitTime: Date }
   | { readonly kind: 'insert'; readonly relation: RelationRef; readonly row: RowValues }
   | { readonly kind: 'change'; readonly operation: 'update' | 'delete' | 'truncate'; readonly relation: RelationRef }
   | { readonly kind: 'commit'; readonly commitLsn: Lsn; readonly endLsn: Lsn; readonly commitTime: Date }

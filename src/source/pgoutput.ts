@@ -44,9 +44,9 @@ export class PgoutputDecoder {
     }
     const at = XLOG_HEADER_BYTES;
     switch (frame[at]) {
-      // Begin: final LSN (int64), commit time (int64), xid (int32)
+      // Begin: final LSN (int64), commit time (int64), xid (int32, not needed: the commit LSN identifies the transaction)
       case BEGIN:
-        return { kind: 'begin', commitLsn: requireLsn(readLsn(frame, at + 1), 'begin'), commitTime: readTime(frame, at + 9), xid: frame.readUInt32BE(at + 17) };
+        return { kind: 'begin', commitLsn: requireLsn(readLsn(frame, at + 1), 'begin'), commitTime: readTime(frame, at + 9) };
       // Commit: flags (int8), commit LSN (int64), end LSN (int64), commit time (int64)
       case COMMIT:
         return { kind: 'commit', commitLsn: requireLsn(readLsn(frame, at + 2), 'commit'), endLsn: requireLsn(readLsn(frame, at + 10), 'commit'), commitTime: readTime(frame, at + 18) };

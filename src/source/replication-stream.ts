@@ -45,8 +45,8 @@ const OBJECT_NOT_IN_PREREQUISITE_STATE = '55000';
 const UNDEFINED_OBJECT = '42704';
 
 /**
- * One START_REPLICATION session on a logical slot, read as an async iterator of
- * SourceMessages in commit order. It never acknowledges anything by itself: the only way a
+ * One START_REPLICATION session on a logical slot, read with `take`/`wait` as SourceMessages
+ * in commit order. It never acknowledges anything by itself: the only way a
  * position reaches Postgres is `sendStatus(lsn)`, and the wire carries exactly that lsn.
  */
 export class ReplicationStream implements SourceStream {

@@ -62,7 +62,10 @@ export class TestOutbox {
     await setup({ databaseUrl: this.databaseUrl, table: { schema: 'public', name: this.table }, publication: this.publication, slot: this.slot });
   }
 
-  /** Inserts rows in one transaction; returns the transaction's commit LSN range end. */
+  /**
+   * Inserts rows in one transaction, as given: unlike the writer it checks nothing, so tests can
+   * insert what a careless application would (poison rows).
+   */
   async insert(rows: readonly OutboxRow[], client?: pg.ClientBase): Promise<void> {
     const target = client ?? this.pool;
     const values: unknown[] = [];

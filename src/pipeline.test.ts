@@ -1,0 +1,120 @@
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { Checkpointer } from './checkpoint/checkpointer.js';
+import { CommitTracker } from './checkpoint/commit-tracker.js';
+import { RowDecoder } from './decode/row-decoder.js';
+import { JsonEncoder } from './encode/json-encoder.js';
+import { RelayError } from './errors.js';
+import type { OutgoingMessage } from './event.js';
+import type { Lsn } from './lsn.js';
+import { createRelayMetrics } from './observe/metrics.js';
+import { Pipeline } from './pipeline.js';
+import type { EventSink } from './sink/kafka-sink.js';
+import { RecordBuilder, type RecordBuilderOptions } from './sink/record-builder.js';
+import { compileTopicTemplate } from './sink/topic-router.js';
+import type { SourceMessage } from './source/messages.js';
+
+const at = (n: number) => BigInt(n) as Lsn;
+const TABLE = { schema: 'public', name: 'event_outbox' };
+const COLUMNS = { eventId: 'event_id', aggregateType: 'aggregate_type', aggregateId: 'aggregate_id', eventType: 'event_type', payload: 'payload', headers: 'headers', createdAt: 'created_at' };
+
+/** The sink port: records what it was given, and what was drained before what. */
+class RecordingSink implements EventSink {
+  readonly sent: OutgoingMessage[] = [];
+  readonly log: string[] = [];
+  get buffered(): number {
+    return this.sent.length;
+  }
+  send(message: OutgoingMessage): void {
+    this.sent.push(message);
+    this.log.push(`send ${message.headers.event_id ?? message.label}`);
+  }
+  waitForRoom(): Promise<void> {
+    return Promise.resolve();
+  }
+  async drain(): Promise<void> {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    this.log.push('drained');
+  }
+}
+
+function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: number } = {}) {
+  const sink = new RecordingSink();
+  const tracker = new CommitTracker(at(0));
+  const statuses: Lsn[] = [];
+  const logger = pino({ level: 'silent' });
+  const metrics = createRelayMetrics(new Registry());
+  const builder = new RecordBuilder(
+    { tableName: 'public.event_outbox', deadLetterTopic: 'outbox.dead-letter', onPoison: 'dead-letter', maxMessageBytes: 1_000_000, columns: { eventId: 'event_id', aggregateId: 'aggregate_id' }, ...options },
+    { decoder: new RowDecoder(COLUMNS), router: compileTopicTemplate('outbox.{aggregate_type}'), topics: { recordLimit: () => options.recordLimit ?? 1_000_000 }, encoder: new JsonEncoder(), metrics, logger },
+  );
+  const pipeline = new Pipeline(
+    { table: TABLE, onUnexpectedChange: 'warn', maxBufferedEvents: 10_000 },
+    { checkpointer: new Checkpointer(tracker, { sendStatus: (lsn) => statuses.push(lsn) }, 0), tracker, builder, sink, logger },
+  );
+  return { pipeline, sink, tracker, metrics, statuses };
+}
+
+function row(id: string, payload: unknown = '{"amount":1}') {
+  return { event_id: id, aggregate_type: 'invoice', aggregate_id: 'inv-1', event_type: 'invoice.paid', payload, headers: null, created_at: null };
+}
+
+/** One transaction at `commitLsn` holding `rows`, as the source delivers it. */
+function transaction(commitLsn: number, rows: ReturnType<typeof row>[]): SourceMessage[] {
+  return [
+    { kind: 'begin', commitLsn: at(commitLsn), commitTime: new Date() },
+    ...rows.map((values): SourceMessage => ({ kind: 'insert', relation: TABLE, row: values })),
+    { kind: 'commit', commitLsn: at(commitLsn), endLsn: at(commitLsn + 10), commitTime: new Date() },
+  ];
+}
+
+async function feed(pipeline: Pipeline, messages: SourceMessage[]): Promise<void> {
+  for (const message of messages) await pipeline.handle(message);
+}
+
+describe('Pipeline', () => {
+  it('passes rows to the sink as records in commit order, each registered with the tracker first', async () => {
+    const { pipeline, sink, tracker } = pipelineWith();
+    await feed(pipeline, [...transaction(100, [row('e1'), row('e2')]), ...transaction(200, [row('e3')])]);
+    expect(sink.sent.map((m) => [m.topic, m.headers.event_id, m.key])).toEqual([
+      ['outbox.invoice', 'e1', 'inv-1'],
+      ['outbox.invoice', 'e2', 'inv-1'],
+      ['outbox.invoice', 'e3', 'inv-1'],
+    ]);
+    // Nothing acknowledged: nothing confirmable past the start.
+    expect(tracker.confirmed).toBe(at(0));
+    for (const message of sink.sent) tracker.acknowledge(message.transaction);
+    expect(tracker.confirmed).toBe(at(210));
+  });
+
+  it('sends a poison row to the dead-letter topic in its place and goes on', async () => {
+    const { pipeline, sink, metrics } = pipelineWith();
+    await feed(pipeline, transaction(100, [row('e1'), row('e2', { not: 'json text' }), row('e3')]));
+    expect(sink.sent.map((m) => [m.topic, m.deadLetter, m.headers.event_id])).toEqual([
+      ['outbox.invoice', false, 'e1'],
+      ['outbox.dead-letter', true, 'e2'],
+      ['outbox.invoice', false, 'e3'],
+    ]);
+    expect(sink.sent[1]!.headers.dead_letter_code).toBe('DECODE_BAD_VALUE');
+    expect((await metrics.deadLettered.get()).values.map((v) => [v.labels.reason, v.value])).toContainEqual(['DECODE_BAD_VALUE', 1]);
+  });
+
+  it('with OUTBOX_ON_POISON=fail, drains everything before the poison event, then stops with its code', async () => {
+    const { pipeline, sink } = pipelineWith({ onPoison: 'fail' });
+    const error = await feed(pipeline, transaction(100, [row('e1'), row('e2', { not: 'json text' }), row('e3')])).then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(RelayError);
+    expect((error as RelayError).code).toBe('DECODE_BAD_VALUE');
+    expect((error as RelayError).retriable).toBe(false);
+    // e1 was drained before the stop; the poison event and what follows never reached the sink.
+    expect(sink.log).toEqual(['send e1', 'drained']);
+  });
+
+  it('dead-letters a record larger than its topic takes, naming the bound, instead of failing its batch forever', async () => {
+    const { pipeline, sink } = pipelineWith({ recordLimit: 400 });
+    await feed(pipeline, transaction(100, [row('small'), row('big', JSON.stringify({ note: 'x'.repeat(1_000) }))]));
+    expect(sink.sent.map((m) => [m.headers.event_id, m.deadLetter])).toEqual([['small', false], ['big', true]]);
+    expect(sink.sent[1]!.headers.dead_letter_code).toBe('SINK_TOO_LARGE');
+    expect(sink.sent[1]!.headers.dead_letter_reason).toMatch(/topic outbox\.invoice's max\.message\.bytes \(400\)/);
+  });
+});

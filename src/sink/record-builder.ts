@@ -1,0 +1,128 @@
+import type { Logger } from 'pino';
+import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
+import type { RelayConfig } from '../config/options.js';
+import type { RowDecoder } from '../decode/row-decoder.js';
+import type { PayloadEncoder } from '../encode/encoder.js';
+import { PoisonEventError, RelayError } from '../errors.js';
+import type { OutboxEvent, OutgoingMessage } from '../event.js';
+import type { RelayMetrics } from '../observe/metrics.js';
+import type { RowValues } from '../source/messages.js';
+import { deadLetterMessage } from './dead-letter.js';
+import { eventHeaders } from './headers.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
+import type { TopicRouter } from './topic-router.js';
+
+export function recordBuilderOptions(config: RelayConfig): RecordBuilderOptions {
+  return {
+    tableName: `${config.table.schema}.${config.table.name}`,
+    deadLetterTopic: config.deadLetterTopic,
+    onPoison: config.onPoison,
+    maxMessageBytes: config.maxMessageBytes,
+    columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
+  };
+}
+
+export interface RecordBuilderOptions {
+  /** `schema.table` of the outbox, named in dead letters. */
+  readonly tableName: string;
+  readonly deadLetterTopic: string;
+  readonly onPoison: 'dead-letter' | 'fail';
+  readonly maxMessageBytes: number;
+  readonly columns: { readonly eventId: string; readonly aggregateId: string };
+}
+
+export interface RecordBuilderStages {
+  readonly decoder: RowDecoder;
+  readonly router: TopicRouter;
+  /** The largest record each topic takes (and whether it exists). */
+  readonly topics: { recordLimit(topic: string): number | Promise<number> };
+  readonly encoder: PayloadEncoder;
+  readonly metrics: RelayMetrics;
+  readonly logger: Logger;
+}
+
+/**
+ * Thrown instead of a dead letter when OUTBOX_ON_POISON=fail: the pipeline delivers everything
+ * before the event, then stops with `error` (so the next run starts at its transaction).
+ */
+export class PoisonStop extends Error {
+  constructor(
+    readonly error: RelayError,
+    /** Where the event is, for the log line: commit LSN, table, code, event id. */
+    readonly position: Readonly<Record<string, unknown>>,
+  ) {
+    super(error.message, { cause: error });
+  }
+}
+
+/**
+ * Outbox row -> Kafka record: decode, route, encode, headers, size check; a row that cannot be
+ * a record (PoisonEventError anywhere on the way) becomes the dead letter that stands for it.
+ * Other errors (a registry that cannot be reached) are thrown: nothing is dead-lettered for them.
+ */
+export class RecordBuilder {
+  constructor(
+    private readonly options: RecordBuilderOptions,
+    private readonly stages: RecordBuilderStages,
+  ) {}
+
+  /** Synchronous unless the encoder or the topic lookup must wait: no promise per event on the common path. */
+  build(row: RowValues, transaction: TrackedTransaction): OutgoingMessage | Promise<OutgoingMessage> {
+    const { decoder, router, encoder, topics } = this.stages;
+    try {
+      const event = decoder.decode(row);
+      const topic = router(event);
+      const limit = topics.recordLimit(topic);
+      const value = encoder.encode(event, topic);
+      const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
+      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(event, topic, key, value, limit, transaction);
+      return Promise.all([key, value, limit]).then(
+        ([readyKey, readyValue, readyLimit]) => this.assemble(event, topic, readyKey, readyValue, readyLimit, transaction),
+      ).catch((error: unknown) => this.poisonOrThrow(row, transaction, error));
+    } catch (error) {
+      return this.poisonOrThrow(row, transaction, error);
+    }
+  }
+
+  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction): OutgoingMessage {
+    const headers = eventHeaders(event, transaction.commitLsnText);
+    const size = recordSize(key, value, headers);
+    this.checkSize(size, limit, topic);
+    return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false, batchLimit: limit };
+  }
+
+  /**
+   * A record the broker would refuse would fail its batch on every retry: stop it here instead.
+   * `limit` is the smaller of OUTBOX_MAX_MESSAGE_BYTES and the topic's max.message.bytes.
+   */
+  private checkSize(size: number, limit: number, topic: string): void {
+    if (size > limit - RECORD_BATCH_OVERHEAD) {
+      const bound = limit < this.options.maxMessageBytes ? `topic ${topic}'s max.message.bytes (${limit})` : `OUTBOX_MAX_MESSAGE_BYTES (${limit})`;
+      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes for topic ${topic} exceeds ${bound}; raise it (and the other bound if needed), then replay the event`, { details: { topic, size, limit } });
+    }
+  }
+
+  private poisonOrThrow(row: RowValues, transaction: TrackedTransaction, error: unknown): OutgoingMessage {
+    if (!(error instanceof PoisonEventError)) throw error;
+    const { options, stages } = this;
+    const position = { commitLsn: transaction.commitLsnText, table: options.tableName, code: error.code, eventId: row[options.columns.eventId] };
+    if (options.onPoison === 'fail') {
+      throw new PoisonStop(new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error }), position);
+    }
+    // A schema mismatch names the offending value, which is billing data: only at debug.
+    const reason = error.code === 'ENCODE_SCHEMA_MISMATCH' ? 'the payload does not fit its schema (the path is in the dead-letter headers)' : error.message;
+    stages.logger.warn({ ...position, reason }, 'poison event sent to the dead-letter topic');
+    stages.logger.debug({ ...position, reason: error.message }, 'poison event reason');
+    stages.metrics.deadLettered.inc({ reason: error.code });
+    return deadLetterMessage({
+      maxBytes: options.maxMessageBytes,
+      topic: options.deadLetterTopic,
+      row,
+      error,
+      transaction,
+      table: options.tableName,
+      eventIdColumn: options.columns.eventId,
+      aggregateIdColumn: options.columns.aggregateId,
+    });
+  }
+}
