@@ -1,26 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { billingEvent, TestOutbox } from './harness/outbox.js';
-import { createTopics, eventIds, TopicReader } from './harness/kafka.js';
+import { useTestOutbox } from './harness/fixture.js';
+import { billingEvent } from './harness/outbox.js';
+import { eventIds } from './harness/kafka.js';
 import { RelayProcess } from './harness/relay-process.js';
 
 describe('delivery', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
+  const { outbox, reader } = useTestOutbox({ aggregateTypes: ['invoice', 'subscription'], deadLetters: true, read: true });
   let relay: RelayProcess;
 
   beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice'), outbox.topic('subscription'), outbox.deadLetterTopic]);
-    await reader.start([outbox.topic('invoice'), outbox.topic('subscription'), outbox.deadLetterTopic]);
     relay = new RelayProcess(outbox.relayEnv({ OUTBOX_MAX_MESSAGE_BYTES: '20000' })).start();
     await relay.waitActive();
   });
 
   afterAll(async () => {
     await relay?.stop();
-    await reader.stop();
-    await outbox.destroy();
   });
 
   it('every committed row arrives with its key, topic, headers and payload; rolled-back rows never do', async () => {

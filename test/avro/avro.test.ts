@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createTopics, TopicReader, type ConsumedRecord } from '../harness/kafka.js';
+import { useTestOutbox } from '../harness/fixture.js';
 import { TestOutbox, type OutboxRow } from '../harness/outbox.js';
 import { consumerRegistry } from '../harness/registry-consumer.js';
 import { RelayProcess } from '../harness/relay-process.js';
@@ -68,16 +69,11 @@ function schemaIdOf(record: ConsumedRecord): number {
 }
 
 describe('avro: decoding, caching, dead letters', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
+  const { outbox, reader } = useTestOutbox({ aggregateTypes: ['subscription', 'invoice', 'payment', 'refund'], deadLetters: true, read: true });
   const proxy = new CountingProxy(new URL(inject('services').schemaRegistryUrl));
-  const topics = ['subscription', 'invoice', 'payment', 'refund'].map((aggregate) => outbox.topic(aggregate));
   let relay: RelayProcess;
 
   beforeAll(async () => {
-    await outbox.create();
-    await createTopics([...topics, outbox.deadLetterTopic]);
-    await reader.start([...topics, outbox.deadLetterTopic]);
     const registryUrl = await proxy.start();
     relay = new RelayProcess(outbox.relayEnv({ OUTBOX_FORMAT: 'avro', SCHEMA_REGISTRY_URL: registryUrl, OUTBOX_SUBJECT_STRATEGY: 'topic-record', OUTBOX_AUTO_REGISTER: 'true' })).start();
     await relay.waitActive();
@@ -85,9 +81,7 @@ describe('avro: decoding, caching, dead letters', () => {
 
   afterAll(async () => {
     await relay?.stop();
-    await reader.stop();
     await proxy.stop();
-    await outbox.destroy();
   });
 
   it('a consumer that knows nothing of the relay decodes every message through the registry and gets back the original payload, logical types included', async () => {
@@ -176,23 +170,18 @@ describe('avro: subject strategies', () => {
 });
 
 describe('avro: evolution', () => {
-  const outbox = new TestOutbox();
+  const { outbox } = useTestOutbox({ aggregateTypes: [] });
   let dir: string;
   let namespace: string;
   const subject = () => `${namespace}.InvoicePaid`;
   const file = () => path.join(dir, 'billing', 'invoice.paid.avsc');
 
   beforeAll(async () => {
-    await outbox.create();
     // Our own copy of the billing schemas in a namespace of our own, so subjects (record strategy) are ours.
     dir = await mkdtemp(path.join(tmpdir(), 'avro-evolution-'));
     await cp('schemas', dir, { recursive: true });
     namespace = `itest.${outbox.id}`;
     for (const eventType of Object.keys(BILLING)) await editSchema(path.join(dir, 'billing', `${eventType}.avsc`), (schema) => ({ ...schema, namespace }));
-  });
-
-  afterAll(async () => {
-    await outbox.destroy();
   });
 
   async function editSchema(target: string, edit: (schema: Record<string, unknown>) => Record<string, unknown>): Promise<void> {

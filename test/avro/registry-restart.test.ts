@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
-import { createTopics, TopicReader, type ConsumedRecord } from '../harness/kafka.js';
-import { TestOutbox, type OutboxRow } from '../harness/outbox.js';
+import { type ConsumedRecord } from '../harness/kafka.js';
+import { useTestOutbox } from '../harness/fixture.js';
+import { type OutboxRow } from '../harness/outbox.js';
 import { consumerRegistry } from '../harness/registry-consumer.js';
 import { delay, RelayProcess } from '../harness/relay-process.js';
 
@@ -25,14 +26,10 @@ function expected(row: OutboxRow): Record<string, unknown> {
 }
 
 describe('avro: registry stopped and restarted mid-stream', () => {
-  const outbox = new TestOutbox();
-  const reader = new TopicReader();
+  const { outbox, reader } = useTestOutbox({ deadLetters: true, read: true });
   let relay: RelayProcess;
 
   beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice'), outbox.deadLetterTopic]);
-    await reader.start([outbox.topic('invoice'), outbox.deadLetterTopic]);
     relay = new RelayProcess(outbox.relayEnv({ OUTBOX_FORMAT: 'avro', OUTBOX_SUBJECT_STRATEGY: 'topic-record', OUTBOX_AUTO_REGISTER: 'true' })).start();
     await relay.waitActive();
   });
@@ -40,8 +37,6 @@ describe('avro: registry stopped and restarted mid-stream', () => {
   afterAll(async () => {
     await serviceAction('start', 'registry').catch(() => undefined);
     await relay?.stop();
-    await reader.stop();
-    await outbox.destroy();
   });
 
   it('nothing lost, nothing dead-lettered because of it; ids are resolved again after the restart', async () => {

@@ -1,19 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestOutbox } from '../harness/outbox.js';
+import { useTestOutbox } from '../harness/fixture.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
 
 describe('idle outbox while other tables write', () => {
-  const outbox = new TestOutbox();
+  const { outbox } = useTestOutbox({ aggregateTypes: [] });
   const filler = `filler_${outbox.id}`;
 
   beforeAll(async () => {
-    await outbox.create();
     await outbox.pool.query(`CREATE TABLE ${filler} (id bigserial PRIMARY KEY, data text)`);
   });
 
   afterAll(async () => {
     await outbox.pool.query(`DROP TABLE IF EXISTS ${filler}`);
-    await outbox.destroy();
   });
 
   it("keeps the slot's confirmed_flush_lsn up with the WAL, so the slot holds no WAL without need", async () => {

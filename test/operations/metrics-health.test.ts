@@ -1,19 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
-import { createTopics } from '../harness/kafka.js';
-import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { useTestOutbox } from '../harness/fixture.js';
+import { billingEvent } from '../harness/outbox.js';
 import { get, metric } from '../harness/http.js';
 import { freePort } from '../harness/ports.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
 
 describe('metrics and health endpoints of a running relay', () => {
-  const outbox = new TestOutbox();
+  const { outbox } = useTestOutbox({ deadLetters: true });
   let port: number;
   let relay: RelayProcess;
 
   beforeAll(async () => {
-    await outbox.create();
-    await createTopics([outbox.topic('invoice'), outbox.deadLetterTopic]);
     port = await freePort();
     relay = new RelayProcess(outbox.relayEnv({ OUTBOX_HTTP_PORT: String(port), OUTBOX_SLOT_POLL_INTERVAL: '300ms' })).start();
     await relay.waitActive();
@@ -23,7 +21,6 @@ describe('metrics and health endpoints of a running relay', () => {
     await serviceAction('start', 'kafka');
     await serviceAction('start', 'pg');
     await relay.stop();
-    await outbox.destroy();
   });
 
   it('reports active and standby as ready and live', async () => {
