@@ -2,7 +2,7 @@
 # outbox-relay image: `docker build -t outbox-relay .`
 # One image for every command: run (default), setup, prune --every 60s, status, replay, drop-slot.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
