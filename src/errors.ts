@@ -31,6 +31,12 @@ export const ERROR_CODES = {
   SINK_CLIENT: { retriable: false, poison: false },
   SINK_TOO_LARGE: { retriable: false, poison: true },
   SINK_TOPIC_MISSING: { retriable: false, poison: true },
+  /** Kafka refused the credentials (SASL) or the relay could not present them: retrying repeats the refusal. */
+  SINK_AUTHENTICATION: { retriable: false, poison: false },
+  /** The principal lacks an ACL the relay needs (write, describe, idempotent write). */
+  SINK_NOT_AUTHORIZED: { retriable: false, poison: false },
+  /** The broker's certificate is not trusted (CA, expiry, host name), or the broker refused ours. */
+  SINK_TLS: { retriable: false, poison: false },
   /** A broken invariant of the relay's own: a bug. The process stops (exit 1) instead of looping. */
   INTERNAL: { retriable: false, poison: false },
 } as const satisfies Record<string, { readonly retriable: boolean; readonly poison: boolean }>;
