@@ -2,7 +2,8 @@ import pg from 'pg';
 import { pgConnectionConfig } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { RelayError } from '../errors.js';
+import { RelayError, sqlState } from '../errors.js';
+import type { RelationRef } from '../source/messages.js';
 
 export interface PruneOptions {
   readonly databaseUrl: string;
@@ -46,6 +47,26 @@ export interface PruneResult {
  * may go. Transaction ids are compared as 64-bit (epoch-extended) values, so wraparound cannot
  * make an old id look new. Deletes publish nothing: the publication carries inserts only.
  */
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * The pruner's marks table, created if missing. Its existence is checked first: CREATE TABLE IF
+ * NOT EXISTS needs CREATE on the schema even when the table is there, which a least-privilege
+ * pruner does not have (`setup` creates the table as the owner).
+ */
+export async function ensurePruneMarks(client: pg.ClientBase, table: RelationRef): Promise<'exists' | 'created'> {
+  const marks = pruneMarksTable(table);
+  const { rows } = await client.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [marks]);
+  if (rows[0]?.found) return 'exists';
+  await client.query(`CREATE TABLE IF NOT EXISTS ${marks} (taken_at timestamptz NOT NULL, wal_lsn pg_lsn NOT NULL, oldest_running_xid bigint NOT NULL)`);
+  return 'created';
+}
+
+/** `schema.<outbox>_prune_marks`, quoted. */
+export function pruneMarksTable({ schema, name }: RelationRef): string {
+  return `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${name}_prune_marks`)}`;
+}
+
 export class Pruner {
   private readonly table: string;
   private readonly marks: string;
@@ -53,14 +74,14 @@ export class Pruner {
   constructor(private readonly options: PruneOptions) {
     const { schema, name } = options.table;
     this.table = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
-    this.marks = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${name}_prune_marks`)}`;
+    this.marks = pruneMarksTable(options.table);
   }
 
   async pass(): Promise<PruneResult> {
     const client = new pg.Client(pgConnectionConfig(this.options.databaseUrl, 'outbox-relay-prune'));
     await client.connect();
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS ${this.marks} (taken_at timestamptz NOT NULL, wal_lsn pg_lsn NOT NULL, oldest_running_xid bigint NOT NULL)`);
+      await ensurePruneMarks(client, this.options.table);
       const confirmed = await this.confirmedFlushLsn(client);
       await this.recordMark(client);
       const mark = await this.newestConfirmedMark(client, confirmed);
@@ -74,6 +95,14 @@ export class Pruner {
       await this.updateGauges(client);
       this.options.metrics.lastSuccess.set(Date.now() / 1000);
       return { deleted, safeBelowLsn: mark?.walLsn ?? null };
+    } catch (error) {
+      if (sqlState(error) !== INSUFFICIENT_PRIVILEGE) throw error;
+      const role = (await client.query<{ role: string }>('SELECT current_user AS role').catch(() => null))?.rows[0]?.role ?? 'the pruner\'s role';
+      throw new RelayError(
+        'SETUP_PRIVILEGE',
+        `role "${role}" may not prune ${this.table} (${(error as Error).message}); it needs SELECT, DELETE on ${this.table} and SELECT, INSERT, DELETE on ${this.marks}: \`outbox-relay setup --print-roles\` prints the grants`,
+        { cause: error },
+      );
     } finally {
       await client.end();
     }
