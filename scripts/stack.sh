@@ -81,6 +81,15 @@ services_required() {
   services_or_all "$@"
 }
 
+# SVCS=(the services named, or all with "or_all"). Not `mapfile < <(...)`: a `die` in a
+# process substitution ends only that subshell, and the command went on with no services.
+resolve_services() {
+  local mode=$1 list
+  shift
+  list=$("services_$mode" "$@") || exit 1
+  mapfile -t SVCS <<<"$list"
+}
+
 data_note() {
   case "$1" in
     registry|secure_registry) echo "in-memory storage: registered schemas are gone" ;;
@@ -129,7 +138,8 @@ show_new_log() {
 
 cmd_up() {
   local svcs s
-  mapfile -t svcs < <(services_or_all "$@")
+  resolve_services or_all "$@"
+  svcs=("${SVCS[@]}")
   mkdir -p "$STACK_DIR/logs"
   # Fetch everything first so that download time is not counted as start-up time.
   for s in "${svcs[@]}"; do svc fetch "$s"; done
@@ -144,7 +154,8 @@ cmd_up() {
 
 cmd_start() {
   local svcs s t0 offset
-  mapfile -t svcs < <(services_required "$@")
+  resolve_services required "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if svc_running "$s"; then
       say "$s: already running (pid $(svc_pid "$s"))"
@@ -166,7 +177,8 @@ cmd_start() {
 
 cmd_stop() {
   local svcs s t0
-  mapfile -t svcs < <(services_required "$@")
+  resolve_services required "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if ! svc_running "$s"; then
       say "$s: not running"
@@ -181,7 +193,8 @@ cmd_stop() {
 
 cmd_kill() {
   local svcs s pid
-  mapfile -t svcs < <(services_required "$@")
+  resolve_services required "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if ! svc_running "$s"; then
       say "$s: not running"
@@ -198,7 +211,8 @@ cmd_kill() {
 cmd_down() {
   local svcs s
   if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster secure; fi
-  mapfile -t svcs < <(services_or_all "$@")
+  resolve_services or_all "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if svc_running "$s"; then svc stop "$s" quick; fi
     svc destroy "$s"
@@ -260,7 +274,8 @@ cmd_consume() {
 
 cmd_fetch() {
   local svcs s
-  mapfile -t svcs < <(services_or_all "$@")
+  resolve_services or_all "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do svc fetch "$s"; done
 }
 
