@@ -5,6 +5,10 @@
 #   registry  Apicurio Registry 3.x (Confluent-compatible API), in-memory storage
 #   cluster   for fault tests, not started by default: a KRaft controller and three
 #             brokers (services controller, broker1, broker2, broker3), same jars as kafka
+#   secure    for the TLS/SASL tests, not started by default (scripts/stack/secure.sh):
+#             secure_kafka (SASL_SSL with SCRAM/PLAIN/OAUTHBEARER, mTLS, ACLs enforced),
+#             secure_pg (TLS only, cert or scram auth), secure_registry (HTTPS, basic
+#             auth), with a test CA and certificates made once in $OUTBOX_STACK_DIR/tls
 #
 # Usage: scripts/stack.sh COMMAND [SERVICE...]
 #   up    [svc...]   fetch what is missing, start, wait until ready (default: pg kafka registry)
@@ -13,7 +17,8 @@
 #   kill  svc...     kill -9, data kept (fault injection)
 #   start svc...     start again on the kept data, wait until ready
 #   status           what runs; exit 0 if all services are up, 3 otherwise
-#   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, KAFKA_CLUSTER_BROKERS, OUTBOX_STACK_DIR
+#   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, KAFKA_CLUSTER_BROKERS, OUTBOX_STACK_DIR,
+#                    and the secure stack's SECURE_* endpoints, credentials and certificate paths
 #   fetch [svc...]   only download (e.g. to warm a CI cache)
 #   consume TOPIC    print the topic's records from the beginning (key, headers, value) for 10 s
 #
@@ -23,6 +28,9 @@
 #   OUTBOX_PG_PORT (55432) OUTBOX_KAFKA_PORT (59092) OUTBOX_KAFKA_CONTROLLER_PORT (59093)
 #   OUTBOX_REGISTRY_PORT (58081) OUTBOX_REGISTRY_MGMT_PORT (58082)
 #   OUTBOX_KAFKA_CLUSTER_PORT (59190: the cluster's controller; broker N on 59190+N)
+#   OUTBOX_SECURE_KAFKA_SASL_PORT (59501) OUTBOX_SECURE_KAFKA_MTLS_PORT (59502)
+#   OUTBOX_SECURE_KAFKA_INTERNAL_PORT (59503) OUTBOX_SECURE_KAFKA_CONTROLLER_PORT (59504)
+#   OUTBOX_SECURE_PG_PORT (59505) OUTBOX_SECURE_REGISTRY_PORT (59506) OUTBOX_SECURE_REGISTRY_MGMT_PORT (59507)
 #   OUTBOX_PG_FSYNC (off; on for benchmarks that should pay for durable commits)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
 #   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
@@ -41,6 +49,8 @@ source "$STACK_SCRIPTS/kafka.sh"
 source "$STACK_SCRIPTS/registry.sh"
 # shellcheck source=scripts/stack/kafka-cluster.sh
 source "$STACK_SCRIPTS/kafka-cluster.sh"
+# shellcheck source=scripts/stack/secure.sh
+source "$STACK_SCRIPTS/secure.sh"
 
 ALL_SERVICES=(pg kafka registry)
 
@@ -57,10 +67,11 @@ services_or_all() {
   local s
   for s in "$@"; do
     case "$s" in
-      pg|kafka|registry|controller|broker[123]) printf '%s\n' "$s" ;;
+      pg|kafka|registry|controller|broker[123]|secure_kafka|secure_pg|secure_registry) printf '%s\n' "$s" ;;
       postgres|postgresql) printf 'pg\n' ;;
       cluster) printf '%s\n' "${CLUSTER_NODES[@]}" ;;
-      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]})" ;;
+      secure) printf '%s\n' "${SECURE_SERVICES[@]}" ;;
+      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]}, secure or one of ${SECURE_SERVICES[*]})" ;;
     esac
   done
 }
@@ -70,8 +81,20 @@ services_required() {
   services_or_all "$@"
 }
 
+# SVCS=(the services named, or all with "or_all"). Not `mapfile < <(...)`: a `die` in a
+# process substitution ends only that subshell, and the command went on with no services.
+resolve_services() {
+  local mode=$1 list
+  shift
+  list=$("services_$mode" "$@") || exit 1
+  mapfile -t SVCS <<<"$list"
+}
+
 data_note() {
-  if [ "$1" = registry ]; then echo "in-memory storage: registered schemas are gone"; else echo "data kept"; fi
+  case "$1" in
+    registry|secure_registry) echo "in-memory storage: registered schemas are gone" ;;
+    *) echo "data kept" ;;
+  esac
 }
 
 # Runs "$@" in a subshell with errexit really on, and puts its exit status in
@@ -115,7 +138,8 @@ show_new_log() {
 
 cmd_up() {
   local svcs s
-  mapfile -t svcs < <(services_or_all "$@")
+  resolve_services or_all "$@"
+  svcs=("${SVCS[@]}")
   mkdir -p "$STACK_DIR/logs"
   # Fetch everything first so that download time is not counted as start-up time.
   for s in "${svcs[@]}"; do svc fetch "$s"; done
@@ -123,14 +147,15 @@ cmd_up() {
   # faster overall (same ~10 s), and per-service timings become meaningless.
   UP_FAILED=0
   for s in "${svcs[@]}"; do up_one "$s"; done
-  write_env_file
+  write_stack_env_file
   [ "$UP_FAILED" -eq 0 ] || die "some services failed to start"
   say "env written to $STACK_DIR/env (use: set -a; . $STACK_DIR/env; set +a)"
 }
 
 cmd_start() {
   local svcs s t0 offset
-  mapfile -t svcs < <(services_required "$@")
+  resolve_services required "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if svc_running "$s"; then
       say "$s: already running (pid $(svc_pid "$s"))"
@@ -147,12 +172,13 @@ cmd_start() {
     fi
     say "$s: ready on 127.0.0.1:$(svc_port "$s") in $(elapsed "$t0")s (pid $(svc_pid "$s"))"
   done
-  write_env_file
+  write_stack_env_file
 }
 
 cmd_stop() {
   local svcs s t0
-  mapfile -t svcs < <(services_required "$@")
+  resolve_services required "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if ! svc_running "$s"; then
       say "$s: not running"
@@ -167,7 +193,8 @@ cmd_stop() {
 
 cmd_kill() {
   local svcs s pid
-  mapfile -t svcs < <(services_required "$@")
+  resolve_services required "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if ! svc_running "$s"; then
       say "$s: not running"
@@ -183,8 +210,9 @@ cmd_kill() {
 
 cmd_down() {
   local svcs s
-  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster; fi
-  mapfile -t svcs < <(services_or_all "$@")
+  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster secure; fi
+  resolve_services or_all "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
     if svc_running "$s"; then svc stop "$s" quick; fi
     svc destroy "$s"
@@ -199,27 +227,40 @@ cmd_down() {
 
 cmd_status() {
   local s all=0 pid
-  printf '%-10s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
+  printf '%-16s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
   local shown=("${ALL_SERVICES[@]}")
-  # The cluster is listed once it exists; it does not count for the exit status.
+  # The cluster and the secure stack are listed once they exist; they do not count for
+  # the exit status.
   [ -d "$(cluster_dir)" ] && shown+=("${CLUSTER_NODES[@]}")
+  [ -d "$(secure_dir)" ] && shown+=("${SECURE_SERVICES[@]}")
   for s in "${shown[@]}"; do
     if svc_running "$s"; then
       pid=$(svc_pid "$s")
-      printf '%-10s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$(svc data_dir "$s")"
+      printf '%-16s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$(svc data_dir "$s")"
     else
-      is_cluster_node "$s" || all=3
-      printf '%-10s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$(svc data_dir "$s")"
+      is_cluster_node "$s" || is_secure_service "$s" || all=3
+      printf '%-16s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$(svc data_dir "$s")"
     fi
   done
   printf 'stack dir: %s\ncache dir: %s\n' "$STACK_DIR" "$CACHE_DIR"
   return "$all"
 }
 
+# The plain stack's variables (common.sh), then the secure stack's (secure.sh).
+stack_env_lines() {
+  env_lines
+  secure_env_lines
+}
+
+write_stack_env_file() {
+  stack_env_lines > "$STACK_DIR/env.tmp"
+  mv "$STACK_DIR/env.tmp" "$STACK_DIR/env"
+}
+
 cmd_env() {
   local prefix=""
   [ "${1:-}" = "--export" ] && prefix="export "
-  env_lines | sed "s/^/$prefix/"
+  stack_env_lines | sed "s/^/$prefix/"
 }
 
 cmd_consume() {
@@ -233,7 +274,8 @@ cmd_consume() {
 
 cmd_fetch() {
   local svcs s
-  mapfile -t svcs < <(services_or_all "$@")
+  resolve_services or_all "$@"
+  svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do svc fetch "$s"; done
 }
 
