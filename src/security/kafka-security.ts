@@ -39,12 +39,14 @@ export interface OauthBearerToken {
   readonly value: string;
 }
 
+type PasswordMechanism = Exclude<SaslMechanism, 'oauthbearer'>;
+/** One object type per mechanism, as kafkajs declares them. */
+type PasswordSasl = { [M in PasswordMechanism]: { readonly mechanism: M; readonly username: string; readonly password: string } }[PasswordMechanism];
+
 /** The kafkajs `ssl` and `sasl` settings; files are read here, so a new client sees rotated ones. */
 export interface KafkaClientSecurity {
   readonly ssl?: ConnectionOptions;
-  readonly sasl?:
-    | { readonly mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; readonly username: string; readonly password: string }
-    | { readonly mechanism: 'oauthbearer'; readonly oauthBearerProvider: () => Promise<OauthBearerToken> };
+  readonly sasl?: PasswordSasl | { readonly mechanism: 'oauthbearer'; readonly oauthBearerProvider: () => Promise<OauthBearerToken> };
 }
 
 export function kafkaClientSecurity(security: KafkaSecurity): KafkaClientSecurity {
@@ -66,15 +68,16 @@ function tlsOptions(tls: NonNullable<KafkaSecurity['tls']>): ConnectionOptions {
 function saslOptions(sasl: NonNullable<KafkaSecurity['sasl']>): NonNullable<KafkaClientSecurity['sasl']> {
   if (sasl.mechanism !== 'oauthbearer') {
     if (!sasl.username || !sasl.password) throw new RelayError('CONFIG_INVALID', `KAFKA_SASL_MECHANISM=${sasl.mechanism} needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE)`);
-    return { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password.reveal() };
+    // (TypeScript does not spread a union-typed `mechanism` over the per-mechanism object types.)
+    return { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password.reveal() } as PasswordSasl;
   }
   if (sasl.tokenFile) {
     const file = sasl.tokenFile;
-    return { mechanism: 'oauthbearer', oauthBearerProvider: () => Promise.resolve({ value: readToken(file) }) };
+    return { mechanism: 'oauthbearer', oauthBearerProvider: () => Promise.resolve({ value: unexpired(readToken(file), file) }) };
   }
   if (sasl.tokenProvider) {
     const provider = loadTokenProvider(sasl.tokenProvider);
-    return { mechanism: 'oauthbearer', oauthBearerProvider: async () => toToken(await (await provider)()) };
+    return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: unexpired(toToken(await (await provider)()).value, sasl.tokenProvider!) }) };
   }
   throw new RelayError('CONFIG_INVALID', 'KAFKA_SASL_MECHANISM=oauthbearer needs KAFKA_SASL_OAUTHBEARER_TOKEN_FILE or KAFKA_SASL_OAUTHBEARER_PROVIDER');
 }
@@ -119,4 +122,25 @@ function toToken(result: unknown): OauthBearerToken {
   if (typeof result === 'string' && result !== '') return { value: result };
   if (result && typeof result === 'object' && typeof (result as { value?: unknown }).value === 'string') return { value: (result as { value: string }).value };
   throw new RelayError('SINK_AUTHENTICATION', 'KAFKA_SASL_OAUTHBEARER_PROVIDER returned no token; expected a string or { value: string }');
+}
+
+/**
+ * A JWT whose `exp` has passed is refused here, naming where it came from: kafkajs 2.2.4 does not
+ * read the broker's refusal of a bad token (it sees only a closed connection or
+ * ILLEGAL_SASL_STATE), so this is the one place an expired token can be reported as such.
+ * Tokens that are not JWTs are passed on unchecked.
+ */
+function unexpired(token: string, source: string): string {
+  const claims = token.split('.')[1];
+  if (claims === undefined) return token;
+  let exp: unknown;
+  try {
+    exp = (JSON.parse(Buffer.from(claims, 'base64url').toString('utf8')) as { exp?: unknown }).exp;
+  } catch {
+    return token;
+  }
+  if (typeof exp === 'number' && exp * 1000 <= Date.now()) {
+    throw new RelayError('SINK_AUTHENTICATION', `the OAUTHBEARER token from ${source} expired at ${new Date(exp * 1000).toISOString()}; refresh it (a projected token file is replaced by the kubelet before it expires)`);
+  }
+  return token;
 }

@@ -3,7 +3,9 @@ import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
 import kafkajs, { Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { RelayConfig } from '../config/options.js';
-import { RelayError } from '../errors.js';
+import { RelayError, type ErrorCode } from '../errors.js';
+import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
+import { isTlsTrustError } from '../security/tls-errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
 import { partitionForKey } from './partitioner.js';
@@ -28,6 +30,8 @@ export interface KafkaProducerOptions extends ProducerEvents {
   readonly fastEncoder: boolean;
   /** Let the broker create a topic at its first record (if the broker allows it). */
   readonly autoCreateTopics: boolean;
+  /** TLS and SASL; files and secrets are read when the producer is made (each session). */
+  readonly security?: KafkaSecurity;
   readonly logger: Logger;
 }
 
@@ -48,6 +52,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
   const kafka = new Kafka({
     clientId: options.clientId,
     brokers: [...options.brokers],
+    ...kafkaClientSecurity(options.security ?? PLAINTEXT),
     logLevel: kafkaLogLevel.WARN,
     logCreator: () => ({ namespace, level, log }) => {
       const { message, ...extra } = log;
@@ -72,7 +77,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       try {
         await producer.connect();
       } catch (error) {
-        throw new RelayError('SINK_PUBLISH', `cannot connect to Kafka at ${options.brokers.join(',')}: ${(error as Error).message}`, { cause: error });
+        throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`);
       }
     },
 
@@ -81,7 +86,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
         await producer.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
         outage.acknowledged(messages.length);
       } catch (error) {
-        throw new RelayError('SINK_PUBLISH', `Kafka did not acknowledge a batch of ${messages.length}: ${kafkaErrorName(error)}: ${(error as Error).message}`, { cause: error });
+        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length}`);
       }
     },
 
@@ -112,6 +117,37 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       if (adminConnected) await finishesWithin(admin.disconnect().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
     },
   };
+}
+
+const AUTHENTICATION_ERRORS = new Set(['KafkaJSSASLAuthenticationError', 'SASL_AUTHENTICATION_FAILED', 'ILLEGAL_SASL_STATE', 'UNSUPPORTED_SASL_MECHANISM']);
+const AUTHORIZATION_ERRORS = new Set(['TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'GROUP_AUTHORIZATION_FAILED', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED']);
+
+/**
+ * A kafkajs failure as the relay's error. Refused credentials, a missing ACL or an untrusted
+ * certificate stop the relay with what to fix (retrying repeats the refusal); anything else is a
+ * retriable SINK_PUBLISH.
+ */
+export function kafkaFailure(error: unknown, what: string): RelayError {
+  const names: string[] = [];
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    // The relay's own, raised inside kafkajs (e.g. by the OAUTHBEARER token provider): keep its code.
+    if (current instanceof RelayError) return current;
+    names.push(kafkaErrorName(current));
+  }
+  const detail = `${kafkaErrorName(error)}: ${(error as Error).message}`;
+  let code: ErrorCode = 'SINK_PUBLISH';
+  let hint = '';
+  if (names.some((name) => AUTHENTICATION_ERRORS.has(name))) {
+    code = 'SINK_AUTHENTICATION';
+    hint = '; check KAFKA_SASL_MECHANISM and the credentials (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD[_FILE], or the OAUTHBEARER token)';
+  } else if (names.some((name) => AUTHORIZATION_ERRORS.has(name))) {
+    code = 'SINK_NOT_AUTHORIZED';
+    hint = "; the relay's principal needs WRITE and DESCRIBE (and DESCRIBE_CONFIGS) on its topics, CREATE if they are auto-created (README: Security, Kafka ACLs)";
+  } else if (isTlsTrustError(error)) {
+    code = 'SINK_TLS';
+    hint = '; check KAFKA_SSL_CA_FILE (the CA that signed the brokers) and, for mutual TLS, KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE';
+  }
+  return new RelayError(code, `${what}: ${detail}${hint}`, { cause: error });
 }
 
 /**
@@ -188,8 +224,8 @@ function groupByTopic(batch: readonly OutgoingMessage[]): TopicMessages[] {
 }
 
 /** Records in a topic (high minus low watermark over its partitions); 0 if it does not exist. */
-export async function countRecords(brokers: readonly string[], topic: string): Promise<number> {
-  const admin = new Kafka({ clientId: 'outbox-relay-status', brokers: [...brokers], logLevel: kafkaLogLevel.NOTHING, connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
+export async function countRecords(brokers: readonly string[], topic: string, security: KafkaSecurity = PLAINTEXT): Promise<number> {
+  const admin = new Kafka({ clientId: 'outbox-relay-status', brokers: [...brokers], ...kafkaClientSecurity(security), logLevel: kafkaLogLevel.NOTHING, connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
   try {
     await admin.connect();
     if (!(await admin.listTopics()).includes(topic)) return 0;
