@@ -5,6 +5,7 @@ import { TimestampMillisType } from '../encode/avro/logical-types.js';
 import { HEADER } from '../sink/headers.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
+import { verifyKafkajsHeaders } from './kafkajs-headers.js';
 import { qualifiedTable } from './writer.js';
 
 /** One outbox event as a consumer sees it: the relay's headers, decoded, and where it came from. */
@@ -17,7 +18,10 @@ export interface ConsumedEvent<P = unknown> {
   /** Avro: `timestamp-millis` fields are Dates. JSON: the payload column as written. */
   readonly payload: P;
   readonly createdAt: Date | null;
-  /** Every header as a string, the relay's and the row's own (e.g. `traceparent`). */
+  /**
+   * Every header as a string, the relay's and the row's own (e.g. `traceparent`), under its own
+   * name: `constructor` or `__proto__` too (the object has no prototype).
+   */
   readonly headers: Readonly<Record<string, string>>;
   readonly topic: string;
   readonly partition: number;
@@ -134,6 +138,7 @@ export function createIdempotentConsumer<P = unknown>(options: IdempotentConsume
     consumer,
     stats,
     async start() {
+      await verifyKafkajsHeaders(options.kafka);
       await consumer.connect();
       await consumer.subscribe({ topics: [...options.topics], fromBeginning: options.fromBeginning ?? false });
       await consumer.run({ autoCommit: false, partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1, eachMessage });
@@ -214,7 +219,7 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
 }
 
 function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
-  const result: Record<string, string> = {};
+  const result = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (value === undefined) continue;
     result[name] = Array.isArray(value) ? value.map(String).join(',') : String(value);

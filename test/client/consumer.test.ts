@@ -237,3 +237,52 @@ describe('idempotent consumer', () => {
     expect(kept).toBeGreaterThan(0);
   });
 });
+
+describe('idempotent consumer: records exactly as the relay wrote them', () => {
+  /** Runs a consumer of `topics` until `count` events were handled; returns them by event id. */
+  async function consumeAll(groupId: string, topics: readonly string[], count: number): Promise<Map<string, ConsumedEvent<InvoicePaid>>> {
+    const seen = new Map<string, ConsumedEvent<InvoicePaid>>();
+    const reading = createIdempotentConsumer<InvoicePaid>({
+      kafka: kafkaClient(),
+      groupId,
+      topics,
+      pool: outbox.pool,
+      handler: async (event) => {
+        seen.set(event.eventId, event);
+      },
+      format: 'avro',
+      schemaRegistryUrl: inject('services').schemaRegistryUrl,
+      fromBeginning: true,
+      table: dedup,
+    });
+    consumers.push(reading);
+    await reading.start();
+    try {
+      await eventually(`${count} events handled`, async () => (seen.size >= count ? true : undefined), 90_000);
+    } finally {
+      await reading.stop();
+    }
+    return seen;
+  }
+
+  const paid = (invoiceId: string) => JSON.stringify({ invoice_id: invoiceId, customer_id: 'cus_1', payment_id: 'pay_1', amount_cents: 1, currency: 'EUR', paid_at: '2024-01-01T00:00:00.000Z' });
+
+  it("delivers header names that are Object.prototype's members, __proto__ included, exactly as produced", async () => {
+    const headersTopic = outbox.topic('headers');
+    await createTopics([headersTopic]);
+    const active = relay();
+    await active.waitActive();
+    const headers = { constructor: 'c', toString: 't', hasOwnProperty: 'h', valueOf: 'v', __proto__x: 'x', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' };
+    // JSON text: `__proto__` as a key of a JS object literal would set its prototype instead.
+    const headersJson = `{${Object.entries(headers).map(([name, value]) => `${JSON.stringify(name)}: ${JSON.stringify(value)}`).join(', ')}, "__proto__": "p"}`;
+    const eventId = deterministicEventId(['headers', outbox.id]);
+    await outbox.pool.query(`INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'headers', 'inv_h', 'invoice.paid', $2, $3)`, [eventId, paid('inv_h'), headersJson]);
+    const event = (await consumeAll('g-headers', [headersTopic], 1)).get(eventId)!;
+    await active.stop();
+    // fromEntries defines each name as an own property, `__proto__` as well.
+    const relayHeaders = { event_id: eventId, event_type: 'invoice.paid', aggregate_type: 'headers', created_at: expect.any(String), outbox_commit_lsn: expect.any(String) };
+    expect({ ...event.headers }).toEqual(Object.fromEntries([...Object.entries(headers), ['__proto__', 'p'], ...Object.entries(relayHeaders)]));
+    expect(Object.hasOwn(event.headers, '__proto__') && event.headers['__proto__']).toBe('p');
+    expect(Object.getPrototypeOf(event.headers)).toBe(null);
+  });
+});
