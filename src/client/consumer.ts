@@ -2,6 +2,7 @@ import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import type { Consumer, ConsumerConfig, EachMessagePayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type pg from 'pg';
 import { TimestampMillisType } from '../encode/avro/logical-types.js';
+import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';
 import { HEADER } from '../sink/headers.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
@@ -13,7 +14,7 @@ export interface ConsumedEvent<P = unknown> {
   readonly eventId: string;
   readonly eventType: string;
   readonly aggregateType: string;
-  /** The record key (the relay writes `aggregate_id` as a UTF-8 string). */
+  /** The record key: `aggregate_id` as the relay wrote it, UTF-8 text or (OUTBOX_KEY_SCHEMA) Avro, decoded. */
   readonly aggregateId: string | null;
   /** Avro: `timestamp-millis` fields are Dates. JSON: the payload column as written. */
   readonly payload: P;
@@ -43,8 +44,9 @@ export interface IdempotentConsumerOptions<P> {
   readonly pool: pg.Pool;
   readonly handler: EventHandler<P>;
   /**
-   * `avro`: Confluent wire format, decoded through the schema registry (`timestamp-millis` -> Date).
-   * `json`: the value is UTF-8 JSON.
+   * `avro`: Confluent wire format, decoded through the schema registry (`timestamp-millis` -> Date);
+   * so is an Avro key (OUTBOX_KEY_SCHEMA), a UTF-8 key is read as text.
+   * `json`: the value is UTF-8 JSON, the key UTF-8 text.
    * @default 'json'
    */
   readonly format?: 'json' | 'avro';
@@ -193,14 +195,19 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
   const eventId = headers[HEADER.eventId];
   if (!eventId) throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: no ${HEADER.eventId} header (not a record of the relay?)`, { details: { topic, partition, offset: message.offset } });
   if (!message.value) throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId} has no value`, { details: { topic, partition, offset: message.offset, eventId } });
+  const undecodable = (what: string, error: unknown) =>
+    new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId}: ${what}: ${(error as Error).message}`, { cause: error, details: { topic, partition, offset: message.offset, eventId } });
   let payload: P;
   try {
     payload = registry ? ((await registry.decode(message.value)) as P) : (JSON.parse(message.value.toString('utf8')) as P);
   } catch (error) {
-    throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId}: value does not decode as ${registry ? 'Avro (registry)' : 'JSON'}: ${(error as Error).message}`, {
-      cause: error,
-      details: { topic, partition, offset: message.offset, eventId },
-    });
+    throw undecodable(`value does not decode as ${registry ? 'Avro (registry)' : 'JSON'}`, error);
+  }
+  let aggregateId: string | null;
+  try {
+    aggregateId = await aggregateIdOf(message.key, registry);
+  } catch (error) {
+    throw undecodable('key does not decode', error);
   }
   const createdAtText = headers[HEADER.createdAt];
   const createdAt = createdAtText ? new Date(createdAtText) : null;
@@ -208,7 +215,7 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
     eventId,
     eventType: headers[HEADER.eventType] ?? '',
     aggregateType: headers[HEADER.aggregateType] ?? '',
-    aggregateId: message.key?.toString('utf8') ?? null,
+    aggregateId,
     payload,
     createdAt: createdAt && !Number.isNaN(createdAt.getTime()) ? createdAt : null,
     headers,
@@ -216,6 +223,23 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
     partition,
     offset: message.offset,
   };
+}
+
+/**
+ * The aggregate id from the record key. The relay writes it as UTF-8 text, or with
+ * OUTBOX_KEY_SCHEMA as Avro in the Confluent wire format: a string, or a record of one string
+ * field. A key starting with the magic byte 0 is never the relay's text (a Postgres text value
+ * holds no NUL byte).
+ */
+async function aggregateIdOf(key: Buffer | null, registry: SchemaRegistry | undefined): Promise<string | null> {
+  if (!key) return null;
+  if (key.length < HEADER_BYTES || key[0] !== MAGIC_BYTE) return key.toString('utf8');
+  if (!registry) throw new Error(`it is Avro (schema id ${key.readUInt32BE(1)}, OUTBOX_KEY_SCHEMA): consume with format 'avro'`);
+  const decoded = (await registry.decode(key)) as unknown;
+  if (typeof decoded === 'string') return decoded;
+  const fields = decoded !== null && typeof decoded === 'object' ? Object.values(decoded) : [];
+  if (fields.length === 1 && typeof fields[0] === 'string') return fields[0];
+  throw new Error('an Avro key is a string or a record of one string field (the aggregate id)');
 }
 
 function stringHeaders(headers: IHeaders | undefined): Record<string, string> {

@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -284,5 +287,42 @@ describe('idempotent consumer: records exactly as the relay wrote them', () => {
     expect({ ...event.headers }).toEqual(Object.fromEntries([...Object.entries(headers), ['__proto__', 'p'], ...Object.entries(relayHeaders)]));
     expect(Object.hasOwn(event.headers, '__proto__') && event.headers['__proto__']).toBe('p');
     expect(Object.getPrototypeOf(event.headers)).toBe(null);
+  });
+
+  it('decodes an Avro key (OUTBOX_KEY_SCHEMA, a record or a string) through the registry into the aggregate id', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'outbox-key-'));
+    try {
+      const recordKey = path.join(dir, 'record-key.avsc');
+      await writeFile(recordKey, JSON.stringify({ type: 'record', name: 'AggregateKey', namespace: 'com.example.billing', fields: [{ name: 'aggregate_id', type: 'string' }] }));
+      const stringKey = path.join(dir, 'string-key.avsc');
+      await writeFile(stringKey, JSON.stringify('string'));
+      const cases: { aggregateType: string; env: Record<string, string> }[] = [
+        { aggregateType: 'recordkey', env: { OUTBOX_KEY_SCHEMA: recordKey } },
+        // A plain string key has no name: only the topic subject strategy can register it.
+        { aggregateType: 'stringkey', env: { OUTBOX_KEY_SCHEMA: stringKey, OUTBOX_SUBJECT_STRATEGY: 'topic' } },
+      ];
+      await createTopics(cases.map((each) => outbox.topic(each.aggregateType)));
+      const expected = new Map<string, string>();
+      for (const each of cases) {
+        const active = relay(each.env);
+        await active.waitActive();
+        for (let i = 0; i < 3; i += 1) {
+          const eventId = deterministicEventId(['key', each.aggregateType, outbox.id, i]);
+          const aggregateId = `${each.aggregateType}_ü_${i}`;
+          expected.set(eventId, aggregateId);
+          await outbox.pool.query(`INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, $2, $3, 'invoice.paid', $4)`, [eventId, each.aggregateType, aggregateId, paid(aggregateId)]);
+        }
+        const reader = await new TopicReader().start([outbox.topic(each.aggregateType)]);
+        await reader.until('the Avro-keyed records', (records) => records.length >= 3, 60_000, () => active.tail());
+        await reader.stop();
+        // The key on Kafka is in the Confluent wire format (magic byte 0), not the id as text.
+        expect(reader.records.every((record) => record.key?.charCodeAt(0) === 0), each.aggregateType).toBe(true);
+        await active.stop();
+      }
+      const events = await consumeAll('g-keys', cases.map((each) => outbox.topic(each.aggregateType)), expected.size);
+      expect(new Map([...events].map(([eventId, event]) => [eventId, event.aggregateId]))).toEqual(expected);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
