@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 
@@ -48,9 +48,13 @@ export async function verify(target: SetupTarget): Promise<string[]> {
   });
 }
 
-/** The payload column's type (refused unless publishable). */
+/** The payload column's type (refused unless publishable), and session settings the relay overrides. */
 async function findings(client: pg.Client, target: SetupTarget): Promise<string[]> {
   const lines = target.payloadColumn ? [await checkPayloadColumn(client, { ...target, payloadColumn: target.payloadColumn })] : [];
+  const { source, settings } = overriddenSessionSettings(target.databaseUrl);
+  if (settings.length > 0) {
+    lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
+  }
   return lines;
 }
 
