@@ -8,17 +8,24 @@ const RECORD_DECODER = 'kafkajs/src/protocol/recordBatch/record/v0/decoder.js';
 const BATCH_DECODER = 'kafkajs/src/protocol/recordBatch/v0/decoder.js';
 const kafka = new Kafka({ brokers: ['127.0.0.1:1'] });
 
-/** kafkajs's own export of the module, loaded fresh from disk, leaving the cache as it was. */
-function original(module: string): unknown {
+/**
+ * Runs `work` with `module` out of the require cache, so that a require in it loads the file
+ * afresh; then the cached one is back (and whatever `work` loaded is dropped).
+ */
+async function uncached<T>(module: string, work: () => T | Promise<T>): Promise<T> {
   const path = require.resolve(module);
   const cached = require.cache[path];
   delete require.cache[path];
   try {
-    return require(path) as unknown;
+    return await work();
   } finally {
     if (cached) require.cache[path] = cached;
+    else delete require.cache[path];
   }
 }
+
+/** kafkajs's own record decoder, as on disk. */
+const kafkajsRecordDecoder = () => uncached(RECORD_DECODER, () => require(RECORD_DECODER) as unknown);
 
 /** Runs `check` with `module`'s cached export replaced, then puts it back. */
 async function withExport(module: string, exports: unknown, check: () => Promise<void>): Promise<void> {
@@ -37,7 +44,7 @@ async function withExport(module: string, exports: unknown, check: () => Promise
 describe("kafkajs's record decoder replaced so headers arrive as produced", () => {
   it('passes its check: kafkajs decodes Object.prototype header names unchanged', async () => {
     await expect(verifyKafkajsHeaders(kafka)).resolves.toBeUndefined();
-    expect(original(RECORD_DECODER)).not.toBe(require(RECORD_DECODER));
+    expect(await kafkajsRecordDecoder()).not.toBe(require(RECORD_DECODER));
   });
 
   it('keeps every name an own property, and a repeated name as kafkajs does (an array)', () => {
@@ -60,12 +67,10 @@ describe("kafkajs's record decoder replaced so headers arrive as produced", () =
   });
 
   it('refuses when kafkajs fetched before the replacement (its batch decoder holds the original)', async () => {
-    const batchPath = require.resolve(BATCH_DECODER);
-    const ours = require.cache[batchPath];
-    delete require.cache[batchPath];
-    try {
+    const original = await kafkajsRecordDecoder();
+    await uncached(BATCH_DECODER, async () => {
       // The batch decoder loads, and captures the record decoder, while kafkajs's own is in place.
-      await withExport(RECORD_DECODER, original(RECORD_DECODER), async () => {
+      await withExport(RECORD_DECODER, original, async () => {
         require(BATCH_DECODER);
       });
       await expect(verifyKafkajsHeaders(kafka)).rejects.toMatchObject({
@@ -73,15 +78,12 @@ describe("kafkajs's record decoder replaced so headers arrive as produced", () =
         retriable: false,
         message: expect.stringMatching(/kafkajs decodes the headers constructor, toString, hasOwnProperty, valueOf, __proto__ changed/),
       });
-    } finally {
-      if (ours) require.cache[batchPath] = ours;
-      else delete require.cache[batchPath];
-    }
+    });
     await expect(verifyKafkajsHeaders(kafka)).resolves.toBeUndefined();
   });
 
   it('refuses when the replacement is gone from the module cache', async () => {
-    await withExport(RECORD_DECODER, original(RECORD_DECODER), async () => {
+    await withExport(RECORD_DECODER, await kafkajsRecordDecoder(), async () => {
       await expect(verifyKafkajsHeaders(kafka)).rejects.toMatchObject({ code: 'CONSUMER_KAFKAJS', message: expect.stringContaining(`kafkajs's ${RECORD_DECODER} is not the consumer helper's any more`) });
     });
   });
