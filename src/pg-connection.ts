@@ -17,13 +17,16 @@ const CONNECT_TIMEOUT_MS = 10_000;
 export const QUERY_TIMEOUT_MS = 60_000;
 
 /**
- * Settings the replication session fixes for itself: it would otherwise inherit the database's
- * and the role's (ALTER DATABASE ... SET DateStyle = 'SQL, DMY'), and the text Postgres sends
- * for each column depends on them. With these, a timestamptz is ISO 8601 in UTC (the created_at
- * header), a float keeps every digit, a bytea is hex (what pg's parser reads), an interval is
- * in Postgres's default form.
+ * Settings every connection of the relay fixes for itself. A session would otherwise take them
+ * from the database and the role (ALTER DATABASE ... SET DateStyle = 'SQL, DMY'), and from
+ * DATABASE_URL's `options`, and the text Postgres sends for each column depends on them: the
+ * stream's and `replay`'s rows, and the timestamps pg parses into Dates (its parser reads ISO
+ * only). With these, a timestamptz is ISO 8601 in UTC (the created_at header), a float keeps
+ * every digit, a bytea is hex (what pg's parser reads), an interval is in Postgres's default
+ * form. (client_encoding needs nothing here: pg sends UTF8 as a startup parameter of its own,
+ * which Postgres applies after `options`.)
  */
-const REPLICATION_SESSION_SETTINGS: Readonly<Record<string, string>> = {
+export const SESSION_SETTINGS: Readonly<Record<string, string>> = {
   DateStyle: 'ISO, MDY',
   TimeZone: 'UTC',
   IntervalStyle: 'postgres',
@@ -40,16 +43,53 @@ export interface ConnectionKind {
 
 export function pgConnectionConfig(databaseUrl: string, applicationName: string, { replication = false, queryTimeoutMs = QUERY_TIMEOUT_MS }: ConnectionKind = {}): pg.ClientConfig {
   return {
-    connectionString: databaseUrl,
+    ...withSessionSettings(databaseUrl),
     application_name: applicationName,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    ...(replication ? { replication: 'database', options: sessionOptions(REPLICATION_SESSION_SETTINGS) } : queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
+    ...(replication ? { replication: 'database' } : queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
   } as pg.ClientConfig;
 }
 
+/**
+ * The connection string and startup `options` with SESSION_SETTINGS after the operator's own
+ * options, so that the relay's win: Postgres applies the `-c` switches of a startup packet in
+ * order, the last for a setting counts. The operator's other options (search_path, ...) stay.
+ * Those come, as pg takes them, from DATABASE_URL's `options` parameter, else from PGOPTIONS;
+ * pg lets the URL's `options` replace the config's, so they are put back into the URL.
+ *
+ * Winning rather than refusing: a DATABASE_URL is often shared with the application, whose
+ * DateStyle is its own business; the relay's output must not depend on it either way.
+ */
+function withSessionSettings(databaseUrl: string): { connectionString: string; options?: string } {
+  const fixed = startupOptions(SESSION_SETTINGS);
+  const url = new URL(databaseUrl);
+  const fromUrl = url.searchParams.get('options');
+  if (fromUrl === null) return { connectionString: databaseUrl, options: joinOptions(process.env.PGOPTIONS, fixed) };
+  url.searchParams.set('options', joinOptions(fromUrl, fixed));
+  return { connectionString: url.toString() };
+}
+
+function joinOptions(operator: string | undefined, fixed: string): string {
+  return operator?.trim() ? `${operator.trim()} ${fixed}` : fixed;
+}
+
 /** The startup packet's `options`: -c name=value, spaces in values escaped as Postgres reads them. */
-function sessionOptions(settings: Readonly<Record<string, string>>): string {
+function startupOptions(settings: Readonly<Record<string, string>>): string {
   return Object.entries(settings).map(([name, value]) => `-c ${name}=${value.replaceAll(' ', '\\ ')}`).join(' ');
+}
+
+/**
+ * The session settings that the operator's startup options (DATABASE_URL's `options`, else
+ * PGOPTIONS) ask for and the relay overrides, by name as the relay spells them: said at start,
+ * so that an operator who set one knows it has no effect on the relay.
+ */
+export function overriddenSessionSettings(databaseUrl: string): { readonly source: string; readonly settings: string[] } {
+  const fromUrl = new URL(databaseUrl).searchParams.get('options');
+  const operator = fromUrl ?? process.env.PGOPTIONS ?? '';
+  const named = new Set<string>();
+  // -c name=value, -cname=value or --name=value; Postgres reads names case-insensitively, - as _.
+  for (const [, name] of operator.matchAll(/(?:^|\s)(?:-c\s*|--)([A-Za-z_][\w.-]*)=/g)) named.add(name!.toLowerCase().replaceAll('-', '_'));
+  return { source: fromUrl === null ? 'PGOPTIONS' : "DATABASE_URL's options", settings: Object.keys(SESSION_SETTINGS).filter((setting) => named.has(setting.toLowerCase())) };
 }

@@ -2,9 +2,11 @@ import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import type { Consumer, ConsumerConfig, EachMessagePayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type pg from 'pg';
 import { TimestampMillisType } from '../encode/avro/logical-types.js';
+import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';
 import { HEADER } from '../sink/headers.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
+import { verifyKafkajsHeaders } from './kafkajs-headers.js';
 import { qualifiedTable } from './writer.js';
 
 /** One outbox event as a consumer sees it: the relay's headers, decoded, and where it came from. */
@@ -12,12 +14,15 @@ export interface ConsumedEvent<P = unknown> {
   readonly eventId: string;
   readonly eventType: string;
   readonly aggregateType: string;
-  /** The record key (the relay writes `aggregate_id` as a UTF-8 string). */
+  /** The record key: `aggregate_id` as the relay wrote it, UTF-8 text or (OUTBOX_KEY_SCHEMA) Avro, decoded. */
   readonly aggregateId: string | null;
   /** Avro: `timestamp-millis` fields are Dates. JSON: the payload column as written. */
   readonly payload: P;
   readonly createdAt: Date | null;
-  /** Every header as a string, the relay's and the row's own (e.g. `traceparent`). */
+  /**
+   * Every header as a string, the relay's and the row's own (e.g. `traceparent`), under its own
+   * name: `constructor` or `__proto__` too (the object has no prototype).
+   */
   readonly headers: Readonly<Record<string, string>>;
   readonly topic: string;
   readonly partition: number;
@@ -39,8 +44,9 @@ export interface IdempotentConsumerOptions<P> {
   readonly pool: pg.Pool;
   readonly handler: EventHandler<P>;
   /**
-   * `avro`: Confluent wire format, decoded through the schema registry (`timestamp-millis` -> Date).
-   * `json`: the value is UTF-8 JSON.
+   * `avro`: Confluent wire format, decoded through the schema registry (`timestamp-millis` -> Date);
+   * so is an Avro key (OUTBOX_KEY_SCHEMA), a UTF-8 key is read as text.
+   * `json`: the value is UTF-8 JSON, the key UTF-8 text.
    * @default 'json'
    */
   readonly format?: 'json' | 'avro';
@@ -134,6 +140,7 @@ export function createIdempotentConsumer<P = unknown>(options: IdempotentConsume
     consumer,
     stats,
     async start() {
+      await verifyKafkajsHeaders(options.kafka);
       await consumer.connect();
       await consumer.subscribe({ topics: [...options.topics], fromBeginning: options.fromBeginning ?? false });
       await consumer.run({ autoCommit: false, partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1, eachMessage });
@@ -188,14 +195,19 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
   const eventId = headers[HEADER.eventId];
   if (!eventId) throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: no ${HEADER.eventId} header (not a record of the relay?)`, { details: { topic, partition, offset: message.offset } });
   if (!message.value) throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId} has no value`, { details: { topic, partition, offset: message.offset, eventId } });
+  const undecodable = (what: string, error: unknown) =>
+    new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId}: ${what}: ${(error as Error).message}`, { cause: error, details: { topic, partition, offset: message.offset, eventId } });
   let payload: P;
   try {
     payload = registry ? ((await registry.decode(message.value)) as P) : (JSON.parse(message.value.toString('utf8')) as P);
   } catch (error) {
-    throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId}: value does not decode as ${registry ? 'Avro (registry)' : 'JSON'}: ${(error as Error).message}`, {
-      cause: error,
-      details: { topic, partition, offset: message.offset, eventId },
-    });
+    throw undecodable(`value does not decode as ${registry ? 'Avro (registry)' : 'JSON'}`, error);
+  }
+  let aggregateId: string | null;
+  try {
+    aggregateId = await aggregateIdOf(message.key, registry);
+  } catch (error) {
+    throw undecodable('key does not decode', error);
   }
   const createdAtText = headers[HEADER.createdAt];
   const createdAt = createdAtText ? new Date(createdAtText) : null;
@@ -203,7 +215,7 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
     eventId,
     eventType: headers[HEADER.eventType] ?? '',
     aggregateType: headers[HEADER.aggregateType] ?? '',
-    aggregateId: message.key?.toString('utf8') ?? null,
+    aggregateId,
     payload,
     createdAt: createdAt && !Number.isNaN(createdAt.getTime()) ? createdAt : null,
     headers,
@@ -213,8 +225,25 @@ async function decodeRecord<P>(topic: string, partition: number, message: KafkaM
   };
 }
 
+/**
+ * The aggregate id from the record key. The relay writes it as UTF-8 text, or with
+ * OUTBOX_KEY_SCHEMA as Avro in the Confluent wire format: a string, or a record of one string
+ * field. A key starting with the magic byte 0 is never the relay's text (a Postgres text value
+ * holds no NUL byte).
+ */
+async function aggregateIdOf(key: Buffer | null, registry: SchemaRegistry | undefined): Promise<string | null> {
+  if (!key) return null;
+  if (key.length < HEADER_BYTES || key[0] !== MAGIC_BYTE) return key.toString('utf8');
+  if (!registry) throw new Error(`it is Avro (schema id ${key.readUInt32BE(1)}, OUTBOX_KEY_SCHEMA): consume with format 'avro'`);
+  const decoded = (await registry.decode(key)) as unknown;
+  if (typeof decoded === 'string') return decoded;
+  const fields = decoded !== null && typeof decoded === 'object' ? Object.values(decoded) : [];
+  if (fields.length === 1 && typeof fields[0] === 'string') return fields[0];
+  throw new Error('an Avro key is a string or a record of one string field (the aggregate id)');
+}
+
 function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
-  const result: Record<string, string> = {};
+  const result = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (value === undefined) continue;
     result[name] = Array.isArray(value) ? value.map(String).join(',') : String(value);

@@ -20,9 +20,9 @@ export const runCommand: Command = {
     const config = loadConfig({ env: process.env, flags }, runCommand.options);
     const logger = createLogger(config.logLevel);
     logger.info({ config: redactedConfig(config) }, 'starting');
-    const target = { databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot };
-    if (config.setup) for (const action of await setup(target)) logger.info({ action }, 'setup');
-    else await verify(target);
+    const target = { databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload, format: config.format };
+    // What setup did (with OUTBOX_SETUP) and found: the payload column's type, settings overridden.
+    for (const line of config.setup ? await setup(target) : await verify(target)) logger.info(line);
 
     const stop = new AbortController();
     const metrics = createRelayMetrics();

@@ -1,21 +1,26 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
+import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 
 export interface SetupTarget {
   readonly databaseUrl: string;
   readonly table: { readonly schema: string; readonly name: string };
   readonly publication: string;
   readonly slot: string;
+  /** OUTBOX_COLUMN_PAYLOAD: its type is checked (and reported) when given. */
+  readonly payloadColumn?: string;
+  readonly format?: PayloadColumnTarget['format'];
 }
 
 const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
 
 /**
  * Makes the database ready for the relay, idempotently: outbox table, publication (inserts of
- * the outbox table only) and logical slot. Returns what it did, one line per action; checks
- * what already exists and refuses, with the reason, a shape the relay cannot run safely on.
+ * the outbox table only) and logical slot. Returns what it did and found, one line each; checks
+ * what already exists and refuses, with the reason, a shape the relay cannot run safely on
+ * (before the slot exists: a slot holds WAL).
  */
 export async function setup(target: SetupTarget): Promise<string[]> {
   return withClient(target.databaseUrl, async (client) => {
@@ -23,14 +28,15 @@ export async function setup(target: SetupTarget): Promise<string[]> {
     const actions: string[] = [];
     actions.push(await ensureTable(client, target));
     actions.push(await ensurePublication(client, target));
+    actions.push(...(await findings(client, target)));
     actions.push(await ensureSlot(client, target));
     return actions;
   });
 }
 
-/** The checks `run` makes before streaming, creating nothing. */
-export async function verify(target: SetupTarget): Promise<void> {
-  await withClient(target.databaseUrl, async (client) => {
+/** The checks `run` makes before streaming, creating nothing; returns what it found, one line each. */
+export async function verify(target: SetupTarget): Promise<string[]> {
+  return withClient(target.databaseUrl, async (client) => {
     await checkServer(client);
     if (!(await tableExists(client, target))) {
       throw new RelayError('SETUP_TABLE', `outbox table ${qualified(target)} does not exist; run \`outbox-relay setup\``);
@@ -38,7 +44,18 @@ export async function verify(target: SetupTarget): Promise<void> {
     if (!(await checkPublication(client, target))) {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
     }
+    return findings(client, target);
   });
+}
+
+/** The payload column's type (refused unless publishable), and session settings the relay overrides. */
+async function findings(client: pg.Client, target: SetupTarget): Promise<string[]> {
+  const lines = target.payloadColumn ? [await checkPayloadColumn(client, { ...target, payloadColumn: target.payloadColumn })] : [];
+  const { source, settings } = overriddenSessionSettings(target.databaseUrl);
+  if (settings.length > 0) {
+    lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
+  }
+  return lines;
 }
 
 async function withClient<T>(databaseUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {

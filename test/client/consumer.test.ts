@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -235,5 +238,91 @@ describe('idempotent consumer', () => {
     expect(await dedupCount('g-fail')).toBe(0);
     expect(await dedupCount('g-replay')).toBe(kept);
     expect(kept).toBeGreaterThan(0);
+  });
+});
+
+describe('idempotent consumer: records exactly as the relay wrote them', () => {
+  /** Runs a consumer of `topics` until `count` events were handled; returns them by event id. */
+  async function consumeAll(groupId: string, topics: readonly string[], count: number): Promise<Map<string, ConsumedEvent<InvoicePaid>>> {
+    const seen = new Map<string, ConsumedEvent<InvoicePaid>>();
+    const reading = createIdempotentConsumer<InvoicePaid>({
+      kafka: kafkaClient(),
+      groupId,
+      topics,
+      pool: outbox.pool,
+      handler: async (event) => {
+        seen.set(event.eventId, event);
+      },
+      format: 'avro',
+      schemaRegistryUrl: inject('services').schemaRegistryUrl,
+      fromBeginning: true,
+      table: dedup,
+    });
+    consumers.push(reading);
+    await reading.start();
+    try {
+      await eventually(`${count} events handled`, async () => (seen.size >= count ? true : undefined), 90_000);
+    } finally {
+      await reading.stop();
+    }
+    return seen;
+  }
+
+  const paid = (invoiceId: string) => JSON.stringify({ invoice_id: invoiceId, customer_id: 'cus_1', payment_id: 'pay_1', amount_cents: 1, currency: 'EUR', paid_at: '2024-01-01T00:00:00.000Z' });
+
+  it("delivers header names that are Object.prototype's members, __proto__ included, exactly as produced", async () => {
+    const headersTopic = outbox.topic('headers');
+    await createTopics([headersTopic]);
+    const active = relay();
+    await active.waitActive();
+    const headers = { constructor: 'c', toString: 't', hasOwnProperty: 'h', valueOf: 'v', __proto__x: 'x', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' };
+    // JSON text: `__proto__` as a key of a JS object literal would set its prototype instead.
+    const headersJson = `{${Object.entries(headers).map(([name, value]) => `${JSON.stringify(name)}: ${JSON.stringify(value)}`).join(', ')}, "__proto__": "p"}`;
+    const eventId = deterministicEventId(['headers', outbox.id]);
+    await outbox.pool.query(`INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, 'headers', 'inv_h', 'invoice.paid', $2, $3)`, [eventId, paid('inv_h'), headersJson]);
+    const event = (await consumeAll('g-headers', [headersTopic], 1)).get(eventId)!;
+    await active.stop();
+    // fromEntries defines each name as an own property, `__proto__` as well.
+    const relayHeaders = { event_id: eventId, event_type: 'invoice.paid', aggregate_type: 'headers', created_at: expect.any(String), outbox_commit_lsn: expect.any(String) };
+    expect({ ...event.headers }).toEqual(Object.fromEntries([...Object.entries(headers), ['__proto__', 'p'], ...Object.entries(relayHeaders)]));
+    expect(Object.hasOwn(event.headers, '__proto__') && event.headers['__proto__']).toBe('p');
+    expect(Object.getPrototypeOf(event.headers)).toBe(null);
+  });
+
+  it('decodes an Avro key (OUTBOX_KEY_SCHEMA, a record or a string) through the registry into the aggregate id', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'outbox-key-'));
+    try {
+      const recordKey = path.join(dir, 'record-key.avsc');
+      await writeFile(recordKey, JSON.stringify({ type: 'record', name: 'AggregateKey', namespace: 'com.example.billing', fields: [{ name: 'aggregate_id', type: 'string' }] }));
+      const stringKey = path.join(dir, 'string-key.avsc');
+      await writeFile(stringKey, JSON.stringify('string'));
+      const cases: { aggregateType: string; env: Record<string, string> }[] = [
+        { aggregateType: 'recordkey', env: { OUTBOX_KEY_SCHEMA: recordKey } },
+        // A plain string key has no name: only the topic subject strategy can register it.
+        { aggregateType: 'stringkey', env: { OUTBOX_KEY_SCHEMA: stringKey, OUTBOX_SUBJECT_STRATEGY: 'topic' } },
+      ];
+      await createTopics(cases.map((each) => outbox.topic(each.aggregateType)));
+      const expected = new Map<string, string>();
+      for (const each of cases) {
+        const active = relay(each.env);
+        await active.waitActive();
+        for (let i = 0; i < 3; i += 1) {
+          const eventId = deterministicEventId(['key', each.aggregateType, outbox.id, i]);
+          const aggregateId = `${each.aggregateType}_ü_${i}`;
+          expected.set(eventId, aggregateId);
+          await outbox.pool.query(`INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, $2, $3, 'invoice.paid', $4)`, [eventId, each.aggregateType, aggregateId, paid(aggregateId)]);
+        }
+        const reader = await new TopicReader().start([outbox.topic(each.aggregateType)]);
+        await reader.until('the Avro-keyed records', (records) => records.length >= 3, 60_000, () => active.tail());
+        await reader.stop();
+        // The key on Kafka is in the Confluent wire format (magic byte 0), not the id as text.
+        expect(reader.records.every((record) => record.key?.charCodeAt(0) === 0), each.aggregateType).toBe(true);
+        await active.stop();
+      }
+      const events = await consumeAll('g-keys', cases.map((each) => outbox.topic(each.aggregateType)), expected.size);
+      expect(new Map([...events].map(([eventId, event]) => [eventId, event.aggregateId]))).toEqual(expected);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

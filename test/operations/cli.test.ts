@@ -22,7 +22,11 @@ describe('operator CLI', () => {
     expect(first.stdout).toMatch(/slot .*: created at/);
     const second = await cli(['setup'], outbox.relayEnv());
     expect(second.code, second.stderr).toBe(0);
-    expect(second.stdout).toBe(`table public.${outbox.table}: exists\npublication ${outbox.publication}: exists\nslot ${outbox.slot}: exists\n`);
+    expect(second.stdout).toBe(
+      `table public.${outbox.table}: exists\npublication ${outbox.publication}: exists\n` +
+        `payload column "payload" is jsonb: published as Postgres's JSON text (with OUTBOX_FORMAT=avro: its JSON encoded with the event type's Avro schema)\n` +
+        `slot ${outbox.slot}: exists\n`,
+    );
   });
 
   it('refuses a publication that also publishes updates, saying what is wrong and what is expected', async () => {
