@@ -1,12 +1,12 @@
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
-import type { Consumer, ConsumerConfig, EachMessagePayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
+import type { Consumer, ConsumerConfig, EachMessagePayload, Kafka, KafkaMessage } from 'kafkajs';
 import type pg from 'pg';
 import { TimestampMillisType } from '../encode/avro/logical-types.js';
 import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';
 import { HEADER } from '../sink/headers.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
-import { verifyKafkajsHeaders } from './kafkajs-headers.js';
+import { headerText, verifyKafkajsHeaders } from './kafkajs-headers.js';
 import { qualifiedTable } from './writer.js';
 
 /** One outbox event as a consumer sees it: the relay's headers, decoded, and where it came from. */
@@ -191,7 +191,7 @@ export function avroRegistry(url: string): SchemaRegistry {
 
 async function decodeRecord<P>(topic: string, partition: number, message: KafkaMessage, registry: SchemaRegistry | undefined): Promise<ConsumedEvent<P>> {
   const where = `${topic}[${partition}]@${message.offset}`;
-  const headers = stringHeaders(message.headers);
+  const headers = headerText(message.headers);
   const eventId = headers[HEADER.eventId];
   if (!eventId) throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: no ${HEADER.eventId} header (not a record of the relay?)`, { details: { topic, partition, offset: message.offset } });
   if (!message.value) throw new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId} has no value`, { details: { topic, partition, offset: message.offset, eventId } });
@@ -242,11 +242,3 @@ async function aggregateIdOf(key: Buffer | null, registry: SchemaRegistry | unde
   throw new Error('an Avro key is a string or a record of one string field (the aggregate id)');
 }
 
-function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
-  const result = Object.create(null) as Record<string, string>;
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    if (value === undefined) continue;
-    result[name] = Array.isArray(value) ? value.map(String).join(',') : String(value);
-  }
-  return result;
-}

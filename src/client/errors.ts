@@ -31,9 +31,4 @@ export type ClientErrorOptions = RelayErrorOptions;
 
 export class OutboxClientError extends CodedError<ClientErrorCode> {}
 
-/** The SQLSTATE of a node-postgres error (or anything carrying a string `code`). */
-export function sqlState(error: unknown): string | undefined {
-  if (error === null || typeof error !== 'object' || !('code' in error)) return undefined;
-  const code = (error as { code: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
+export { sqlState } from '../errors.js';

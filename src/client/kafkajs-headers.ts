@@ -77,6 +77,16 @@ export function mergeHeaders(entries: readonly { readonly key: string; readonly 
   return headers as IHeaders;
 }
 
+/** Header values as text (a repeated name's values joined by commas), in an object without a prototype. */
+export function headerText(headers: IHeaders | undefined): Record<string, string> {
+  const result = Object.create(null) as Record<string, string>;
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (value === undefined) continue;
+    result[name] = Array.isArray(value) ? value.map(String).join(',') : String(value);
+  }
+  return result;
+}
+
 let parts: { Long: { fromValue(value: unknown): Long }; HeaderDecoder: (decoder: KafkajsDecoder) => { key: string; value: HeaderValue }; LOG_APPEND_TIME: number } | undefined;
 
 /** kafkajs's own pieces, loaded at the first record (a missing file is reported by the check). */

@@ -46,6 +46,13 @@ describe('writeOutboxEvent', () => {
     expect(JSON.parse(params[5] as string)).toEqual({ tenant: 'acme', traceparent });
   });
 
+  it('writes header names that are Object.prototype members as headers, __proto__ included', async () => {
+    const tx = new FakeTx();
+    const headers = JSON.parse('{"__proto__":"p","constructor":"c","toString":"t"}') as Record<string, string>;
+    await writeOutboxEvent(tx, event({ headers }));
+    expect(tx.statements[2]!.params![5]).toBe('{"__proto__":"p","constructor":"c","toString":"t"}');
+  });
+
   it('refuses autocommit with OUTBOX_NOT_IN_TRANSACTION and inserts nothing', async () => {
     const tx = new FakeTx(true);
     const error = await failure(writeOutboxEvent(tx, event()));

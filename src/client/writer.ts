@@ -188,7 +188,8 @@ function toRow(event: OutboxEventInput, schemas: SchemaSet | undefined): Row {
   // What the relay reads back from jsonb is the JSON, not the object: check that.
   if (schemas) assertPayloadFits(schemas, event.eventType, event.eventId, JSON.parse(json));
 
-  const headers: Record<string, string> = {};
+  // No prototype: a header named "__proto__" is a header like any other.
+  const headers = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(event.headers ?? {})) {
     if (name === '') throw invalid('a header name is empty', 'headers');
     if (RESERVED_HEADERS.has(name)) throw invalid(`header "${name}" is set by the relay; choose another name`, `headers.${name}`);

@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel, type Consumer, type IHeaders } from 'kafkajs';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
+// The client's header decoding (and its fix of kafkajs's, installed at import): tests read
+// headers exactly as a consumer using outbox-relay/client does.
+import { headerText } from '../../src/client/kafkajs-headers.js';
 import { inject } from 'vitest';
 
 export interface ConsumedRecord {
@@ -50,7 +53,7 @@ export class TopicReader {
             offset: message.offset,
             key: message.key?.toString('utf8') ?? null,
             value: message.value,
-            headers: stringHeaders(message.headers),
+            headers: headerText(message.headers),
           });
         }
       },
@@ -72,20 +75,6 @@ export class TopicReader {
   }
 }
 
-/**
- * Header values as text, in an object without a prototype (a header named "__proto__" is kept).
- * kafkajs's record decoder merges headers into a plain object and takes an inherited member
- * (Object.prototype.constructor, toString, __proto__ ...) for an earlier header of the same
- * name, making an array of [that member, the value]: only the header values (Buffers) are kept.
- */
-function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
-  const result = Object.create(null) as Record<string, string>;
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    if (value === undefined) continue;
-    result[name] = Array.isArray(value) ? value.filter((item: unknown) => Buffer.isBuffer(item) || typeof item === 'string').map(String).join(',') : String(value);
-  }
-  return result;
-}
 
 export function eventIds(records: readonly ConsumedRecord[]): string[] {
   return records.map((record) => record.headers.event_id ?? '');
