@@ -17,6 +17,10 @@ export const ERROR_CODES = {
   SOURCE_SLOT_MISSING: { retriable: false, poison: false },
   SOURCE_SLOT_LOST: { retriable: false, poison: false },
   SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },
+  /** Postgres refused the login (password, pg_hba.conf, client certificate): retrying repeats the refusal. */
+  SOURCE_AUTHENTICATION: { retriable: false, poison: false },
+  /** Postgres's certificate is not trusted, or TLS could not be set up as DATABASE_URL asks. */
+  SOURCE_TLS: { retriable: false, poison: false },
   DECODE_MISSING_COLUMN: { retriable: false, poison: true },
   DECODE_BAD_VALUE: { retriable: false, poison: true },
   ROUTE_BAD_TOPIC: { retriable: false, poison: true },

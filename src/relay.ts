@@ -12,6 +12,7 @@ import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline, pipelineOptions } from './pipeline.js';
+import { postgresFailure } from './source/connection-errors.js';
 import { RecordBuilder, recordBuilderOptions } from './sink/record-builder.js';
 import { createKafkaProducer, producerOptions, type KafkaProducerOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
@@ -104,9 +105,9 @@ export class Relay {
         }
         await sleep(config.standbyPoll, signal);
       } catch (thrown) {
-        // Errors the relay did not classify come from the drivers (refused or reset
-        // connections, timeouts): resuming from the confirmed position is always safe.
-        const error = thrown instanceof RelayError ? thrown : new RelayError('SOURCE_DISCONNECTED', errorMessage(thrown), { cause: thrown });
+        // Errors the relay did not classify come from the Postgres driver: a refused login or
+        // an untrusted certificate stops; otherwise resuming from the confirmed position is safe.
+        const error = postgresFailure(thrown);
         if (!error.retriable) {
           this.lifecycle.transition('stopped');
           throw error;
