@@ -1,20 +1,11 @@
 import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
-import type { RelayConfig } from './config/options.js';
 import { RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
 import type { RelationRef, RowValues, SourceMessage } from './source/messages.js';
 import type { EventSink } from './sink/kafka-sink.js';
 import { PoisonStop, type RecordBuilder } from './sink/record-builder.js';
-
-export function pipelineOptions(config: RelayConfig): PipelineOptions {
-  return {
-    table: config.table,
-    onUnexpectedChange: config.onUnexpectedChange,
-    maxBufferedEvents: config.maxBufferedEvents,
-  };
-}
 
 export interface PipelineOptions {
   readonly table: RelationRef;

@@ -1,7 +1,9 @@
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from './config/load.js';
+import { COMMANDS } from './config/commands.js';
+import { compileRun } from './config/compile.js';
+import { load } from './config/load.js';
 import { JsonEncoder } from './encode/json-encoder.js';
 import { RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
@@ -89,11 +91,12 @@ class FakeProducer implements RecordProducer {
 }
 
 function relayWith(sources: FakeSource[], producer = new FakeProducer()) {
-  const config = loadConfig({ env: { DATABASE_URL: 'postgres://relay@db/billing', KAFKA_BROKERS: 'k:9092', OUTBOX_RECONNECT_MIN: '10ms', OUTBOX_RECONNECT_MAX: '20ms', OUTBOX_STANDBY_POLL: '10ms', OUTBOX_STATUS_INTERVAL: '10ms', OUTBOX_LINGER: '0' } });
+  const env = { DATABASE_URL: 'postgres://relay@db/billing', KAFKA_BROKERS: 'k:9092', OUTBOX_RECONNECT_MIN: '10ms', OUTBOX_RECONNECT_MAX: '20ms', OUTBOX_STANDBY_POLL: '10ms', OUTBOX_STATUS_INTERVAL: '10ms', OUTBOX_LINGER: '0' };
+  const options = compileRun(load(COMMANDS.run, { env })).relay;
   const metrics = createRelayMetrics(new Registry());
   const opened: FakeSource[] = [];
   const relay = new Relay({
-    config,
+    options,
     logger: pino({ level: 'silent' }),
     metrics,
     encoder: new JsonEncoder(),

@@ -1,9 +1,8 @@
 import type { Logger } from 'pino';
 import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
-import type { RelayConfig } from './config/options.js';
-import { columnParsersFor } from './decode/column-parsers.js';
-import { rowDecoderFor, type RowDecoder } from './decode/row-decoder.js';
+import type { RelayOptions } from './config/compile.js';
+import { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './event.js';
@@ -11,12 +10,12 @@ import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
-import { Pipeline, pipelineOptions } from './pipeline.js';
+import { Pipeline } from './pipeline.js';
 import { postgresFailure } from './source/connection-errors.js';
-import { RecordBuilder, recordBuilderOptions } from './sink/record-builder.js';
-import { createKafkaProducer, producerOptions, type KafkaProducerOptions } from './sink/kafka-client.js';
+import { RecordBuilder } from './sink/record-builder.js';
+import { createKafkaProducer, type KafkaProducerOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
-import { KafkaSink, sinkOptions } from './sink/kafka-sink.js';
+import { KafkaSink } from './sink/kafka-sink.js';
 import { TopicCatalog } from './sink/topic-catalog.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
@@ -24,7 +23,7 @@ import type { SourceStream } from './source/source.js';
 import { finishesWithin, sleep } from './time.js';
 
 export interface RelayDependencies {
-  readonly config: RelayConfig;
+  readonly options: RelayOptions;
   readonly logger: Logger;
   readonly metrics: RelayMetrics;
   readonly encoder: PayloadEncoder;
@@ -55,9 +54,9 @@ export class Relay {
   private readonly decoder: RowDecoder;
 
   constructor(private readonly deps: RelayDependencies) {
-    const { config } = deps;
-    this.router = compileTopicTemplate(config.topicTemplate);
-    this.decoder = rowDecoderFor(config);
+    const { delivery } = deps.options;
+    this.router = compileTopicTemplate(delivery.topicTemplate);
+    this.decoder = new RowDecoder(delivery.columns);
     this.lifecycle = new RelayLifecycle((state) => setState(deps.metrics, state));
     initReasons(deps.metrics);
   }
@@ -71,21 +70,21 @@ export class Relay {
    * progress, so that it is restarted (a standby, or a relay shutting down, is live).
    */
   liveness(): readonly [boolean, string] {
-    const { config } = this.deps;
+    const { options } = this.deps;
     const stalledMs = this.progress.stalledMs();
-    if (stalledMs > config.stallTimeout) return [false, `no progress for ${Math.round(stalledMs / 1000)}s: events wait and no position was confirmed (OUTBOX_STALL_TIMEOUT ${config.stallTimeout}ms)`];
+    if (stalledMs > options.stallTimeoutMs) return [false, `no progress for ${Math.round(stalledMs / 1000)}s: events wait and no position was confirmed (OUTBOX_STALL_TIMEOUT ${options.stallTimeoutMs}ms)`];
     const silentMs = this.progress.sourceSilentMs();
-    if (silentMs > config.replicationTimeout) return [false, `nothing from Postgres for ${Math.round(silentMs / 1000)}s (OUTBOX_REPLICATION_TIMEOUT ${config.replicationTimeout}ms)`];
+    if (silentMs > options.source.silenceTimeoutMs) return [false, `nothing from Postgres for ${Math.round(silentMs / 1000)}s (OUTBOX_REPLICATION_TIMEOUT ${options.source.silenceTimeoutMs}ms)`];
     return [true, this.lifecycle.state];
   }
 
   /** Resolves when stopped through `signal` (true if everything in flight was confirmed). */
   async run(signal: AbortSignal): Promise<boolean> {
-    const { config, metrics } = this.deps;
+    const { options, metrics } = this.deps;
     const livenessTimer = setInterval(() => {
       metrics.stalledSeconds.set(this.progress.stalledMs() / 1000);
       metrics.sourceSilentSeconds.set(this.progress.sourceSilentMs() / 1000);
-    }, config.statusInterval);
+    }, options.statusIntervalMs);
     try {
       return await this.runSessions(signal);
     } finally {
@@ -94,8 +93,8 @@ export class Relay {
   }
 
   private async runSessions(signal: AbortSignal): Promise<boolean> {
-    const { config, logger, metrics } = this.deps;
-    let delay = config.reconnectMin;
+    const { options, logger, metrics } = this.deps;
+    let delay = options.reconnectMinMs;
     while (!signal.aborted) {
       try {
         const outcome = await this.session(signal);
@@ -103,7 +102,7 @@ export class Relay {
           this.lifecycle.transition('stopped');
           return outcome === 'drained';
         }
-        await sleep(config.standbyPoll, signal);
+        await sleep(options.standbyPollMs, signal);
       } catch (thrown) {
         // Errors the relay did not classify come from the Postgres driver: a refused login or
         // an untrusted certificate stops; otherwise resuming from the confirmed position is safe.
@@ -124,28 +123,21 @@ export class Relay {
         logger.warn({ code: error.code, err: errorMessage(error), retryInMs: delay }, 'stream interrupted; resuming from the confirmed position');
         this.lifecycle.transition('starting');
         await sleep(delay, signal);
-        delay = Math.min(delay * 2, config.reconnectMax);
+        delay = Math.min(delay * 2, options.reconnectMaxMs);
         continue;
       }
-      delay = config.reconnectMin;
+      delay = options.reconnectMinMs;
     }
     this.lifecycle.transition('stopped');
     return true;
   }
 
   private async session(signal: AbortSignal): Promise<SessionOutcome> {
-    const { config, logger, metrics, encoder } = this.deps;
-    const openSource = this.deps.openSource ?? ((options) => new ReplicationStream(options));
+    const { options, logger, metrics, encoder } = this.deps;
+    const { delivery } = options;
+    const openSource = this.deps.openSource ?? ((sourceOptions) => new ReplicationStream(sourceOptions));
     const openProducer = this.deps.openProducer ?? createKafkaProducer;
-    const stream = openSource({
-      connectionString: config.databaseUrl,
-      slot: config.slot,
-      publication: config.publication,
-      highWaterMessages: SOURCE_HIGH_WATER_MESSAGES,
-      silenceTimeoutMs: config.replicationTimeout,
-      logger,
-      columnParsers: { table: config.table, parserFor: columnParsersFor(config) },
-    });
+    const stream = openSource({ ...options.source, highWaterMessages: SOURCE_HIGH_WATER_MESSAGES, logger });
     let sink: KafkaSink | null = null;
     let checkpointer: Checkpointer | null = null;
     let metricsTimer: NodeJS.Timeout | undefined;
@@ -158,7 +150,7 @@ export class Relay {
         startLsn = await stream.start();
       } catch (error) {
         if (error instanceof RelayError && error.code === 'SOURCE_SLOT_BUSY') {
-          if (this.lifecycle.state !== 'standby') logger.info({ slot: config.slot }, 'standby: the slot is read by another instance; taking over when it is free');
+          if (this.lifecycle.state !== 'standby') logger.info({ slot: options.source.slot }, 'standby: the slot is read by another instance; taking over when it is free');
           this.lifecycle.transition('standby');
           this.progress.idle();
           return 'standby';
@@ -166,13 +158,13 @@ export class Relay {
         throw error;
       }
       const tracker = new CommitTracker(startLsn);
-      const sessionCheckpointer = new Checkpointer(tracker, stream, config.statusInterval);
+      const sessionCheckpointer = new Checkpointer(tracker, stream, options.statusIntervalMs);
       checkpointer = sessionCheckpointer;
       const sinkLogger = logger.child({ stage: 'sink' });
-      const producer = openProducer({ ...producerOptions(config), logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
-      const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics, logger: sinkLogger });
+      const producer = openProducer({ ...delivery.producer, logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
+      const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
       sink = new KafkaSink({
-        ...sinkOptions(config),
+        ...delivery.sink,
         producer,
         logger: sinkLogger,
         onAcknowledged: (batch) => {
@@ -184,12 +176,12 @@ export class Relay {
       });
       await sink.start();
       const pipelineLogger = logger.child({ stage: 'pipeline' });
-      const builder = new RecordBuilder(recordBuilderOptions(config), { topics, decoder: this.decoder, router: this.router, encoder, metrics, logger: pipelineLogger });
-      const pipeline = new Pipeline(pipelineOptions(config), { checkpointer: sessionCheckpointer, tracker, builder, sink, logger: pipelineLogger });
+      const builder = new RecordBuilder(delivery.builder, { topics, decoder: this.decoder, router: this.router, encoder, metrics, logger: pipelineLogger });
+      const pipeline = new Pipeline(delivery.pipeline, { checkpointer: sessionCheckpointer, tracker, builder, sink, logger: pipelineLogger });
       this.lifecycle.transition('active');
-      logger.info({ slot: config.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
+      logger.info({ slot: options.source.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();
-      metricsTimer = setInterval(() => this.reportProgress(stream, sessionCheckpointer, sink), config.statusInterval);
+      metricsTimer = setInterval(() => this.reportProgress(stream, sessionCheckpointer, sink), options.statusIntervalMs);
       progressLogTimer = this.logProgressEvery(PROGRESS_LOG_INTERVAL_MS, sessionCheckpointer, sink);
       signal.addEventListener('abort', stopReading, { once: true });
       if (signal.aborted) stream.stopReading();
@@ -205,13 +197,13 @@ export class Relay {
       }
 
       this.lifecycle.transition('draining');
-      const drained = await finishesWithin(sink.drain(), config.shutdownTimeout);
+      const drained = await finishesWithin(sink.drain(), options.shutdownTimeoutMs);
       const fields = { confirmed: formatLsn(sessionCheckpointer.confirmed), unacknowledged: sink.buffered };
       // The last status update reached Postgres only if the connection closed cleanly after it.
       closed = true;
       sessionCheckpointer.close();
       const confirmedToPostgres = await stream.close();
-      if (!drained) logger.error(fields, `drain timed out after ${config.shutdownTimeout}ms; unconfirmed events will be sent again by the next run`);
+      if (!drained) logger.error(fields, `drain timed out after ${options.shutdownTimeoutMs}ms; unconfirmed events will be sent again by the next run`);
       else if (!confirmedToPostgres) logger.error(fields, 'drained, but Postgres did not answer the close: the last confirmed position may not have reached it, and the next run may send those events again');
       else logger.info(fields, 'drained: everything acknowledged is confirmed');
       return drained && confirmedToPostgres ? 'drained' : 'drain-timed-out';

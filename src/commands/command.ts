@@ -1,23 +1,20 @@
 import type { Logger } from 'pino';
+import type { Args, CommandSpec, Loaded } from '../config/commands.js';
+import { load, type ConfigSources } from '../config/load.js';
 import type { OptionKey } from '../config/options.js';
 
 /** Exit codes, documented in the README. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, drainTimedOut: 3 } as const;
 
+/** A command bound to what it reads: its action only ever sees its loaded options. */
 export interface Command {
-  readonly summary: string;
-  /** Config options the command reads (flags and environment). */
-  readonly options: readonly OptionKey[];
-  /** Flags of the command itself, with their help text. */
-  readonly args?: Readonly<Record<string, string>>;
-  /** The command's own defaults where they differ from the options' declared ones. */
-  readonly defaults?: Readonly<Partial<Record<OptionKey, string>>>;
-  /** Which of `args` are switches: given alone, never with a value (`status --json`). */
-  readonly switches?: readonly string[];
-  readonly action: (flags: Readonly<Record<string, string>>) => Promise<number>;
+  execute(sources: ConfigSources): Promise<number>;
 }
 
-export const DATABASE_OPTIONS: readonly OptionKey[] = ['databaseUrl', 'table', 'publication', 'slot', 'logLevel'];
+/** Every command goes through the one loader, with its own declaration (config/commands.ts). */
+export function command<K extends OptionKey, O extends K, A extends Args>(spec: CommandSpec<K, O, A>, action: (config: Loaded<K, O, A>) => Promise<number>): Command {
+  return { execute: (sources) => action(load(spec, sources)) };
+}
 
 /** Beyond the drain's own bound, what a stuck socket or driver may take before the process exits anyway. */
 const EXIT_GRACE_MS = 5_000;

@@ -1,11 +1,25 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, redactedConfig } from './load.js';
+import { COMMANDS, type Args, type CommandSpec } from './commands.js';
+import { compileRun } from './compile.js';
+import { load, redactedConfig, type ConfigSources } from './load.js';
+import type { OptionKey } from './options.js';
 
 const required = { DATABASE_URL: 'postgres://relay:s3cret@db:5432/billing', KAFKA_BROKERS: 'k1:9092, k2:9092' };
 
-describe('loadConfig', () => {
+/** The message of the CONFIG_INVALID error `load` throws. */
+function problems<K extends OptionKey, O extends K, A extends Args>(command: CommandSpec<K, O, A>, sources: ConfigSources): string {
+  try {
+    load(command, sources);
+  } catch (error) {
+    expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
+    return (error as Error).message;
+  }
+  throw new Error('expected a configuration error');
+}
+
+describe('load', () => {
   it('applies defaults and compiles durations and lists', () => {
-    const config = loadConfig({ env: { ...required, OUTBOX_STATUS_INTERVAL: '2.5s' } });
+    const config = load(COMMANDS.run, { env: { ...required, OUTBOX_STATUS_INTERVAL: '2.5s' } });
     expect(config.kafkaBrokers).toEqual(['k1:9092', 'k2:9092']);
     expect(config.statusInterval).toBe(2500);
     expect(config.table).toEqual({ schema: 'public', name: 'event_outbox' });
@@ -13,19 +27,21 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it('loads only what the command reads', () => {
+    const config = load(COMMANDS.replay, { env: { ...required, OUTBOX_STALL_TIMEOUT: 'never', OUTBOX_SLOT: 'bad-slot' }, flags: { since: '2026-11-29T10:00:00Z' } });
+    expect(config.since).toEqual(new Date('2026-11-29T10:00:00Z'));
+    expect(Object.keys(config)).not.toContain('slot');
+    expect(Object.keys(config)).not.toContain('stallTimeout');
+  });
+
   it('lets flags win over the environment', () => {
-    const config = loadConfig({ env: { ...required, OUTBOX_TABLE: 'a' }, flags: { table: 'billing.outbox', 'on-poison': 'fail' } });
+    const config = load(COMMANDS.run, { env: { ...required, OUTBOX_TABLE: 'a' }, flags: { table: 'billing.outbox', 'on-poison': 'fail' } });
     expect(config.table).toEqual({ schema: 'billing', name: 'outbox' });
     expect(config.onPoison).toBe('fail');
   });
 
   it('reports every problem at once, naming the variable and what was expected', () => {
-    let message = '';
-    try {
-      loadConfig({ env: { KAFKA_BROKERS: 'k:9092', OUTBOX_ON_POISON: 'ignore', OUTBOX_STATUS_INTERVAL: 'soon', OUTBOX_SLOT: 'my-slot' } });
-    } catch (error) {
-      message = (error as Error).message;
-    }
+    const message = problems(COMMANDS.run, { env: { KAFKA_BROKERS: 'k:9092', OUTBOX_ON_POISON: 'ignore', OUTBOX_STATUS_INTERVAL: 'soon', OUTBOX_SLOT: 'my-slot' } });
     expect(message).toMatch(/DATABASE_URL \(or --database-url\) is required/);
     expect(message).toMatch(/OUTBOX_ON_POISON="ignore" is not an allowed value; expected one of dead-letter \| fail\./);
     expect(message).toMatch(/OUTBOX_STATUS_INTERVAL="soon" is not a duration; expected a duration such as 500ms/);
@@ -33,46 +49,96 @@ describe('loadConfig', () => {
   });
 
   it('refuses a wait longer than a timer can hold (24d), but not a long retention', () => {
-    for (const env of ['OUTBOX_PRUNE_EVERY', 'OUTBOX_STATUS_INTERVAL', 'OUTBOX_SLOT_POLL_INTERVAL']) {
-      expect(() => loadConfig({ env: { ...required, [env]: '25d' } })).toThrow(new RegExp(`${env}="25d" is longer than 24d, the longest wait a timer can hold`));
-    }
-    expect(loadConfig({ env: { ...required, OUTBOX_PRUNE_EVERY: '24d', OUTBOX_PRUNE_RETENTION: '400d' } })).toMatchObject({ pruneEvery: 24 * 86_400_000, pruneRetention: 400 * 86_400_000 });
+    const tooLong = (env: string) => new RegExp(`${env}="25d" is longer than 24d, the longest wait a timer can hold`);
+    expect(problems(COMMANDS.prune, { env: { ...required, OUTBOX_PRUNE_EVERY: '25d' } })).toMatch(tooLong('OUTBOX_PRUNE_EVERY'));
+    for (const env of ['OUTBOX_STATUS_INTERVAL', 'OUTBOX_SLOT_POLL_INTERVAL']) expect(problems(COMMANDS.run, { env: { ...required, [env]: '25d' } })).toMatch(tooLong(env));
+    expect(load(COMMANDS.prune, { env: { ...required, OUTBOX_PRUNE_EVERY: '24d', OUTBOX_PRUNE_RETENTION: '400d' } })).toMatchObject({ pruneEvery: 24 * 86_400_000, pruneRetention: 400 * 86_400_000 });
   });
 
   it('takes a bare boolean flag as true, and refuses an empty boolean variable instead of switching the feature on', () => {
-    expect(loadConfig({ env: required, flags: { setup: '' } }).setup).toBe(true);
-    expect(() => loadConfig({ env: { ...required, OUTBOX_AUTO_REGISTER: '' } })).toThrow(/OUTBOX_AUTO_REGISTER="" is not true or false/);
+    expect(load(COMMANDS.run, { env: required, flags: { setup: '' } }).setup).toBe(true);
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_AUTO_REGISTER: '' } })).toMatch(/OUTBOX_AUTO_REGISTER="" is not true or false/);
   });
 
   it('checks the database URL and the topic template with every other option', () => {
-    let message = '';
-    try {
-      loadConfig({ env: { DATABASE_URL: 'this is not a url', KAFKA_BROKERS: 'k:9092', OUTBOX_TOPIC_TEMPLATE: 'outbox.{aggregate}', OUTBOX_SLOT: 'bad-slot' } });
-    } catch (error) {
-      message = (error as Error).message;
-    }
+    const message = problems(COMMANDS.run, { env: { DATABASE_URL: 'this is not a url', KAFKA_BROKERS: 'k:9092', OUTBOX_TOPIC_TEMPLATE: 'outbox.{aggregate}', OUTBOX_SLOT: 'bad-slot' } });
     expect(message).toMatch(/DATABASE_URL=\(redacted\) is not a URL; expected a postgres:\/\/ or postgresql:\/\/ URL/);
     expect(message).toMatch(/OUTBOX_TOPIC_TEMPLATE="outbox.\{aggregate\}" has an unknown placeholder \{aggregate\}; expected a topic name with placeholders among \{aggregate_type\}, \{event_type\}/);
     expect(message).toMatch(/OUTBOX_SLOT="bad-slot"/);
-    expect(() => loadConfig({ env: { ...required, DATABASE_URL: 'mysql://db/billing' } })).toThrow(/DATABASE_URL=\(redacted\) is a mysql: URL, not postgres:\/\//);
+    expect(problems(COMMANDS.run, { env: { ...required, DATABASE_URL: 'mysql://db/billing' } })).toMatch(/DATABASE_URL=\(redacted\) is a mysql: URL, not postgres:\/\//);
   });
 
   it('refuses a replication or stall timeout shorter than a second (0 would fire at once)', () => {
-    expect(() => loadConfig({ env: { ...required, OUTBOX_REPLICATION_TIMEOUT: '0', OUTBOX_STALL_TIMEOUT: '500ms' } })).toThrow(/OUTBOX_REPLICATION_TIMEOUT="0" is shorter than 1s[\s\S]*OUTBOX_STALL_TIMEOUT="500ms" is shorter than 1s/);
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_REPLICATION_TIMEOUT: '0', OUTBOX_STALL_TIMEOUT: '500ms' } })).toMatch(/OUTBOX_REPLICATION_TIMEOUT="0" is shorter than 1s[\s\S]*OUTBOX_STALL_TIMEOUT="500ms" is shorter than 1s/);
   });
 
   it("applies a command's own default under the environment and flags", () => {
-    expect(loadConfig({ env: required, defaults: { httpPort: '9465' } }).httpPort).toBe(9465);
-    expect(loadConfig({ env: { ...required, OUTBOX_HTTP_PORT: '9999' }, defaults: { httpPort: '9465' } }).httpPort).toBe(9999);
-  });
-
-  it('refuses contradictory settings', () => {
-    expect(() => loadConfig({ env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' } })).toThrow(/OUTBOX_RECONNECT_MIN .* exceeds OUTBOX_RECONNECT_MAX/);
+    expect(load(COMMANDS.prune, { env: required }).httpPort).toBe(9465);
+    expect(load(COMMANDS.prune, { env: { ...required, OUTBOX_HTTP_PORT: '9999' } }).httpPort).toBe(9999);
+    expect(load(COMMANDS.run, { env: required }).httpPort).toBe(9464);
   });
 
   it('never shows a password, in errors or in the start-up log', () => {
-    const config = loadConfig({ env: required });
+    const config = load(COMMANDS.run, { env: required });
     expect(JSON.stringify(redactedConfig(config))).not.toContain('s3cret');
     expect(JSON.stringify(redactedConfig(config))).toContain('relay:***@db');
+  });
+});
+
+describe('cross-field checks', () => {
+  it('are reported together with every other bad option, in one message, by the names the operator used', () => {
+    const message = problems(COMMANDS.run, { env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_SLOT: 'bad-slot' }, flags: { 'reconnect-max': '1s' } });
+    expect(message).toMatch(/^invalid configuration:\n {2}- /);
+    expect(message).toMatch(/OUTBOX_SLOT="bad-slot" is not a plain SQL identifier/);
+    expect(message).toMatch(/OUTBOX_RECONNECT_MIN \(60000ms\) exceeds --reconnect-max \(1000ms\)/);
+  });
+
+  it('skip a value that is itself invalid: its own problem says enough', () => {
+    const message = problems(COMMANDS.run, { env: { ...required, OUTBOX_BATCH_MAX_EVENTS: 'lots', OUTBOX_MAX_BUFFERED_EVENTS: '10' } });
+    expect(message).toMatch(/OUTBOX_BATCH_MAX_EVENTS="lots" is not an integer/);
+    expect(message).not.toMatch(/exceeds/);
+  });
+
+  it('refuse what the encoder cannot work with, at load rather than at the first event', () => {
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_BATCH_MAX_EVENTS: '5000', OUTBOX_MAX_BUFFERED_EVENTS: '4000' } })).toMatch(/OUTBOX_BATCH_MAX_EVENTS \(5000\) exceeds OUTBOX_MAX_BUFFERED_EVENTS \(4000\)/);
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_FORMAT: 'avro' } })).toMatch(/SCHEMA_REGISTRY_URL is required with OUTBOX_FORMAT=avro/);
+    expect(problems(COMMANDS.replay, { env: required, flags: { 'key-schema': 'key.avsc', since: '2026-11-29' } })).toMatch(/--key-schema needs OUTBOX_FORMAT=avro/);
+  });
+
+  it("hold a command to those whose options it reads (replay has no reconnect loop of its own, but the encoder's retries)", () => {
+    expect(problems(COMMANDS.prune, { env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s', OUTBOX_PRUNE_BATCH_SIZE: '0' } })).not.toMatch(/RECONNECT/);
+    expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' }, flags: { 'event-id': 'evt_1' } })).toMatch(/OUTBOX_RECONNECT_MIN \(60000ms\) exceeds OUTBOX_RECONNECT_MAX/);
+  });
+
+  it("include a command's own: replay needs a filter, drop-slot a confirmation", () => {
+    const replay = problems(COMMANDS.replay, { env: { ...required, OUTBOX_FORMAT: 'xml' } });
+    expect(replay).toMatch(/OUTBOX_FORMAT="xml" is not an allowed value/);
+    expect(replay).toMatch(/replay needs at least one of --since, --until, --event-type, --event-id/);
+    expect(problems(COMMANDS.replay, { env: required, flags: { since: 'yesterday' } })).toMatch(/--since="yesterday" is not a time; expected ISO 8601, e.g. 2026-11-29T10:00:00Z\.$/);
+    expect(problems(COMMANDS['drop-slot'], { env: { ...required, OUTBOX_SLOT: 'orders' } })).toMatch(/drop-slot needs --yes: dropping "orders" releases its WAL/);
+    expect(load(COMMANDS['drop-slot'], { env: required, flags: { yes: '' } }).yes).toBe(true);
+  });
+});
+
+describe('status', () => {
+  it('loads through the same loader, KAFKA_BROKERS optional: null when unset or empty, checked when set', () => {
+    expect(load(COMMANDS.status, { env: { DATABASE_URL: required.DATABASE_URL } }).kafkaBrokers).toBeNull();
+    expect(load(COMMANDS.status, { env: { ...required, KAFKA_BROKERS: '' } }).kafkaBrokers).toBeNull();
+    expect(load(COMMANDS.status, { env: { DATABASE_URL: required.DATABASE_URL }, flags: { 'kafka-brokers': 'k1:9092,k2:9092' } }).kafkaBrokers).toEqual(['k1:9092', 'k2:9092']);
+    const message = problems(COMMANDS.status, { env: { DATABASE_URL: 'mysql://db', KAFKA_BROKERS: ',' } });
+    expect(message).toMatch(/DATABASE_URL=\(redacted\) is a mysql: URL/);
+    expect(message).toMatch(/KAFKA_BROKERS="," is empty; expected a comma-separated list, e.g. host1:9092,host2:9092, or empty\./);
+  });
+});
+
+describe('compiled options', () => {
+  it('are frozen all the way down, durations in ms', () => {
+    const options = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_LINGER: '20ms', OUTBOX_SHUTDOWN_TIMEOUT: '1m' } }));
+    expect(options.relay.delivery.sink.lingerMs).toBe(20);
+    expect(options.relay.shutdownTimeoutMs).toBe(60_000);
+    expect(Object.isFrozen(options.relay.delivery.builder.columns)).toBe(true);
+    expect(Object.isFrozen(options.relay.delivery.producer.brokers)).toBe(true);
+    expect(options.http).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_HTTP_PORT: '0' } })).http).toBeNull();
   });
 });

@@ -1,62 +1,88 @@
 import { RelayError } from '../errors.js';
-import { flagName, OPTIONS, type OptionKey, type RelayConfig } from './options.js';
+import { argFlag, type Args, type CommandSpec, type Loaded } from './commands.js';
+import { CHECKS, flagName, OPTIONS, type OptionKey, type OptionSpec, type RelayConfig } from './options.js';
 import * as p from './parsers.js';
 
 export interface ConfigSources {
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** A command's own defaults where they differ from the options' (prune serves on 9465, not 9464). */
-  readonly defaults?: Readonly<Partial<Record<OptionKey, string>>>;
   /** Flag values by flag name without dashes, e.g. { 'topic-template': 'x' }. */
   readonly flags?: Readonly<Record<string, string>>;
 }
 
 /**
- * Builds the one frozen config object. Flags win over environment, environment over defaults.
- * Every problem is collected, so an operator sees all typos at once, each with the variable's
- * name and what was expected.
+ * Loads what one command reads into one frozen object: flags win over environment, environment
+ * over the command's defaults, those over the declared ones. Every problem is collected, the
+ * cross-field checks' with the others, so an operator sees all typos at once, each with the
+ * variable's (or flag's) name and what was expected.
  */
-export function loadConfig(sources: ConfigSources, only?: readonly OptionKey[]): RelayConfig {
+export function load<K extends OptionKey, O extends K, A extends Args>(command: CommandSpec<K, O, A>, sources: ConfigSources): Loaded<K, O, A> {
   const values: Record<string, unknown> = {};
+  /** How the operator set each value, for messages: its flag if given, else its variable. */
+  const names: Record<string, string> = {};
+  /** Values no check may use: invalid, or optional and left unset. */
+  const unusable = new Set<string>();
   const problems: string[] = [];
-  const keys = only ?? (Object.keys(OPTIONS) as OptionKey[]);
-  for (const key of keys) {
-    const spec = OPTIONS[key];
+  for (const key of command.options) {
+    const spec: OptionSpec<unknown> = OPTIONS[key];
     const flag = flagName(key);
     const given = sources.flags?.[flag.slice(2)];
     // A boolean flag given bare (`--setup`) means true; an empty variable means nothing.
     const fromFlag = given === '' && spec.parser === p.boolean ? 'true' : given;
-    const raw = fromFlag ?? sources.env[spec.env] ?? sources.defaults?.[key] ?? spec.default;
-    const origin = fromFlag !== undefined ? flag : spec.env;
-    if (raw === undefined) {
+    const raw = fromFlag ?? sources.env[spec.env] ?? command.defaults?.[key] ?? spec.default;
+    names[key] = fromFlag !== undefined ? flag : spec.env;
+    const optional = command.optional?.some((each) => each === key) ?? false;
+    if (raw === undefined && !optional) {
       problems.push(`${spec.env} (or ${flag}) is required: ${spec.description} Expected ${spec.parser.expected}.`);
+      unusable.add(key);
+      continue;
+    }
+    const parser = optional ? p.optional(spec.parser) : spec.parser;
+    try {
+      values[key] = raw === undefined ? null : parser.parse(raw);
+      if (values[key] === null && optional) unusable.add(key);
+    } catch (error) {
+      const shown = spec.secret ? '(redacted)' : JSON.stringify(raw);
+      problems.push(`${names[key]}=${shown} ${(error as Error).message}; expected ${parser.expected}.`);
+      unusable.add(key);
+    }
+  }
+  for (const [name, arg] of Object.entries(command.args ?? {})) {
+    const flag = argFlag(name);
+    const given = sources.flags?.[flag.slice(2)];
+    names[name] = flag;
+    if ('switch' in arg) {
+      values[name] = given !== undefined;
       continue;
     }
     try {
-      values[key] = spec.parser.parse(raw);
+      values[name] = given === undefined ? undefined : arg.parser.parse(given);
     } catch (error) {
-      const shown = 'secret' in spec && spec.secret ? '(redacted)' : JSON.stringify(raw);
-      problems.push(`${origin}=${shown} ${(error as Error).message}; expected ${spec.parser.expected}.`);
+      problems.push(`${flag}=${JSON.stringify(given)} ${(error as Error).message}; expected ${arg.parser.expected}.`);
+      unusable.add(name);
     }
+  }
+  const name = (key: string) => names[key]!;
+  const applies = (uses: readonly string[]) => uses.every((key) => key in names) && !uses.some((key) => unusable.has(key));
+  for (const check of CHECKS) {
+    const problem = applies(check.uses) ? check.problem(values as RelayConfig, name) : null;
+    if (problem) problems.push(problem);
+  }
+  for (const check of command.checks ?? []) {
+    const problem = applies(check.uses) ? check.problem(values as Loaded<K, O, A>, name) : null;
+    if (problem) problems.push(problem);
   }
   if (problems.length > 0) {
     throw new RelayError('CONFIG_INVALID', `invalid configuration:\n  - ${problems.join('\n  - ')}`, { details: { problems } });
   }
-  const config = values as RelayConfig;
-  if (keys.includes('reconnectMin') && keys.includes('reconnectMax') && config.reconnectMin > config.reconnectMax) {
-    throw new RelayError('CONFIG_INVALID', `invalid configuration: OUTBOX_RECONNECT_MIN (${config.reconnectMin}ms) exceeds OUTBOX_RECONNECT_MAX (${config.reconnectMax}ms)`);
-  }
-  if (keys.includes('batchMaxEvents') && keys.includes('maxBufferedEvents') && config.batchMaxEvents > config.maxBufferedEvents) {
-    throw new RelayError('CONFIG_INVALID', `invalid configuration: OUTBOX_BATCH_MAX_EVENTS (${config.batchMaxEvents}) exceeds OUTBOX_MAX_BUFFERED_EVENTS (${config.maxBufferedEvents})`);
-  }
-  return Object.freeze(config);
+  return Object.freeze(values) as Loaded<K, O, A>;
 }
 
 /** The config as it may be logged: secrets replaced, connection-string passwords removed. */
 export function redactedConfig(config: Partial<RelayConfig>): Record<string, unknown> {
   const shown: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(config)) {
-    const spec = OPTIONS[key as OptionKey];
-    shown[key] = 'secret' in spec && spec.secret ? redactUrl(String(value)) : value;
+    const spec: OptionSpec<unknown> = OPTIONS[key as OptionKey];
+    shown[key] = spec.secret ? redactUrl(String(value)) : value;
   }
   return shown;
 }

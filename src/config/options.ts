@@ -1,7 +1,7 @@
 import { PLACEHOLDERS } from '../sink/topic-router.js';
 import * as p from './parsers.js';
 
-interface OptionSpec<T> {
+export interface OptionSpec<T> {
   readonly env: string;
   readonly parser: p.Parser<T>;
   /** Raw default, parsed like an operator's value; undefined means required. */
@@ -11,15 +11,27 @@ interface OptionSpec<T> {
   readonly secret?: boolean;
   /** A flag name other than the derived one, where the command reads better (`prune --every`). */
   readonly flag?: string;
+  /** Where the option is listed, in `--help` and in the README. */
+  readonly group: Group;
 }
+
+/** The groups options are listed in, in this order. */
+export const GROUPS = {
+  database: 'Postgres',
+  kafka: 'Kafka',
+  columns: 'Outbox columns',
+  routing: 'Topics and poison events',
+  encoding: 'Payload encoding',
+  batching: 'Batching and memory',
+  stream: 'Streaming, timeouts and reconnects',
+  observe: 'Logs, metrics and health',
+  prune: 'Pruning',
+} as const;
+
+export type Group = keyof typeof GROUPS;
 
 function option<T>(spec: OptionSpec<T>): OptionSpec<T> {
   return spec;
-}
-
-/** An option that may be left empty (its default): null then. */
-function optional<T>(parser: p.Parser<T>): p.Parser<T | null> {
-  return { expected: `${parser.expected}, or empty`, parse: (raw) => (raw.trim() === '' ? null : parser.parse(raw)) };
 }
 
 const postgresUrl: p.Parser<string> = {
@@ -68,50 +80,50 @@ const httpUrl: p.Parser<string> = {
  * (OUTBOX_TOPIC_TEMPLATE -> --topic-template). The README's table is generated from this.
  */
 export const OPTIONS = {
-  databaseUrl: option({ env: 'DATABASE_URL', parser: postgresUrl, secret: true, description: 'Postgres connection string (a role with REPLICATION, or superuser for `setup`).' }),
-  kafkaBrokers: option({ env: 'KAFKA_BROKERS', parser: p.list, description: 'Kafka bootstrap servers, comma-separated.' }),
-  kafkaFastEncoder: option({ env: 'OUTBOX_KAFKA_FAST_ENCODER', parser: p.boolean, default: 'true', description: "Encode Produce requests with the relay's encoder (the same bytes as kafkajs's, a fraction of the CPU); false uses kafkajs's own. The relay's per-partition send, which keeps leader changes from losing events, is always used." }),
-  kafkaAutoCreateTopics: option({ env: 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS', parser: p.boolean, default: 'true', description: "Let the broker create a topic at its first event (when the broker's auto.create.topics.enable allows it). false: an event for a topic that does not exist is a dead letter (SINK_TOPIC_MISSING) and the stream goes on; create the topic, then replay it." }),
-  kafkaClientId: option({ env: 'KAFKA_CLIENT_ID', parser: p.text, default: 'outbox-relay', description: 'Kafka client id.' }),
-  table: option({ env: 'OUTBOX_TABLE', parser: p.qualifiedTable, default: 'public.event_outbox', description: 'The outbox table.' }),
-  slot: option({ env: 'OUTBOX_SLOT', parser: p.identifier, default: 'outbox_relay', description: 'Logical replication slot (pgoutput).' }),
-  publication: option({ env: 'OUTBOX_PUBLICATION', parser: p.identifier, default: 'outbox_relay', description: "Publication covering only the outbox table, publish = 'insert'." }),
-  columnEventId: option({ env: 'OUTBOX_COLUMN_EVENT_ID', parser: p.identifier, default: 'event_id', description: 'Column holding the event id (Kafka header `event_id`).' }),
-  columnAggregateType: option({ env: 'OUTBOX_COLUMN_AGGREGATE_TYPE', parser: p.identifier, default: 'aggregate_type', description: 'Column holding the aggregate type.' }),
-  columnAggregateId: option({ env: 'OUTBOX_COLUMN_AGGREGATE_ID', parser: p.identifier, default: 'aggregate_id', description: 'Column holding the aggregate id (the Kafka key).' }),
-  columnEventType: option({ env: 'OUTBOX_COLUMN_EVENT_TYPE', parser: p.identifier, default: 'event_type', description: 'Column holding the event type.' }),
-  columnPayload: option({ env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: 'payload', description: 'Column holding the payload (jsonb).' }),
-  columnHeaders: option({ env: 'OUTBOX_COLUMN_HEADERS', parser: p.identifier, default: 'headers', description: 'Column holding extra headers (jsonb object, optional).' }),
-  columnCreatedAt: option({ env: 'OUTBOX_COLUMN_CREATED_AT', parser: p.identifier, default: 'created_at', description: 'Column holding the creation time.' }),
-  topicTemplate: option({ env: 'OUTBOX_TOPIC_TEMPLATE', parser: topicTemplate, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}.' }),
-  deadLetterTopic: option({ env: 'OUTBOX_DEAD_LETTER_TOPIC', parser: p.text, default: 'outbox.dead-letter', description: 'Where events that cannot be decoded, routed or encoded go.' }),
-  onPoison: option({ env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),
-  onUnexpectedChange: option({ env: 'OUTBOX_ON_UNEXPECTED_CHANGE', parser: p.oneOf('warn', 'fail'), default: 'warn', description: 'An UPDATE, DELETE or TRUNCATE reaching the relay is logged, or stops it.' }),
-  format: option({ env: 'OUTBOX_FORMAT', parser: p.oneOf('json', 'avro'), default: 'json', description: 'Payload encoding: json (UTF-8 JSON of the payload column), or avro (schema of the event type from OUTBOX_SCHEMAS_DIR, Confluent wire format, via the schema registry).' }),
-  schemaRegistryUrl: option({ env: 'SCHEMA_REGISTRY_URL', parser: optional(httpUrl), default: '', secret: true, description: 'Confluent-compatible schema registry (Apicurio: .../apis/ccompat/v7); user:password@ in the URL is sent as basic auth. Required with avro.' }),
-  schemasDir: option({ env: 'OUTBOX_SCHEMAS_DIR', parser: p.text, default: 'schemas', description: 'Folder of Avro schemas, one <event_type>.avsc per event type, at any depth (e.g. schemas/billing/invoice.paid.avsc).' }),
-  subjectStrategy: option({ env: 'OUTBOX_SUBJECT_STRATEGY', parser: p.oneOf('topic', 'record', 'topic-record'), default: 'topic-record', description: 'Registry subject: topic-record (<topic>-<namespace>.<name>: several event types share a topic), topic (<topic>-value, one schema per topic) or record (<namespace>.<name>).' }),
-  autoRegister: option({ env: 'OUTBOX_AUTO_REGISTER', parser: p.boolean, default: 'false', description: 'Register local schemas (development); off, use the version already registered and fail, naming the subject, if none equals the local schema.' }),
-  keySchema: option({ env: 'OUTBOX_KEY_SCHEMA', parser: optional(p.text), default: '', description: 'Avro schema file for the Kafka key ("string", or a record of one string field); empty: the key is the aggregate id as a UTF-8 string.' }),
-  linger: option({ env: 'OUTBOX_LINGER', parser: p.duration, default: '5ms', description: 'With no request in flight, how long the producer waits for more events before sending (a full batch goes at once). Fewer, larger requests under steady load for at most this much latency; 0 sends every event at once.' }),
-  batchMaxEvents: option({ env: 'OUTBOX_BATCH_MAX_EVENTS', parser: p.integer(1, 100_000), default: '4000', description: 'Most events in one Kafka produce request.' }),
-  maxMessageBytes: option({ env: 'OUTBOX_MAX_MESSAGE_BYTES', parser: p.integer(1_024, 100_000_000), default: '1000000', description: "Largest record, and largest produce request, in bytes. A larger event is a dead letter instead of a request the broker refuses forever. Keep at or below the topics' max.message.bytes." }),
-  maxBufferedEvents: option({ env: 'OUTBOX_MAX_BUFFERED_EVENTS', parser: p.integer(1, 10_000_000), default: '10000', description: 'Events decoded but not yet acknowledged before reading from Postgres pauses (memory bound).' }),
-  statusInterval: option({ env: 'OUTBOX_STATUS_INTERVAL', parser: p.duration, default: '1s', description: 'How often the confirmed position is sent to Postgres.' }),
-  shutdownTimeout: option({ env: 'OUTBOX_SHUTDOWN_TIMEOUT', parser: p.duration, default: '30s', description: 'On SIGTERM, how long to drain in-flight events before exiting.' }),
-  replicationTimeout: option({ env: 'OUTBOX_REPLICATION_TIMEOUT', parser: p.durationAtLeast(1_000, '1s'), default: '60s', description: "A replication connection that delivered nothing (no data, no keepalive) for this long is dead: the relay drops it and reconnects, as Postgres's own subscriber does with wal_receiver_timeout. Keep it above the server's wal_sender_timeout / 2 (its keepalive interval)." }),
-  stallTimeout: option({ env: 'OUTBOX_STALL_TIMEOUT', parser: p.durationAtLeast(1_000, '1s'), default: '3m', description: 'Events waiting with no progress (no position confirmed) for this long make /healthz fail, so that Kubernetes restarts a relay that is alive but stuck.' }),
-  reconnectMin: option({ env: 'OUTBOX_RECONNECT_MIN', parser: p.duration, default: '500ms', description: 'First reconnect delay after a lost connection (doubles up to the max).' }),
-  reconnectMax: option({ env: 'OUTBOX_RECONNECT_MAX', parser: p.duration, default: '15s', description: 'Longest reconnect delay.' }),
-  standbyPoll: option({ env: 'OUTBOX_STANDBY_POLL', parser: p.duration, default: '2s', description: 'How often a standby checks whether the slot became free.' }),
-  setup: option({ env: 'OUTBOX_SETUP', parser: p.boolean, default: 'false', description: '`run` first creates the table, publication and slot when missing.' }),
-  logLevel: option({ env: 'LOG_LEVEL', parser: p.oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal'), default: 'info', description: 'Log level (payloads are logged at trace only).' }),
-  httpHost: option({ env: 'OUTBOX_HTTP_HOST', parser: p.text, default: '127.0.0.1', description: 'Address of /metrics, /healthz and /readyz (0.0.0.0 in a container).' }),
-  httpPort: option({ env: 'OUTBOX_HTTP_PORT', parser: p.integer(0, 65_535), default: '9464', description: 'Port of /metrics, /healthz and /readyz; 0 turns the endpoint off.' }),
-  slotPollInterval: option({ env: 'OUTBOX_SLOT_POLL_INTERVAL', parser: p.duration, default: '10s', description: "How often the slot's lag, wal_status and safe_wal_size are read for the metrics." }),
-  pruneRetention: option({ env: 'OUTBOX_PRUNE_RETENTION', flag: 'retention', parser: p.age, default: '7d', description: '`prune`: keep rows at least this long (and always until the relay confirmed them; 0s allowed).' }),
-  pruneEvery: option({ env: 'OUTBOX_PRUNE_EVERY', flag: 'every', parser: p.duration, default: '0s', description: '`prune`: repeat a pass at this interval; 0s runs one pass and exits.' }),
-  pruneBatchSize: option({ env: 'OUTBOX_PRUNE_BATCH_SIZE', flag: 'batch-size', parser: p.integer(1, 100_000), default: '1000', description: '`prune`: rows deleted per transaction (bounds lock time).' }),
+  databaseUrl: option({ group: 'database', env: 'DATABASE_URL', parser: postgresUrl, secret: true, description: 'Postgres connection string (a role with REPLICATION, or superuser for `setup`).' }),
+  table: option({ group: 'database', env: 'OUTBOX_TABLE', parser: p.qualifiedTable, default: 'public.event_outbox', description: 'The outbox table.' }),
+  slot: option({ group: 'database', env: 'OUTBOX_SLOT', parser: p.identifier, default: 'outbox_relay', description: 'Logical replication slot (pgoutput).' }),
+  publication: option({ group: 'database', env: 'OUTBOX_PUBLICATION', parser: p.identifier, default: 'outbox_relay', description: "Publication covering only the outbox table, publish = 'insert'." }),
+  kafkaBrokers: option({ group: 'kafka', env: 'KAFKA_BROKERS', parser: p.list, description: 'Kafka bootstrap servers, comma-separated.' }),
+  kafkaClientId: option({ group: 'kafka', env: 'KAFKA_CLIENT_ID', parser: p.text, default: 'outbox-relay', description: 'Kafka client id.' }),
+  kafkaFastEncoder: option({ group: 'kafka', env: 'OUTBOX_KAFKA_FAST_ENCODER', parser: p.boolean, default: 'true', description: "Encode Produce requests with the relay's encoder (the same bytes as kafkajs's, a fraction of the CPU); false uses kafkajs's own. The relay's per-partition send, which keeps leader changes from losing events, is always used." }),
+  kafkaAutoCreateTopics: option({ group: 'kafka', env: 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS', parser: p.boolean, default: 'true', description: "Let the broker create a topic at its first event (when the broker's auto.create.topics.enable allows it). false: an event for a topic that does not exist is a dead letter (SINK_TOPIC_MISSING) and the stream goes on; create the topic, then replay it." }),
+  columnEventId: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_ID', parser: p.identifier, default: 'event_id', description: 'Column holding the event id (Kafka header `event_id`).' }),
+  columnAggregateType: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_TYPE', parser: p.identifier, default: 'aggregate_type', description: 'Column holding the aggregate type.' }),
+  columnAggregateId: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_ID', parser: p.identifier, default: 'aggregate_id', description: 'Column holding the aggregate id (the Kafka key).' }),
+  columnEventType: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_TYPE', parser: p.identifier, default: 'event_type', description: 'Column holding the event type.' }),
+  columnPayload: option({ group: 'columns', env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: 'payload', description: 'Column holding the payload (jsonb).' }),
+  columnHeaders: option({ group: 'columns', env: 'OUTBOX_COLUMN_HEADERS', parser: p.identifier, default: 'headers', description: 'Column holding extra headers (jsonb object, optional).' }),
+  columnCreatedAt: option({ group: 'columns', env: 'OUTBOX_COLUMN_CREATED_AT', parser: p.identifier, default: 'created_at', description: 'Column holding the creation time.' }),
+  topicTemplate: option({ group: 'routing', env: 'OUTBOX_TOPIC_TEMPLATE', parser: topicTemplate, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}.' }),
+  deadLetterTopic: option({ group: 'routing', env: 'OUTBOX_DEAD_LETTER_TOPIC', parser: p.text, default: 'outbox.dead-letter', description: 'Where events that cannot be decoded, routed or encoded go.' }),
+  onPoison: option({ group: 'routing', env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),
+  onUnexpectedChange: option({ group: 'routing', env: 'OUTBOX_ON_UNEXPECTED_CHANGE', parser: p.oneOf('warn', 'fail'), default: 'warn', description: 'An UPDATE, DELETE or TRUNCATE reaching the relay is logged, or stops it.' }),
+  format: option({ group: 'encoding', env: 'OUTBOX_FORMAT', parser: p.oneOf('json', 'avro'), default: 'json', description: 'Payload encoding: json (UTF-8 JSON of the payload column), or avro (schema of the event type from OUTBOX_SCHEMAS_DIR, Confluent wire format, via the schema registry).' }),
+  schemaRegistryUrl: option({ group: 'encoding', env: 'SCHEMA_REGISTRY_URL', parser: p.optional(httpUrl), default: '', secret: true, description: 'Confluent-compatible schema registry (Apicurio: .../apis/ccompat/v7); user:password@ in the URL is sent as basic auth. Required with avro.' }),
+  schemasDir: option({ group: 'encoding', env: 'OUTBOX_SCHEMAS_DIR', parser: p.text, default: 'schemas', description: 'Folder of Avro schemas, one <event_type>.avsc per event type, at any depth (e.g. schemas/billing/invoice.paid.avsc).' }),
+  subjectStrategy: option({ group: 'encoding', env: 'OUTBOX_SUBJECT_STRATEGY', parser: p.oneOf('topic', 'record', 'topic-record'), default: 'topic-record', description: 'Registry subject: topic-record (<topic>-<namespace>.<name>: several event types share a topic), topic (<topic>-value, one schema per topic) or record (<namespace>.<name>).' }),
+  autoRegister: option({ group: 'encoding', env: 'OUTBOX_AUTO_REGISTER', parser: p.boolean, default: 'false', description: 'Register local schemas (development); off, use the version already registered and fail, naming the subject, if none equals the local schema.' }),
+  keySchema: option({ group: 'encoding', env: 'OUTBOX_KEY_SCHEMA', parser: p.optional(p.text), default: '', description: 'Avro schema file for the Kafka key ("string", or a record of one string field); empty: the key is the aggregate id as a UTF-8 string.' }),
+  linger: option({ group: 'batching', env: 'OUTBOX_LINGER', parser: p.duration, default: '5ms', description: 'With no request in flight, how long the producer waits for more events before sending (a full batch goes at once). Fewer, larger requests under steady load for at most this much latency; 0 sends every event at once.' }),
+  batchMaxEvents: option({ group: 'batching', env: 'OUTBOX_BATCH_MAX_EVENTS', parser: p.integer(1, 100_000), default: '4000', description: 'Most events in one Kafka produce request.' }),
+  maxMessageBytes: option({ group: 'batching', env: 'OUTBOX_MAX_MESSAGE_BYTES', parser: p.integer(1_024, 100_000_000), default: '1000000', description: "Largest record, and largest produce request, in bytes. A larger event is a dead letter instead of a request the broker refuses forever. Keep at or below the topics' max.message.bytes." }),
+  maxBufferedEvents: option({ group: 'batching', env: 'OUTBOX_MAX_BUFFERED_EVENTS', parser: p.integer(1, 10_000_000), default: '10000', description: 'Events decoded but not yet acknowledged before reading from Postgres pauses (memory bound).' }),
+  setup: option({ group: 'stream', env: 'OUTBOX_SETUP', parser: p.boolean, default: 'false', description: '`run` first creates the table, publication and slot when missing.' }),
+  statusInterval: option({ group: 'stream', env: 'OUTBOX_STATUS_INTERVAL', parser: p.duration, default: '1s', description: 'How often the confirmed position is sent to Postgres.' }),
+  shutdownTimeout: option({ group: 'stream', env: 'OUTBOX_SHUTDOWN_TIMEOUT', parser: p.duration, default: '30s', description: 'On SIGTERM, how long to drain in-flight events before exiting.' }),
+  replicationTimeout: option({ group: 'stream', env: 'OUTBOX_REPLICATION_TIMEOUT', parser: p.durationAtLeast(1_000, '1s'), default: '60s', description: "A replication connection that delivered nothing (no data, no keepalive) for this long is dead: the relay drops it and reconnects, as Postgres's own subscriber does with wal_receiver_timeout. Keep it above the server's wal_sender_timeout / 2 (its keepalive interval)." }),
+  stallTimeout: option({ group: 'stream', env: 'OUTBOX_STALL_TIMEOUT', parser: p.durationAtLeast(1_000, '1s'), default: '3m', description: 'Events waiting with no progress (no position confirmed) for this long make /healthz fail, so that Kubernetes restarts a relay that is alive but stuck.' }),
+  reconnectMin: option({ group: 'stream', env: 'OUTBOX_RECONNECT_MIN', parser: p.duration, default: '500ms', description: 'First reconnect delay after a lost connection (doubles up to the max).' }),
+  reconnectMax: option({ group: 'stream', env: 'OUTBOX_RECONNECT_MAX', parser: p.duration, default: '15s', description: 'Longest reconnect delay.' }),
+  standbyPoll: option({ group: 'stream', env: 'OUTBOX_STANDBY_POLL', parser: p.duration, default: '2s', description: 'How often a standby checks whether the slot became free.' }),
+  logLevel: option({ group: 'observe', env: 'LOG_LEVEL', parser: p.oneOf('trace', 'debug', 'info', 'warn', 'error', 'fatal'), default: 'info', description: 'Log level (payloads are logged at trace only).' }),
+  httpHost: option({ group: 'observe', env: 'OUTBOX_HTTP_HOST', parser: p.text, default: '127.0.0.1', description: 'Address of /metrics, /healthz and /readyz (0.0.0.0 in a container).' }),
+  httpPort: option({ group: 'observe', env: 'OUTBOX_HTTP_PORT', parser: p.integer(0, 65_535), default: '9464', description: 'Port of /metrics, /healthz and /readyz; 0 turns the endpoint off.' }),
+  slotPollInterval: option({ group: 'observe', env: 'OUTBOX_SLOT_POLL_INTERVAL', parser: p.duration, default: '10s', description: "How often the slot's lag, wal_status and safe_wal_size are read for the metrics." }),
+  pruneRetention: option({ group: 'prune', env: 'OUTBOX_PRUNE_RETENTION', flag: 'retention', parser: p.age, default: '7d', description: 'Keep rows at least this long (and always until the relay confirmed them; 0s allowed).' }),
+  pruneEvery: option({ group: 'prune', env: 'OUTBOX_PRUNE_EVERY', flag: 'every', parser: p.duration, default: '0s', description: 'Repeat a pass at this interval; 0s runs one pass and exits.' }),
+  pruneBatchSize: option({ group: 'prune', env: 'OUTBOX_PRUNE_BATCH_SIZE', flag: 'batch-size', parser: p.integer(1, 100_000), default: '1000', description: 'Rows deleted per transaction (bounds lock time).' }),
 } as const;
 
 export type OptionKey = keyof typeof OPTIONS;
@@ -119,6 +131,29 @@ export type OptionKey = keyof typeof OPTIONS;
 export type RelayConfig = {
   readonly [K in OptionKey]: (typeof OPTIONS)[K] extends OptionSpec<infer T> ? T : never;
 };
+
+/**
+ * A rule across values, declared with them (Debezium's validators): it runs once every value it
+ * uses is loaded and valid, and its problem is listed with all the others.
+ */
+export interface Check<V> {
+  readonly uses: readonly (keyof V & string)[];
+  /** The problem, or null. `name` says how the operator set a value: its flag or its variable. */
+  readonly problem: (values: V, name: (key: keyof V & string) => string) => string | null;
+}
+
+function check<const K extends OptionKey>(uses: readonly K[], problem: (values: Pick<RelayConfig, K>, name: (key: K) => string) => string | null): Check<RelayConfig> {
+  return { uses, problem };
+}
+
+/** Rules across options; a command is held to those whose options it reads. */
+export const CHECKS: readonly Check<RelayConfig>[] = [
+  check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
+  // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.
+  check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),
+  check(['format', 'schemaRegistryUrl'], (c, name) => (c.format === 'avro' && c.schemaRegistryUrl === null ? `${name('schemaRegistryUrl')} is required with ${name('format')}=avro` : null)),
+  check(['format', 'keySchema'], (c, name) => (c.format !== 'avro' && c.keySchema !== null ? `${name('keySchema')} needs ${name('format')}=avro` : null)),
+];
 
 export function flagName(key: OptionKey): string {
   const spec: OptionSpec<unknown> = OPTIONS[key];

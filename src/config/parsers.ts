@@ -12,14 +12,23 @@ export const text: Parser<string> = {
   },
 };
 
-export const list: Parser<readonly string[]> = {
-  expected: 'a comma-separated list, e.g. host1:9092,host2:9092',
-  parse: (raw) => {
-    const items = raw.split(',').map((item) => item.trim()).filter(Boolean);
-    if (items.length === 0) throw new Error('is empty');
-    return items;
-  },
-};
+export function commaList(example: string): Parser<readonly string[]> {
+  return {
+    expected: `a comma-separated list, e.g. ${example}`,
+    parse: (raw) => {
+      const items = raw.split(',').map((item) => item.trim()).filter(Boolean);
+      if (items.length === 0) throw new Error('is empty');
+      return items;
+    },
+  };
+}
+
+export const list = commaList('host1:9092,host2:9092');
+
+/** A value that may be left empty: null then. */
+export function optional<T>(parser: Parser<T>): Parser<T | null> {
+  return { expected: `${parser.expected}, or empty`, parse: (raw) => (raw.trim() === '' ? null : parser.parse(raw)) };
+}
 
 export function integer(min: number, max: number): Parser<number> {
   return {
@@ -91,6 +100,16 @@ export function durationAtLeast(minMs: number, shown: string): Parser<number> {
     },
   };
 }
+
+/** A point in time, e.g. where a replay starts; anything `Date` reads, as ISO 8601 is meant. */
+export const time: Parser<Date> = {
+  expected: 'ISO 8601, e.g. 2026-11-29T10:00:00Z',
+  parse: (raw) => {
+    const date = new Date(raw);
+    if (Number.isNaN(date.getTime())) throw new Error('is not a time');
+    return date;
+  },
+};
 
 /** A span of time that is compared, not waited on (a retention): any length. */
 export const age: Parser<number> = {

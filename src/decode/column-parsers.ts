@@ -1,11 +1,16 @@
 import pg from 'pg';
-import type { RelayConfig } from '../config/options.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 import { JsonText } from './json-text.js';
 
 const JSON_OID = 114;
 const JSONB_OID = 3802;
 const TIMESTAMPTZ_OID = 1184;
+
+export interface ColumnParserOptions {
+  readonly format: 'json' | 'avro';
+  readonly columnPayload: string;
+  readonly columnCreatedAt: string;
+}
 
 /**
  * The relay's own parsers for two outbox columns, both on the per-event path:
@@ -15,7 +20,7 @@ const TIMESTAMPTZ_OID = 1184;
  * - created_at is parsed without pg's regular expressions when it is in the ISO form
  *   Postgres prints by default.
  */
-export function columnParsersFor(config: Pick<RelayConfig, 'format' | 'columnPayload' | 'columnCreatedAt'>): ColumnParserFor {
+export function columnParsersFor(config: ColumnParserOptions): ColumnParserFor {
   return ({ name, typeOid }) => {
     if (name === config.columnPayload && config.format === 'json' && (typeOid === JSON_OID || typeOid === JSONB_OID)) return (text) => new JsonText(text);
     if (name === config.columnCreatedAt && typeOid === TIMESTAMPTZ_OID) return parseTimestamptz;

@@ -3,20 +3,6 @@ import { NO_HEADERS, type OutboxEvent } from '../event.js';
 import type { ColumnMap } from '../outbox-table.js';
 import type { RowValues } from '../source/messages.js';
 
-import type { RelayConfig } from '../config/options.js';
-
-export function rowDecoderFor(config: RelayConfig): RowDecoder {
-  return new RowDecoder({
-    eventId: config.columnEventId,
-    aggregateType: config.columnAggregateType,
-    aggregateId: config.columnAggregateId,
-    eventType: config.columnEventType,
-    payload: config.columnPayload,
-    headers: config.columnHeaders,
-    createdAt: config.columnCreatedAt,
-  });
-}
-
 /**
  * pgoutput row -> OutboxEvent. A row that does not fit is a poison event (thrown as
  * PoisonEventError naming the column and what was expected), never a crash of the stream.

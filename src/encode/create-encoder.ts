@@ -1,20 +1,33 @@
 import type { Logger } from 'pino';
 import { Counter, type Registry } from 'prom-client';
-import type { RelayConfig } from '../config/options.js';
 import { errorMessage, PoisonEventError, RelayError } from '../errors.js';
 import { compileTopicTemplate } from '../sink/topic-router.js';
 import { AvroEncoder } from './avro/avro-encoder.js';
 import { loadKeySchema } from './avro/key-schema.js';
 import { HttpSchemaRegistry } from './avro/registry.js';
 import { formatProblem, loadSchemaSet, type SchemaSet } from './avro/schema-set.js';
+import type { SubjectStrategy } from './avro/subjects.js';
 import type { PayloadEncoder } from './encoder.js';
 import { JsonEncoder } from './json-encoder.js';
 import { sleep } from '../time.js';
 
-export type EncoderConfig = Pick<
-  RelayConfig,
-  'format' | 'schemaRegistryUrl' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'topicTemplate' | 'reconnectMin' | 'reconnectMax'
->;
+/** JSON needs nothing more; Avro its schemas and the registry (a key schema only with Avro). */
+export type EncoderOptions =
+  | { readonly format: 'json' }
+  | {
+      readonly format: 'avro';
+      readonly registryUrl: string;
+      readonly schemasDir: string;
+      readonly subjectStrategy: SubjectStrategy;
+      readonly autoRegister: boolean;
+      /** The key schema's file; null: the key is the aggregate id as a UTF-8 string. */
+      readonly keySchema: string | null;
+      /** Where events go, to resolve every subject whose topic is known before the first event. */
+      readonly topicTemplate: string;
+      /** Backoff while the registry is down at start. */
+      readonly retryMinMs: number;
+      readonly retryMaxMs: number;
+    };
 
 export interface EncoderContext {
   readonly logger: Logger;
@@ -29,12 +42,8 @@ export interface EncoderContext {
  * up every subject known before the first event. A registry that is down at start is waited
  * for (with backoff); an incompatible or missing schema fails the start, naming files and subjects.
  */
-export async function createEncoder(config: EncoderConfig, context: EncoderContext): Promise<PayloadEncoder> {
-  if (config.format === 'json') {
-    if (config.keySchema) throw new RelayError('CONFIG_INVALID', 'invalid configuration: OUTBOX_KEY_SCHEMA needs OUTBOX_FORMAT=avro');
-    return new JsonEncoder();
-  }
-  if (!config.schemaRegistryUrl) throw new RelayError('CONFIG_INVALID', 'invalid configuration: SCHEMA_REGISTRY_URL is required with OUTBOX_FORMAT=avro');
+export async function createEncoder(config: EncoderOptions, context: EncoderContext): Promise<PayloadEncoder> {
+  if (config.format === 'json') return new JsonEncoder();
   const logger = context.logger.child({ stage: 'encode' });
   const schemas = await loadSchemas(config.schemasDir);
   const keySchema = config.keySchema ? await loadKeySchema(config.keySchema) : null;
@@ -47,7 +56,7 @@ export async function createEncoder(config: EncoderConfig, context: EncoderConte
     labelNames: ['operation', 'outcome'],
     registers: context.metricsRegistry ? [context.metricsRegistry] : [],
   });
-  const registry = new HttpSchemaRegistry({ url: config.schemaRegistryUrl, onRequest: (operation, outcome) => requests.inc({ operation, outcome }) });
+  const registry = new HttpSchemaRegistry({ url: config.registryUrl, onRequest: (operation, outcome) => requests.inc({ operation, outcome }) });
   const encoder = new AvroEncoder({
     schemas: schemas.byEventType,
     schemasDir: config.schemasDir,
@@ -62,7 +71,7 @@ export async function createEncoder(config: EncoderConfig, context: EncoderConte
       'subject strategy "topic" gives one subject per topic, but the topic template can put several event types on one topic: the registry will refuse the second schema as incompatible. Use OUTBOX_SUBJECT_STRATEGY=topic-record or record, or {event_type} in the topic template');
   }
   const topicFor = knownTopics(config.topicTemplate);
-  let delay = config.reconnectMin;
+  let delay = config.retryMinMs;
   for (;;) {
     try {
       const resolved = await encoder.prepare(topicFor);
@@ -72,7 +81,7 @@ export async function createEncoder(config: EncoderConfig, context: EncoderConte
       if (!(error instanceof RelayError) || !error.retriable || context.signal?.aborted) throw error;
       logger.warn({ code: error.code, err: errorMessage(error), retryInMs: delay }, 'schema registry unavailable at start; retrying');
       await sleep(delay, context.signal);
-      delay = Math.min(delay * 2, config.reconnectMax);
+      delay = Math.min(delay * 2, config.retryMaxMs);
     }
   }
 }

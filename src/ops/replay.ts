@@ -4,21 +4,20 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
-import type { RelayConfig } from '../config/options.js';
-import { columnParsersFor } from '../decode/column-parsers.js';
-import { rowDecoderFor } from '../decode/row-decoder.js';
+import type { DeliveryOptions, ReplayOptions } from '../config/compile.js';
+import { RowDecoder } from '../decode/row-decoder.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
-import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
-import { Pipeline, pipelineOptions } from '../pipeline.js';
-import { RecordBuilder, recordBuilderOptions } from '../sink/record-builder.js';
-import { createKafkaProducer, producerOptions } from '../sink/kafka-client.js';
-import { KafkaSink, sinkOptions } from '../sink/kafka-sink.js';
+import { Pipeline } from '../pipeline.js';
+import { RecordBuilder } from '../sink/record-builder.js';
+import { createKafkaProducer } from '../sink/kafka-client.js';
+import { KafkaSink } from '../sink/kafka-sink.js';
 import { TopicCatalog } from '../sink/topic-catalog.js';
 import { compileTopicTemplate } from '../sink/topic-router.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 
+/** Which rows; at least one is set (`replay`'s declared check refuses an empty filter). */
 export interface ReplayFilter {
   readonly since?: Date;
   readonly until?: Date;
@@ -35,18 +34,16 @@ const CURSOR = 'outbox_replay_cursor';
  * `event_id` (idempotent consumers drop what they already applied). Replayed records carry
  * `outbox_commit_lsn: 0/0`: they come from the table, not the WAL.
  */
-export async function replay(config: RelayConfig, filter: ReplayFilter, encoder: PayloadEncoder, logger: Logger): Promise<{ published: number }> {
-  if (!filter.since && !filter.until && !filter.eventTypes?.length && !filter.eventIds?.length) {
-    throw new RelayError('CONFIG_INVALID', 'replay needs at least one of --since, --until, --event-type, --event-id (refusing to republish the whole outbox by accident)');
-  }
+export async function replay(options: ReplayOptions, encoder: PayloadEncoder, logger: Logger): Promise<{ published: number }> {
+  const { delivery } = options;
   // Rows from the table, not the WAL: nothing to confirm to Postgres.
   const tracker = new CommitTracker(ZERO_LSN);
   const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
-  const producer = createKafkaProducer({ ...producerOptions(config), clientId: `${config.kafkaClientId}-replay`, logger: sinkLogger });
-  const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics, logger: sinkLogger });
+  const producer = createKafkaProducer({ ...delivery.producer, logger: sinkLogger });
+  const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
   const sink = new KafkaSink({
-    ...sinkOptions(config),
+    ...delivery.sink,
     producer,
     logger: sinkLogger,
     onAcknowledged: (batch) => {
@@ -55,25 +52,25 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
     },
   });
   const replayLogger = logger.child({ stage: 'replay' });
-  const builder = new RecordBuilder(recordBuilderOptions(config), {
+  const builder = new RecordBuilder(delivery.builder, {
     topics,
-    decoder: rowDecoderFor(config),
-    router: compileTopicTemplate(config.topicTemplate),
+    decoder: new RowDecoder(delivery.columns),
+    router: compileTopicTemplate(delivery.topicTemplate),
     encoder,
     metrics: createRelayMetrics(new Registry()),
     logger: replayLogger,
   });
-  const pipeline = new Pipeline(pipelineOptions(config), { checkpointer, tracker, builder, sink, logger: replayLogger });
-  // Every column as Postgres's text, then parsed as the stream parses it (columnParsersFor):
+  const pipeline = new Pipeline(delivery.pipeline, { checkpointer, tracker, builder, sink, logger: replayLogger });
+  // Every column as Postgres's text, then parsed as the stream parses it (delivery.columnParsers):
   // a replayed record carries the same bytes as the streamed one (a jsonb payload as its text).
-  const client = new pg.Client({ ...pgConnectionConfig(config.databaseUrl, 'outbox-relay-replay'), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig);
+  const client = new pg.Client({ ...pgConnectionConfig(options.databaseUrl, 'outbox-relay-replay'), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig);
   await client.connect();
   await sink.start();
   let published = 0;
   try {
     await pipeline.handle({ kind: 'begin', commitLsn: ZERO_LSN, commitTime: new Date() });
-    for await (const rows of pages(client, config, filter)) {
-      for (const row of rows) await pipeline.handle({ kind: 'insert', relation: config.table, row });
+    for await (const rows of pages(client, delivery, options.filter)) {
+      for (const row of rows) await pipeline.handle({ kind: 'insert', relation: delivery.pipeline.table, row });
       published += rows.length;
       logger.info({ published }, 'replay: progress');
     }
@@ -87,11 +84,11 @@ export async function replay(config: RelayConfig, filter: ReplayFilter, encoder:
 }
 
 /** Keyset pagination in (created_at, event_id) order: stable under concurrent inserts. */
-async function* pages(client: pg.Client, config: RelayConfig, filter: ReplayFilter): AsyncGenerator<Record<string, unknown>[]> {
-  const parserFor = columnParsersFor(config);
-  const table = `${pg.escapeIdentifier(config.table.schema)}.${pg.escapeIdentifier(config.table.name)}`;
-  const createdAt = pg.escapeIdentifier(config.columnCreatedAt);
-  const eventId = pg.escapeIdentifier(config.columnEventId);
+async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: ReplayFilter): AsyncGenerator<Record<string, unknown>[]> {
+  const { columns, pipeline: { table: relation } } = delivery;
+  const table = `${pg.escapeIdentifier(relation.schema)}.${pg.escapeIdentifier(relation.name)}`;
+  const createdAt = pg.escapeIdentifier(columns.createdAt);
+  const eventId = pg.escapeIdentifier(columns.eventId);
   const conditions: string[] = [];
   const values: unknown[] = [];
   const add = (sql: string, value: unknown) => {
@@ -100,7 +97,7 @@ async function* pages(client: pg.Client, config: RelayConfig, filter: ReplayFilt
   };
   if (filter.since) add(`${createdAt} >= ?`, filter.since);
   if (filter.until) add(`${createdAt} < ?`, filter.until);
-  if (filter.eventTypes?.length) add(`${pg.escapeIdentifier(config.columnEventType)} = ANY(?)`, filter.eventTypes);
+  if (filter.eventTypes?.length) add(`${pg.escapeIdentifier(columns.eventType)} = ANY(?)`, filter.eventTypes);
   if (filter.eventIds?.length) add(`${eventId}::text = ANY(?)`, filter.eventIds);
   let after: [unknown, unknown] | null = null;
   for (;;) {
@@ -115,10 +112,10 @@ async function* pages(client: pg.Client, config: RelayConfig, filter: ReplayFilt
       `SELECT *, ${createdAt}::text AS ${CURSOR} FROM ${table} ${where ? `WHERE ${where}` : ''} ORDER BY ${createdAt}, ${eventId} LIMIT ${PAGE_ROWS}`,
       page,
     );
-    const rows = texts.map((row) => parseRow(row, fields, parserFor));
+    const rows = texts.map((row) => parseRow(row, fields, delivery.columnParsers));
     if (rows.length === 0) return;
     const last = rows[rows.length - 1]!;
-    after = [last[CURSOR], last[config.columnEventId]];
+    after = [last[CURSOR], last[columns.eventId]];
     yield rows.map(({ [CURSOR]: _cursor, ...row }) => row);
     if (rows.length < PAGE_ROWS) return;
   }

@@ -2,7 +2,6 @@
 import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
 import kafkajs, { Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type TopicMessages } from 'kafkajs';
 import type { Logger } from 'pino';
-import type { RelayConfig } from '../config/options.js';
 import { RelayError, type ErrorCode } from '../errors.js';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
 import { isTlsTrustError } from '../security/tls-errors.js';
@@ -17,11 +16,6 @@ import { finishesWithin } from '../time.js';
  * and the dead-letter count `status` reads. (The consumer helper in src/client uses kafkajs
  * for consuming, with kafkajs's own modules.)
  */
-
-/** The producer options that come from the relay's configuration. */
-export function producerOptions(config: RelayConfig): Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics'> {
-  return { brokers: config.kafkaBrokers, clientId: config.kafkaClientId, fastEncoder: config.kafkaFastEncoder, autoCreateTopics: config.kafkaAutoCreateTopics };
-}
 
 export interface KafkaProducerOptions extends ProducerEvents {
   readonly brokers: readonly string[];

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import type { RelayConfig } from '../config/options.js';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { Fifo } from '../fifo.js';
@@ -20,11 +19,6 @@ export interface EventSink {
   waitForRoom(limit: number): Promise<void>;
   /** Resolves when everything sent so far is acknowledged; rejects if the sink failed. */
   drain(): Promise<void>;
-}
-
-/** The sink options that come from the relay's configuration. */
-export function sinkOptions(config: RelayConfig): Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'> {
-  return { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger };
 }
 
 export interface KafkaSinkOptions {

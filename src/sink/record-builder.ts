@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
-import type { RelayConfig } from '../config/options.js';
 import type { RowDecoder } from '../decode/row-decoder.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { PoisonEventError, RelayError } from '../errors.js';
@@ -11,16 +10,6 @@ import { deadLetterMessage } from './dead-letter.js';
 import { eventHeaders } from './headers.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
 import type { TopicRouter } from './topic-router.js';
-
-export function recordBuilderOptions(config: RelayConfig): RecordBuilderOptions {
-  return {
-    tableName: `${config.table.schema}.${config.table.name}`,
-    deadLetterTopic: config.deadLetterTopic,
-    onPoison: config.onPoison,
-    maxMessageBytes: config.maxMessageBytes,
-    columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
-  };
-}
 
 export interface RecordBuilderOptions {
   /** `schema.table` of the outbox, named in dead letters. */

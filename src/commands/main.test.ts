@@ -1,0 +1,59 @@
+import { describe, expect, it, vi } from 'vitest';
+import { main } from './main.js';
+
+/** Runs the CLI in-process on cases that end before any connection: exit code and output. */
+async function cli(argv: string[], env: Record<string, string> = {}) {
+  const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+  const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+  try {
+    const code = await main(argv, env);
+    return { code, stdout: stdout.mock.calls.map(([text]) => String(text)).join(''), stderr: stderr.mock.calls.map(([text]) => String(text)).join('') };
+  } finally {
+    vi.restoreAllMocks();
+  }
+}
+
+describe('outbox-relay', () => {
+  it('status goes through the same loader: its problems, KAFKA_BROKERS included, are reported with exit 2', async () => {
+    const result = await cli(['status'], { DATABASE_URL: 'mysql://db/billing', KAFKA_BROKERS: ',', OUTBOX_SLOT: 'bad-slot' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^invalid configuration:\n/);
+    expect(result.stderr).toMatch(/DATABASE_URL=\(redacted\) is a mysql: URL/);
+    expect(result.stderr).toMatch(/KAFKA_BROKERS="," is empty/);
+    expect(result.stderr).toMatch(/OUTBOX_SLOT="bad-slot" is not a plain SQL identifier/);
+  });
+
+  it('reports a cross-field problem of a command with a bad option, before touching anything', async () => {
+    const result = await cli(['replay', '--format', 'avro'], { DATABASE_URL: 'postgres://db/billing', KAFKA_BROKERS: 'k:9092', OUTBOX_LINGER: 'soon' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/OUTBOX_LINGER="soon" is not a duration/);
+    expect(result.stderr).toMatch(/SCHEMA_REGISTRY_URL is required with --format=avro/);
+    expect(result.stderr).toMatch(/replay needs at least one of --since/);
+  });
+
+  it('refuses a mistyped flag, and only warns about an option the command does not read', async () => {
+    const typo = await cli(['drop-slot', '--yse'], { DATABASE_URL: 'postgres://db/billing' });
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/unknown option --yse for `drop-slot`/);
+    const unread = await cli(['drop-slot', '--table', 'billing.outbox'], { DATABASE_URL: 'postgres://db/billing' });
+    expect(unread.code).toBe(2);
+    expect(unread.stderr).toMatch(/--table is not read by `drop-slot`; ignored/);
+    expect(unread.stderr).toMatch(/drop-slot needs --yes/);
+    const stray = await cli(['status', '--json', 'extra'], {});
+    expect(stray.code).toBe(2);
+    expect(stray.stderr).toMatch(/--json takes no value \(got "extra"\)/);
+  });
+
+  it('prints the help of a command, and of the family of two-word commands', async () => {
+    const replay = await cli(['replay', '--help']);
+    expect(replay.code).toBe(0);
+    expect(replay.stdout).toMatch(/^outbox-relay replay: /);
+    expect(replay.stdout).not.toMatch(/--http-port/);
+    const schemas = await cli(['schemas', '--help']);
+    expect(schemas.code).toBe(0);
+    expect(schemas.stdout).toMatch(/schemas check +Parse and compile/);
+    const top = await cli([]);
+    expect(top.code).toBe(2);
+    expect(top.stdout).toMatch(/^usage: outbox-relay <command>/);
+  });
+});

@@ -1,0 +1,104 @@
+import { createRequire } from 'node:module';
+import { argFlag, COMMANDS, type CommandHelp, type CommandName } from '../config/commands.js';
+import type { ConfigSources } from '../config/load.js';
+import { commandHelp, commandLine, usage } from '../config/help.js';
+import { flagName, OPTIONS, type OptionKey } from '../config/options.js';
+import { errorCode, errorMessage, RelayError } from '../errors.js';
+import { EXIT, type Command } from './command.js';
+import { dropSlotCommand } from './drop-slot.js';
+import { pruneCommand } from './prune.js';
+import { replayCommand } from './replay.js';
+import { runCommand } from './run.js';
+import { schemasCheckCommand } from './schemas-check.js';
+import { setupCommand } from './setup.js';
+import { statusCommand } from './status.js';
+
+const ACTIONS: { readonly [C in CommandName]: Command } = {
+  run: runCommand,
+  setup: setupCommand,
+  status: statusCommand,
+  prune: pruneCommand,
+  replay: replayCommand,
+  'drop-slot': dropSlotCommand,
+  'schemas check': schemasCheckCommand,
+};
+
+const isCommand = (name: string): name is CommandName => name in COMMANDS;
+
+/** `outbox-relay <argv>`: the exit code. Writes to stdout and stderr. */
+export async function main(argv: readonly string[], env: ConfigSources['env']): Promise<number> {
+  const [first, ...rest] = argv;
+  // Two-word commands (`schemas check`).
+  const command = first !== undefined && rest[0] !== undefined && isCommand(`${first} ${rest[0]}`) ? `${first} ${rest.shift()}` : first;
+  if (command === '--version' || command === 'version') {
+    process.stdout.write(`outbox-relay ${(createRequire(import.meta.url)('../../package.json') as { version: string }).version}\n`);
+    return EXIT.ok;
+  }
+  if (command === undefined || command === '--help' || command === 'help') {
+    process.stdout.write(usage());
+    return command === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (!isCommand(command)) {
+    // The first word of two-word commands (`schemas`): list them.
+    const family = (Object.keys(COMMANDS) as CommandName[]).filter((name) => name.startsWith(`${command} `));
+    if (family.length > 0) {
+      (rest[0] === '--help' ? process.stdout : process.stderr).write(`outbox-relay ${command} <command>:\n${family.map(commandLine).join('\n')}\n`);
+      return rest[0] === '--help' ? EXIT.ok : EXIT.usage;
+    }
+    process.stderr.write(`unknown command "${command}"\n\n${usage()}`);
+    return EXIT.usage;
+  }
+  try {
+    const flags = parseFlags(rest);
+    if ('help' in flags) {
+      process.stdout.write(commandHelp(command));
+      return EXIT.ok;
+    }
+    checkFlags(command, flags);
+    return await ACTIONS[command].execute({ env, flags });
+  } catch (error) {
+    if (error instanceof RelayError && error.code === 'CONFIG_INVALID') {
+      process.stderr.write(`${error.message}\n`);
+      return EXIT.usage;
+    }
+    process.stderr.write(`outbox-relay ${command} failed [${errorCode(error)}]: ${errorMessage(error)}\n`);
+    return EXIT.failed;
+  }
+}
+
+function parseFlags(args: readonly string[]): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < args.length; i += 1) {
+    const arg = args[i]!;
+    if (!arg.startsWith('--')) throw new RelayError('CONFIG_INVALID', `unexpected argument "${arg}"; options are --name value`);
+    const [name, inline] = arg.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    if (inline !== undefined) flags[name] = inline;
+    else if (args[i + 1] !== undefined && !args[i + 1]!.startsWith('--')) flags[name] = args[++i]!;
+    else flags[name] = '';
+  }
+  return flags;
+}
+
+const OPTION_FLAGS = new Set((Object.keys(OPTIONS) as OptionKey[]).map((key) => flagName(key).slice(2)));
+
+/**
+ * A mistyped flag fails loudly instead of being ignored. An option the command does not read
+ * (`replay --slot`) is only warned about: scripts written when every command took every relay
+ * option keep working.
+ */
+function checkFlags(command: CommandName, flags: Record<string, string>): void {
+  const spec: CommandHelp = COMMANDS[command];
+  const args = Object.entries(spec.args ?? {});
+  const own = new Set([...spec.options.map((key) => flagName(key).slice(2)), ...args.map(([name]) => argFlag(name).slice(2))]);
+  const unknown = Object.keys(flags).filter((name) => !own.has(name) && !OPTION_FLAGS.has(name));
+  if (unknown.length > 0) {
+    throw new RelayError('CONFIG_INVALID', `unknown option ${unknown.map((name) => `--${name}`).join(', ')} for \`${command}\`; see \`outbox-relay ${command} --help\``);
+  }
+  for (const name of Object.keys(flags).filter((flag) => !own.has(flag))) {
+    process.stderr.write(`outbox-relay ${command}: --${name} is not read by \`${command}\`; ignored (see \`outbox-relay ${command} --help\`)\n`);
+  }
+  for (const [name, arg] of args) {
+    const value = flags[argFlag(name).slice(2)];
+    if ('switch' in arg && value !== undefined && value !== '') throw new RelayError('CONFIG_INVALID', `${argFlag(name)} takes no value (got "${value}"); see \`outbox-relay ${command} --help\``);
+  }
+}

@@ -1,0 +1,128 @@
+import type { Check, OptionKey, RelayConfig } from './options.js';
+import * as p from './parsers.js';
+
+/** A flag of one command only, with no environment variable (`replay --since`). */
+export type ArgSpec =
+  | { readonly description: string; readonly parser: p.Parser<unknown> }
+  /** Given alone, never with a value (`status --json`): true when given. */
+  | { readonly description: string; readonly switch: true };
+
+export type Args = Readonly<Record<string, ArgSpec>>;
+
+type ArgValue<S> = S extends { readonly switch: true } ? boolean : S extends { readonly parser: p.Parser<infer T> } ? T | undefined : never;
+
+/** What a command reads once loaded: its options (null: an optional one left unset) and its arguments. */
+export type Loaded<K extends OptionKey, O extends K, A extends Args> = {
+  readonly [P in K]: P extends O ? RelayConfig[P] | null : RelayConfig[P];
+} & { readonly [N in keyof A]: ArgValue<A[N]> };
+
+export interface CommandSpec<K extends OptionKey, O extends K, A extends Args> {
+  readonly summary: string;
+  /** The options the command reads: its `--help` lists these, and only these are loaded. */
+  readonly options: readonly K[];
+  /** Options required elsewhere that this command does without. */
+  readonly optional?: readonly O[];
+  /** The command's own defaults, where they differ from the declared ones. */
+  readonly defaults?: { readonly [P in NoInfer<K>]?: string };
+  /** Its own flags, named in camelCase like options (`eventType` is `--event-type`). */
+  readonly args?: A;
+  /** Rules of this command across its options and arguments. */
+  readonly checks?: readonly Check<NoInfer<Loaded<K, O, A>>>[];
+}
+
+/** Any command, as help and the README list them. */
+export type CommandHelp = Omit<CommandSpec<OptionKey, OptionKey, Args>, 'checks'>;
+
+function declared<const K extends OptionKey, const O extends K = never, const A extends Args = Record<never, ArgSpec>>(spec: CommandSpec<K, O, A>): CommandSpec<K, O, A> {
+  return spec;
+}
+
+export function argFlag(name: string): string {
+  return `--${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
+}
+
+const DATABASE = ['databaseUrl', 'table', 'publication', 'slot'] as const;
+const COLUMNS = ['columnEventId', 'columnAggregateType', 'columnAggregateId', 'columnEventType', 'columnPayload', 'columnHeaders', 'columnCreatedAt'] as const;
+const KAFKA = ['kafkaBrokers', 'kafkaClientId', 'kafkaFastEncoder', 'kafkaAutoCreateTopics'] as const;
+const ENCODING = ['format', 'schemaRegistryUrl', 'schemasDir', 'subjectStrategy', 'autoRegister', 'keySchema'] as const;
+const BATCHING = ['linger', 'batchMaxEvents', 'maxMessageBytes', 'maxBufferedEvents'] as const;
+/** The encoder's start-up retries while the schema registry is down. */
+const RETRY = ['reconnectMin', 'reconnectMax'] as const;
+const REPLAY_FILTERS = ['since', 'until', 'eventType', 'eventId'] as const;
+
+/**
+ * Every command and what it reads, declared once (Debezium's Field groups): `<command> --help`,
+ * the top-level help and the README's table are generated from this, and the loader loads a
+ * command's options and nothing else.
+ */
+export const COMMANDS = {
+  run: declared({
+    summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.',
+    options: [
+      ...DATABASE, ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
+      'setup', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
+    ],
+  }),
+  setup: declared({
+    summary: 'Create the outbox table, publication and slot if missing (idempotent); print what it did.',
+    // The payload column's type is checked and reported.
+    options: [...DATABASE, 'columnPayload'],
+  }),
+  status: declared({
+    summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters.',
+    options: [...DATABASE, 'columnCreatedAt', 'kafkaBrokers', 'deadLetterTopic'],
+    // Status must work when the broker is the thing that is down: without it, no dead-letter count.
+    optional: ['kafkaBrokers'],
+    args: { json: { description: 'print JSON instead of a table', switch: true } },
+  }),
+  prune: declared({
+    summary: 'Delete outbox rows older than the retention that the relay has confirmed; one pass, or a loop with --every.',
+    options: ['databaseUrl', 'table', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
+    // Its own port: a pruner beside a relay on one host must not collide with the relay's 9464.
+    defaults: { httpPort: '9465' },
+  }),
+  replay: declared({
+    summary: 'Publish retained outbox rows again (by time range, event type or event id), with their original event_id.',
+    // Rows come from the table, not the slot: no slot, publication or stream timing. The
+    // pipeline sees inserts only, so OUTBOX_ON_UNEXPECTED_CHANGE never applies.
+    options: ['databaseUrl', 'table', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    args: {
+      since: { description: 'created_at at or after this ISO time', parser: p.time },
+      until: { description: 'created_at before this ISO time', parser: p.time },
+      eventType: { description: 'comma-separated event types', parser: p.commaList('invoice.paid,invoice.voided') },
+      eventId: { description: 'comma-separated event ids', parser: p.commaList('evt_1,evt_2') },
+    },
+    checks: [
+      {
+        uses: REPLAY_FILTERS,
+        problem: (args, name) =>
+          REPLAY_FILTERS.some((filter) => args[filter] !== undefined)
+            ? null
+            : `replay needs at least one of ${REPLAY_FILTERS.map(name).join(', ')} (refusing to republish the whole outbox by accident)`,
+      },
+    ],
+  }),
+  'drop-slot': declared({
+    summary: 'Drop the replication slot (releases the WAL it holds; events after its position are then never streamed).',
+    options: ['databaseUrl', 'slot'],
+    args: { yes: { description: 'confirm: you accept that unconfirmed events must be replayed with `outbox-relay replay`', switch: true } },
+    checks: [
+      {
+        uses: ['yes', 'slot'],
+        problem: (values, name) =>
+          values.yes
+            ? null
+            : `drop-slot needs ${name('yes')}: dropping "${values.slot}" releases its WAL, and events committed after its confirmed position will never be streamed (replay them with \`outbox-relay replay --since ...\`)`,
+      },
+    ],
+  }),
+  'schemas check': declared({
+    summary: 'Parse and compile every Avro schema; list problems with file and path (exit 1 if any).',
+    options: ['schemasDir', 'keySchema'],
+  }),
+};
+
+export type CommandName = keyof typeof COMMANDS;
+
+/** What command `C` is given once loaded. */
+export type CommandConfig<C extends CommandName> = (typeof COMMANDS)[C] extends CommandSpec<infer K, infer O, infer A> ? Loaded<K, O, A> : never;

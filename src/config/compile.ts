@@ -1,0 +1,207 @@
+import { columnParsersFor } from '../decode/column-parsers.js';
+import type { EncoderOptions } from '../encode/create-encoder.js';
+import type { ReplayFilter } from '../ops/replay.js';
+import type { StatusInput } from '../ops/status.js';
+import type { ColumnMap } from '../outbox-table.js';
+import type { PipelineOptions } from '../pipeline.js';
+import type { PruneOptions } from '../prune/pruner.js';
+import type { SetupTarget } from '../setup/setup.js';
+import type { KafkaProducerOptions } from '../sink/kafka-client.js';
+import type { KafkaSinkOptions } from '../sink/kafka-sink.js';
+import type { RecordBuilderOptions } from '../sink/record-builder.js';
+import type { TopicCatalogOptions } from '../sink/topic-catalog.js';
+import type { ColumnParserFor } from '../source/pgoutput.js';
+import type { ReplicationStreamOptions } from '../source/replication-stream.js';
+import type { CommandConfig } from './commands.js';
+import type { RelayConfig } from './options.js';
+
+/*
+ * The second stage of configuration (Temporal's compiled options): what a command loaded,
+ * turned into the frozen options each stage takes, durations as `...Ms`. The only place that
+ * knows both the option names and the stages.
+ */
+
+/** How outbox rows become Kafka records: the same for `run` (from the WAL) and `replay` (from the table). */
+export interface DeliveryOptions {
+  readonly columns: ColumnMap;
+  /** The relay's own parsers of the payload and created_at columns. */
+  readonly columnParsers: ColumnParserFor;
+  readonly topicTemplate: string;
+  readonly builder: RecordBuilderOptions;
+  readonly pipeline: PipelineOptions;
+  readonly producer: Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics'>;
+  readonly sink: Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'>;
+  readonly topics: Omit<TopicCatalogOptions, 'logger'>;
+}
+
+export interface RelayOptions {
+  readonly source: Omit<ReplicationStreamOptions, 'logger' | 'highWaterMessages'>;
+  readonly delivery: DeliveryOptions;
+  /** How often the confirmed position goes to Postgres, and progress to the metrics. */
+  readonly statusIntervalMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly stallTimeoutMs: number;
+  readonly reconnectMinMs: number;
+  readonly reconnectMaxMs: number;
+  readonly standbyPollMs: number;
+}
+
+/** Where /metrics, /healthz and /readyz are served; null: not at all. */
+export type HttpOptions = { readonly host: string; readonly port: number } | null;
+
+export interface RunOptions {
+  readonly logLevel: string;
+  readonly setup: { readonly target: SetupTarget; readonly create: boolean };
+  readonly encoder: EncoderOptions;
+  readonly relay: RelayOptions;
+  readonly slotMonitor: { readonly databaseUrl: string; readonly slot: string; readonly intervalMs: number };
+  readonly http: HttpOptions;
+}
+
+export interface ReplayOptions {
+  readonly logLevel: string;
+  readonly databaseUrl: string;
+  readonly filter: ReplayFilter;
+  readonly encoder: EncoderOptions;
+  readonly delivery: DeliveryOptions;
+}
+
+export interface PruneCommandOptions {
+  readonly logLevel: string;
+  readonly pruner: Omit<PruneOptions, 'logger' | 'metrics'>;
+  /** 0: one pass, then exit. */
+  readonly everyMs: number;
+  readonly http: HttpOptions;
+}
+
+export function compileRun(config: CommandConfig<'run'>): RunOptions {
+  return frozen({
+    logLevel: config.logLevel,
+    setup: { target: { ...setupTarget(config), format: config.format }, create: config.setup },
+    encoder: encoderOptions(config),
+    relay: {
+      source: {
+        connectionString: config.databaseUrl,
+        slot: config.slot,
+        publication: config.publication,
+        silenceTimeoutMs: config.replicationTimeout,
+        columnParsers: { table: config.table, parserFor: columnParsers(config) },
+      },
+      delivery: deliveryOptions(config, { clientId: config.kafkaClientId, onUnexpectedChange: config.onUnexpectedChange }),
+      statusIntervalMs: config.statusInterval,
+      shutdownTimeoutMs: config.shutdownTimeout,
+      stallTimeoutMs: config.stallTimeout,
+      reconnectMinMs: config.reconnectMin,
+      reconnectMaxMs: config.reconnectMax,
+      standbyPollMs: config.standbyPoll,
+    },
+    slotMonitor: { databaseUrl: config.databaseUrl, slot: config.slot, intervalMs: config.slotPollInterval },
+    http: httpOptions(config),
+  });
+}
+
+export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
+  return frozen({
+    logLevel: config.logLevel,
+    databaseUrl: config.databaseUrl,
+    filter: { since: config.since, until: config.until, eventTypes: config.eventType, eventIds: config.eventId },
+    encoder: encoderOptions(config),
+    // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
+    // inserts reach its pipeline: there is no unexpected change to fail on.
+    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail' }),
+  });
+}
+
+export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOptions {
+  return frozen({
+    logLevel: config.logLevel,
+    pruner: { databaseUrl: config.databaseUrl, table: config.table, createdAtColumn: config.columnCreatedAt, slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
+    everyMs: config.pruneEvery,
+    http: httpOptions(config),
+  });
+}
+
+export function compileStatus(config: CommandConfig<'status'>): StatusInput {
+  return frozen({
+    databaseUrl: config.databaseUrl,
+    slot: config.slot,
+    publication: config.publication,
+    table: config.table,
+    createdAtColumn: config.columnCreatedAt,
+    kafkaBrokers: config.kafkaBrokers,
+    deadLetterTopic: config.deadLetterTopic,
+  });
+}
+
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'table' | 'publication' | 'slot' | 'columnPayload'>): SetupTarget {
+  return frozen({ databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload });
+}
+
+type DeliveryConfig = Pick<
+  RelayConfig,
+  | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | 'topicTemplate' | 'deadLetterTopic' | 'onPoison' | 'format'
+  | 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt'
+  | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents'
+>;
+
+function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: string; readonly onUnexpectedChange: PipelineOptions['onUnexpectedChange'] }): DeliveryOptions {
+  return {
+    columns: {
+      eventId: config.columnEventId,
+      aggregateType: config.columnAggregateType,
+      aggregateId: config.columnAggregateId,
+      eventType: config.columnEventType,
+      payload: config.columnPayload,
+      headers: config.columnHeaders,
+      createdAt: config.columnCreatedAt,
+    },
+    columnParsers: columnParsers(config),
+    topicTemplate: config.topicTemplate,
+    builder: {
+      tableName: `${config.table.schema}.${config.table.name}`,
+      deadLetterTopic: config.deadLetterTopic,
+      onPoison: config.onPoison,
+      maxMessageBytes: config.maxMessageBytes,
+      columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
+    },
+    pipeline: { table: config.table, onUnexpectedChange: own.onUnexpectedChange, maxBufferedEvents: config.maxBufferedEvents },
+    producer: { brokers: config.kafkaBrokers, clientId: own.clientId, fastEncoder: config.kafkaFastEncoder, autoCreateTopics: config.kafkaAutoCreateTopics },
+    // A request is bounded like a record: the broker refuses a partition's batch above max.message.bytes.
+    sink: { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger },
+    topics: { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics },
+  };
+}
+
+function columnParsers(config: Pick<RelayConfig, 'format' | 'columnPayload' | 'columnCreatedAt'>): ColumnParserFor {
+  return columnParsersFor({ format: config.format, columnPayload: config.columnPayload, columnCreatedAt: config.columnCreatedAt });
+}
+
+function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'topicTemplate' | 'reconnectMin' | 'reconnectMax'>): EncoderOptions {
+  if (config.format === 'json') return { format: 'json' };
+  return {
+    format: 'avro',
+    // Never null here: CHECKS refuse avro without a registry when loading.
+    registryUrl: config.schemaRegistryUrl!,
+    schemasDir: config.schemasDir,
+    subjectStrategy: config.subjectStrategy,
+    autoRegister: config.autoRegister,
+    keySchema: config.keySchema,
+    topicTemplate: config.topicTemplate,
+    retryMinMs: config.reconnectMin,
+    retryMaxMs: config.reconnectMax,
+  };
+}
+
+function httpOptions(config: Pick<RelayConfig, 'httpHost' | 'httpPort'>): HttpOptions {
+  // Port 0 turns the endpoint off (rather than asking the system for a free port).
+  return config.httpPort === 0 ? null : { host: config.httpHost, port: config.httpPort };
+}
+
+/** Frozen all the way down (functions aside): no stage can change what another reads. */
+function frozen<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const inner of Object.values(value)) frozen(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
