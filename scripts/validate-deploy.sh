@@ -5,7 +5,7 @@
 #   2. deploy/kubernetes/* against the Kubernetes and Prometheus Operator schemas bundled in
 #      kubernetes-models, their TypeScript types (unknown fields) and cross-references;
 #   3. PromQL of the alerts and the Grafana dashboard (lezer-promql), metric names and labels
-#      against scripts/validate-deploy/metrics.json and prom-client's default metrics;
+#      against the metrics src/ defines and prom-client's default metrics;
 #   4. README anchors of every alert's runbook_url; compose Prometheus config and rules;
 #   5. if `promtool` is on PATH (Debian: apt-get install prometheus), also
 #      `promtool check config`, `promtool check rules` and the alert unit tests in

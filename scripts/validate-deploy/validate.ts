@@ -5,12 +5,14 @@
 //     excess-property check against the same packages' types (catches misspelled fields, which
 //     the schemas allow), plus cross-references (selectors, ConfigMap/Secret names, probe ports).
 //   - PromQL in alert rules and in the dashboard: parsed with @prometheus-io/lezer-promql;
-//     every metric name, label name and enumerated label value checked against the metrics
-//     contract (metrics.json + prom-client's default metrics).
+//     every metric name, label name and enumerated label value checked against the metrics the
+//     relay and the pruner define (imported from src/, with prom-client's default metrics).
 //   - Alert rules: required alerts present, severity, summary/description, a runbook_url whose
 //     README anchor exists; the compose Prometheus rules file equal to the PrometheusRule.
 //   - Dashboard JSON, Prometheus config for compose, compose cross-checks (dclint does the
 //     compose-spec schema separately, from validate-deploy.sh).
+//   - Every relay variable set in compose or Kubernetes: an option of the relay (imported from
+//     src/config/options.ts), with a value its own parser accepts.
 // Options: --write-rules  rewrite deploy/prometheus/rules/outbox-relay.rules.yml from the PrometheusRule.
 // Parsed YAML and JSON are walked untyped on purpose: the schemas above type them.
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -20,7 +22,12 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { parser as promqlParser } from '@prometheus-io/lezer-promql';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import YAML from 'yaml';
+import { OPTIONS } from '../../src/config/options.js';
+import { createRelayMetrics, WAL_STATUSES } from '../../src/observe/metrics.js';
+import { createPruneMetrics } from '../../src/prune/pruner.js';
+import { RELAY_STATES } from '../../src/relay-state.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const K8S_DIR = join(ROOT, 'deploy/kubernetes');
@@ -54,9 +61,8 @@ const rel = (file: string): string => relative(ROOT, file);
 
 // ---------------------------------------------------------------- metrics contract
 
-const contract: Json = JSON.parse(readFileSync(join(ROOT, 'scripts/validate-deploy/metrics.json'), 'utf8'));
 /** name -> { type, labels } for every series name a query may use. */
-interface MetricSpec { type: string; labels: Record<string, string[] | null> | null }
+interface MetricSpec { type: string; labels: Record<string, readonly string[] | null> | null }
 const METRICS = new Map<string, MetricSpec>();
 function addMetric(name: string, spec: MetricSpec): void {
   METRICS.set(name, spec);
@@ -66,16 +72,36 @@ function addMetric(name: string, spec: MetricSpec): void {
     METRICS.set(`${name}_count`, spec);
   }
 }
-for (const group of ['relay', 'prune', 'prometheus']) for (const [name, spec] of Object.entries(contract[group] as Record<string, MetricSpec>)) addMetric(name, spec);
-{
-  // The exact default metrics of the prom-client version the relay ships.
-  const { Registry, collectDefaultMetrics } = await import('prom-client');
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  for (const metric of await registry.getMetricsAsJSON()) addMetric(metric.name, { type: String(metric.type), labels: null });
-  registry.clear();
+/** Label values a query may select on, where the relay knows them all (otherwise any value). */
+const ENUMERATED: Record<string, Record<string, readonly string[]>> = {
+  outbox_relay_slot_wal_status: { status: WAL_STATUSES },
+  outbox_relay_state: { state: RELAY_STATES },
+};
+// Prometheus's own series.
+addMetric('up', { type: 'gauge', labels: {} });
+// The exact default metrics of the prom-client version the relay ships.
+const defaults = new Registry();
+collectDefaultMetrics({ register: defaults });
+const DEFAULT_NAMES = new Set<string>();
+for (const metric of defaults.getMetricsAsArray()) {
+  DEFAULT_NAMES.add(metric.name);
+  addMetric(metric.name, { type: String(metric.type), labels: null });
 }
-const CONTRACT_NAMES = [...Object.keys(contract.relay), ...Object.keys(contract.prune)];
+/** The relay's and the pruner's own metrics, as their code defines them: deploy/ must use each. */
+const CONTRACT_NAMES: string[] = [];
+for (const { registry } of [createRelayMetrics(new Registry()), createPruneMetrics(new Registry())]) {
+  for (const metric of registry.getMetricsAsArray()) {
+    if (DEFAULT_NAMES.has(metric.name)) continue;
+    // prom-client keeps a metric's labelNames (its own configuration) on it: fail loudly if that changes.
+    if (!('labelNames' in metric) || !Array.isArray(metric.labelNames)) throw new Error(`prom-client: no labelNames on ${metric.name}; read the label names another way`);
+    const labels = metric.labelNames.map((label: string) => [label, ENUMERATED[metric.name]?.[label] ?? null]);
+    addMetric(metric.name, { type: String(metric.type), labels: Object.fromEntries(labels) });
+    CONTRACT_NAMES.push(metric.name);
+  }
+}
+for (const [name, labels] of Object.entries(ENUMERATED)) {
+  for (const label of Object.keys(labels)) if (!(label in (METRICS.get(name)?.labels ?? {}))) fail('scripts/validate-deploy/validate.ts', `ENUMERATED names ${name}{${label}}, which the relay does not define`);
+}
 const usedMetrics = new Set<string>();
 
 /** Grafana variables -> values that keep the query valid PromQL. */
@@ -113,7 +139,7 @@ function checkPromQL(where: string, expr: string): boolean {
       if (!name) return undefined;
       const spec = METRICS.get(name);
       if (!spec) {
-        fail(where, `unknown metric "${name}" (not in scripts/validate-deploy/metrics.json nor a prom-client default metric)`);
+        fail(where, `unknown metric "${name}" (not defined in src/observe/metrics.ts or src/prune/pruner.ts, nor a prom-client default metric)`);
         return undefined;
       }
       usedMetrics.add(name.replace(/_(bucket|sum|count)$/, (s: string) => (METRICS.get(name.slice(0, -s.length))?.type === 'histogram' ? '' : s)));
@@ -143,13 +169,36 @@ function seconds(duration: unknown): number {
 
 // ---------------------------------------------------------------- environment variables
 
-const declaredEnv = new Set([...readFileSync(join(ROOT, 'src/config/options.ts'), 'utf8').matchAll(/env:\s*'([A-Z0-9_]+)'/g)].map((m) => m[1]));
-function checkEnvName(where: string, name: string): void {
+const OPTION_BY_ENV = new Map(Object.values(OPTIONS).map((option) => [option.env, option]));
+/** A relay variable with a value the relay accepts, parsed by the relay's own parser. */
+function checkEnv(where: string, name: string, value: unknown): void {
   if (FOREIGN_ENV.includes(name)) return;
-  if (declaredEnv.has(name)) return;
   // The demo's own settings (src/demo).
   if (name.startsWith('DEMO_')) return;
-  fail(where, `environment variable ${name} is not an option of the relay (src/config/options.ts)`);
+  const option = OPTION_BY_ENV.get(name);
+  if (!option) {
+    fail(where, `environment variable ${name} is not an option of the relay (src/config/options.ts)`);
+    return;
+  }
+  // No value here: set from a Secret (valueFrom), or encoded (a Secret's data).
+  if (value === undefined || value === null) return;
+  // Compose's ${VAR:-default}: the default, as `docker compose up` would pass it.
+  const raw = String(value).replace(/\$\{\w+:-([^}]*)\}/g, '$1');
+  try {
+    option.parser.parse(raw);
+  } catch (error) {
+    fail(where, `${name}=${option.secret ? '(redacted)' : JSON.stringify(raw)} ${(error as Error).message}; expected ${option.parser.expected}`);
+  }
+}
+
+/** OUTBOX_SHUTDOWN_TIMEOUT in seconds, as the relay reads it from `env` (its default when unset); null if invalid (checkEnv says so). */
+function shutdownSeconds(env: Record<string, unknown>): number | null {
+  const option = OPTIONS.shutdownTimeout;
+  try {
+    return option.parser.parse(String(env[option.env] ?? option.default)) / 1000;
+  } catch {
+    return null;
+  }
 }
 
 // ---------------------------------------------------------------- Kubernetes
@@ -247,7 +296,8 @@ const workloads = [...byKind('Deployment'), ...byKind('Job')];
 const podsOf = (selector: Json) => workloads.filter((w) => matches(selector, w.doc.spec?.template?.metadata?.labels));
 const configMap: Record<string, string> = named('ConfigMap', 'outbox-relay')?.doc.data ?? {};
 const secretKeys = Object.keys({ ...(named('Secret', 'outbox-relay')?.doc.stringData ?? {}), ...(named('Secret', 'outbox-relay')?.doc.data ?? {}) });
-for (const key of [...Object.keys(configMap), ...secretKeys]) checkEnvName('deploy/kubernetes/configmap.yaml|secret.example.yaml', key);
+for (const [key, value] of Object.entries(configMap)) checkEnv('deploy/kubernetes/configmap.yaml', key, value);
+for (const key of secretKeys) checkEnv('deploy/kubernetes/secret.example.yaml', key, named('Secret', 'outbox-relay')?.doc.stringData?.[key]);
 if (configMap.OUTBOX_HTTP_HOST !== '0.0.0.0') fail('deploy/kubernetes/configmap.yaml', 'OUTBOX_HTTP_HOST must be 0.0.0.0 (the default 127.0.0.1 is unreachable for probes and Prometheus)');
 for (const key of ['DATABASE_URL']) if (!secretKeys.includes(key)) fail('deploy/kubernetes/secret.example.yaml', `${key} belongs in the Secret`);
 for (const key of Object.keys(configMap)) if (/PASSWORD|DATABASE_URL/.test(key)) fail('deploy/kubernetes/configmap.yaml', `${key} belongs in the Secret`);
@@ -271,7 +321,7 @@ for (const { where, doc } of workloads) {
       if (ref.configMapRef && !named('ConfigMap', ref.configMapRef.name)) fail(cw, `ConfigMap ${ref.configMapRef.name} is not defined`);
       if (ref.secretRef && !named('Secret', ref.secretRef.name)) fail(cw, `Secret ${ref.secretRef.name} is not defined`);
     }
-    for (const e of c.env ?? []) checkEnvName(cw, e.name);
+    for (const e of c.env ?? []) checkEnv(cw, e.name, e.value);
     const env = { ...(c.envFrom?.some((r: Json) => r.configMapRef?.name === 'outbox-relay') ? configMap : {}), ...Object.fromEntries((c.env ?? []).map((e: Json) => [e.name, e.value])) };
     const portNames = new Map((c.ports ?? []).map((p: Json) => [p.name, p.containerPort]));
     if (c.ports?.length && env.OUTBOX_HTTP_PORT && !(c.ports ?? []).some((p: Json) => String(p.containerPort) === String(env.OUTBOX_HTTP_PORT))) {
@@ -285,8 +335,8 @@ for (const { where, doc } of workloads) {
     if (args[0] === 'run') {
       if (c.livenessProbe?.httpGet?.path !== '/healthz') fail(cw, 'livenessProbe must be GET /healthz');
       if (c.readinessProbe?.httpGet?.path !== '/readyz') fail(cw, 'readinessProbe must be GET /readyz');
-      const shutdown = seconds(env.OUTBOX_SHUTDOWN_TIMEOUT ?? '30s');
-      if (!(pod.terminationGracePeriodSeconds > shutdown)) fail(where, `terminationGracePeriodSeconds (${pod.terminationGracePeriodSeconds ?? 30}) must exceed OUTBOX_SHUTDOWN_TIMEOUT (${shutdown}s)`);
+      const shutdown = shutdownSeconds(env);
+      if (shutdown !== null && !(pod.terminationGracePeriodSeconds > shutdown)) fail(where, `terminationGracePeriodSeconds (${pod.terminationGracePeriodSeconds ?? 30}) must exceed OUTBOX_SHUTDOWN_TIMEOUT (${shutdown}s)`);
       if (spec.replicas !== 2) fail(where, 'the relay runs 2 replicas (active + standby)');
     }
     if (args[0] === 'prune' && doc.kind === 'Deployment') {
@@ -453,10 +503,11 @@ for (const name of CONTRACT_NAMES) if (!usedMetrics.has(name)) fail('deploy/', `
     const env = svc.environment ?? {};
     const isRelayImage = svc.build !== undefined;
     if (isRelayImage) {
-      for (const key of Object.keys(env)) checkEnvName(where(name), key);
+      for (const [key, value] of Object.entries(env)) checkEnv(where(name), key, value);
       const cmd = svc.command ?? [];
       if ((cmd[0] === 'run' || cmd[0] === 'prune') && env.OUTBOX_HTTP_HOST !== '0.0.0.0') fail(where(name), 'OUTBOX_HTTP_HOST must be 0.0.0.0');
-      if (cmd[0] === 'run' && !(seconds(svc.stop_grace_period ?? '10s') > seconds(env.OUTBOX_SHUTDOWN_TIMEOUT ?? '30s'))) fail(where(name), 'stop_grace_period must exceed OUTBOX_SHUTDOWN_TIMEOUT');
+      const shutdown = shutdownSeconds(env);
+      if (cmd[0] === 'run' && shutdown !== null && !(seconds(svc.stop_grace_period ?? '10s') > shutdown)) fail(where(name), 'stop_grace_period must exceed OUTBOX_SHUTDOWN_TIMEOUT');
       const port = env.OUTBOX_HTTP_PORT;
       if (port && (svc.ports ?? []).length && !(svc.ports ?? []).some((p: Json) => String(p).endsWith(`:${port}`))) fail(where(name), `no published port targets OUTBOX_HTTP_PORT=${port}`);
     }
