@@ -75,9 +75,10 @@ const httpUrl: p.Parser<string> = {
 };
 
 /**
- * Every setting of the relay, declared once: environment variable, type, default and meaning.
- * The flag for an option is its env name in kebab case without the OUTBOX_ prefix
- * (OUTBOX_TOPIC_TEMPLATE -> --topic-template). The README's table is generated from this.
+ * Every setting of the relay, declared once: environment variable, type, default, meaning and
+ * group (which commands read it: commands.ts). The flag for an option is its env name in kebab
+ * case without the OUTBOX_ prefix (OUTBOX_TOPIC_TEMPLATE -> --topic-template). The README's
+ * table and every `--help` are generated from this.
  */
 export const OPTIONS = {
   databaseUrl: option({ group: 'database', env: 'DATABASE_URL', parser: postgresUrl, secret: true, description: 'Postgres connection string (a role with REPLICATION, or superuser for `setup`).' }),
