@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { overriddenSessionSettings, pgConnectionConfig } from './pg-connection.js';
+import { databaseAccess, overriddenSessionSettings, pgConnectionConfig } from './pg-connection.js';
 
 const FIXED = '-c DateStyle=ISO,\\ MDY -c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex';
 
@@ -15,7 +15,7 @@ describe('session settings of every connection', () => {
 
   it("puts the relay's settings after the operator's options, in the URL where pg reads them", () => {
     const url = 'postgres://relay:p%40ss@db:5432/billing?sslmode=disable&options=-c%20DateStyle%3DGerman%20-c%20search_path%3Dbilling';
-    const config = pgConnectionConfig(url, 'test') as { connectionString: string; options?: string };
+    const config = pgConnectionConfig(databaseAccess(url), 'test') as { connectionString: string; options?: string };
     expect(startupOptions(config)).toBe(`-c DateStyle=German -c search_path=billing ${FIXED}`);
     const rewritten = new URL(config.connectionString);
     expect([rewritten.username, rewritten.password, rewritten.host, rewritten.pathname, rewritten.searchParams.get('sslmode')]).toEqual(['relay', 'p%40ss', 'db:5432', '/billing', 'disable']);
@@ -25,7 +25,7 @@ describe('session settings of every connection', () => {
     const url = 'postgres://relay@db/billing';
     vi.stubEnv('PGOPTIONS', '-c search_path=billing');
     for (const kind of [{}, { replication: true }]) {
-      const config = pgConnectionConfig(url, 'test', kind) as { connectionString: string; options?: string };
+      const config = pgConnectionConfig(databaseAccess(url), 'test', kind) as { connectionString: string; options?: string };
       expect(config.connectionString).toBe(url);
       expect(startupOptions(config)).toBe(`-c search_path=billing ${FIXED}`);
     }
@@ -33,9 +33,9 @@ describe('session settings of every connection', () => {
 
   it('names the settings the operator asked for and the relay overrides, in any spelling Postgres reads', () => {
     const url = (options: string) => `postgres://db/x?options=${encodeURIComponent(options)}`;
-    expect(overriddenSessionSettings(url('-c datestyle=German -cTimeZone=UTC --bytea-output=escape -c search_path=a'))).toEqual({ source: "DATABASE_URL's options", settings: ['DateStyle', 'TimeZone', 'bytea_output'] });
-    expect(overriddenSessionSettings(url('-c search_path=a')).settings).toEqual([]);
+    expect(overriddenSessionSettings(databaseAccess(url('-c datestyle=German -cTimeZone=UTC --bytea-output=escape -c search_path=a')))).toEqual({ source: "DATABASE_URL's options", settings: ['DateStyle', 'TimeZone', 'bytea_output'] });
+    expect(overriddenSessionSettings(databaseAccess(url('-c search_path=a'))).settings).toEqual([]);
     vi.stubEnv('PGOPTIONS', '-c IntervalStyle=iso_8601');
-    expect(overriddenSessionSettings('postgres://db/x')).toEqual({ source: 'PGOPTIONS', settings: ['IntervalStyle'] });
+    expect(overriddenSessionSettings(databaseAccess('postgres://db/x'))).toEqual({ source: 'PGOPTIONS', settings: ['IntervalStyle'] });
   });
 });

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { Secret } from './security/secret.js';
 
 /**
  * How every Postgres connection of the relay is made, in one place.
@@ -41,9 +42,26 @@ export interface ConnectionKind {
   readonly queryTimeoutMs?: number;
 }
 
-export function pgConnectionConfig(databaseUrl: string, applicationName: string, { replication = false, queryTimeoutMs = QUERY_TIMEOUT_MS }: ConnectionKind = {}): pg.ClientConfig {
+/**
+ * Where, and as whom, the relay connects: DATABASE_URL and, when given apart, the password.
+ * Both are Secrets read when a connection is made (a rotated file applies at the next one); the
+ * password even at each connection of a pool.
+ */
+export interface DatabaseAccess {
+  readonly url: Secret;
+  readonly password: Secret | null;
+}
+
+export function databaseAccess(url: string | Secret, password: Secret | null = null): DatabaseAccess {
+  return { url: typeof url === 'string' ? Secret.fromValue('DATABASE_URL', url) : url, password };
+}
+
+export function pgConnectionConfig(database: DatabaseAccess, applicationName: string, { replication = false, queryTimeoutMs = QUERY_TIMEOUT_MS }: ConnectionKind = {}): pg.ClientConfig {
+  const { password } = database;
   return {
-    ...withSessionSettings(databaseUrl),
+    ...withSessionSettings(database.url.reveal()),
+    // pg calls a function password at every connection attempt.
+    ...(password ? { password: () => password.reveal() } : {}),
     application_name: applicationName,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
@@ -85,8 +103,8 @@ function startupOptions(settings: Readonly<Record<string, string>>): string {
  * PGOPTIONS) ask for and the relay overrides, by name as the relay spells them: said at start,
  * so that an operator who set one knows it has no effect on the relay.
  */
-export function overriddenSessionSettings(databaseUrl: string): { readonly source: string; readonly settings: string[] } {
-  const fromUrl = new URL(databaseUrl).searchParams.get('options');
+export function overriddenSessionSettings(database: DatabaseAccess): { readonly source: string; readonly settings: string[] } {
+  const fromUrl = new URL(database.url.reveal()).searchParams.get('options');
   const operator = fromUrl ?? process.env.PGOPTIONS ?? '';
   const named = new Set<string>();
   // -c name=value, -cname=value or --name=value; Postgres reads names case-insensitively, - as _.

@@ -10,6 +10,7 @@
 import pino from 'pino';
 import { columnParsersFor } from '../../src/decode/column-parsers.js';
 import { RowDecoder } from '../../src/decode/row-decoder.js';
+import { databaseAccess } from '../../src/pg-connection.js';
 import { ReplicationStream } from '../../src/source/replication-stream.js';
 
 const target = Number(required('BENCH_COUNT'));
@@ -17,7 +18,7 @@ const [schema, name] = required('BENCH_TABLE').split('.') as [string, string];
 const columns = { eventId: 'event_id', aggregateType: 'aggregate_type', aggregateId: 'aggregate_id', eventType: 'event_type', payload: 'payload', headers: 'headers', createdAt: 'created_at' };
 const decoder = new RowDecoder(columns);
 const stream = new ReplicationStream({
-  connectionString: required('DATABASE_URL'),
+  database: databaseAccess(required('DATABASE_URL')),
   slot: required('BENCH_SLOT'),
   publication: required('BENCH_PUBLICATION'),
   highWaterMessages: 2_000,

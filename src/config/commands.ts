@@ -41,10 +41,18 @@ export function argFlag(name: string): string {
   return `--${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 
-const DATABASE = ['databaseUrl', 'table', 'publication', 'slot'] as const;
+/** Where Postgres is and how to log in: every command that connects reads these. */
+const DATABASE_ACCESS = ['databaseUrl', 'databasePassword'] as const;
+const DATABASE = [...DATABASE_ACCESS, 'table', 'publication', 'slot'] as const;
+/** TLS and SASL to Kafka: every command that talks to Kafka reads them. */
+const KAFKA_SECURITY = [
+  'kafkaSsl', 'kafkaSslCaFile', 'kafkaSslCertFile', 'kafkaSslKeyFile', 'kafkaSslKeyPassword', 'kafkaSslVerifyHostname',
+  'kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword', 'kafkaSaslOauthbearerTokenFile', 'kafkaSaslOauthbearerProvider',
+] as const;
+export type KafkaSecurityKey = (typeof KAFKA_SECURITY)[number];
 const COLUMNS = ['columnEventId', 'columnAggregateType', 'columnAggregateId', 'columnEventType', 'columnPayload', 'columnHeaders', 'columnCreatedAt'] as const;
-const KAFKA = ['kafkaBrokers', 'kafkaClientId', 'kafkaFastEncoder', 'kafkaAutoCreateTopics'] as const;
-const ENCODING = ['format', 'schemaRegistryUrl', 'schemasDir', 'subjectStrategy', 'autoRegister', 'keySchema'] as const;
+const KAFKA = ['kafkaBrokers', 'kafkaClientId', 'kafkaFastEncoder', 'kafkaAutoCreateTopics', ...KAFKA_SECURITY] as const;
+const ENCODING = ['format', 'schemaRegistryUrl', 'schemaRegistryCaFile', 'schemaRegistryUsername', 'schemaRegistryPassword', 'schemasDir', 'subjectStrategy', 'autoRegister', 'keySchema'] as const;
 const BATCHING = ['linger', 'batchMaxEvents', 'maxMessageBytes', 'maxBufferedEvents'] as const;
 /** The encoder's start-up retries while the schema registry is down. */
 const RETRY = ['reconnectMin', 'reconnectMax'] as const;
@@ -70,14 +78,14 @@ export const COMMANDS = {
   }),
   status: declared({
     summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters.',
-    options: [...DATABASE, 'columnCreatedAt', 'kafkaBrokers', 'deadLetterTopic'],
+    options: [...DATABASE, 'columnCreatedAt', 'kafkaBrokers', ...KAFKA_SECURITY, 'deadLetterTopic'],
     // Status must work when the broker is the thing that is down: without it, no dead-letter count.
     optional: ['kafkaBrokers'],
     args: { json: { description: 'print JSON instead of a table', switch: true } },
   }),
   prune: declared({
     summary: 'Delete outbox rows older than the retention that the relay has confirmed; one pass, or a loop with --every.',
-    options: ['databaseUrl', 'table', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
+    options: [...DATABASE_ACCESS, 'table', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
     // Its own port: a pruner beside a relay on one host must not collide with the relay's 9464.
     defaults: { httpPort: '9465' },
   }),
@@ -85,7 +93,7 @@ export const COMMANDS = {
     summary: 'Publish retained outbox rows again (by time range, event type or event id), with their original event_id.',
     // Rows come from the table, not the slot: no slot, publication or stream timing. The
     // pipeline sees inserts only, so OUTBOX_ON_UNEXPECTED_CHANGE never applies.
-    options: ['databaseUrl', 'table', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: {
       since: { description: 'created_at at or after this ISO time', parser: p.time },
       until: { description: 'created_at before this ISO time', parser: p.time },
@@ -104,7 +112,7 @@ export const COMMANDS = {
   }),
   'drop-slot': declared({
     summary: 'Drop the replication slot (releases the WAL it holds; events after its position are then never streamed).',
-    options: ['databaseUrl', 'slot'],
+    options: [...DATABASE_ACCESS, 'slot'],
     args: { yes: { description: 'confirm: you accept that unconfirmed events must be replayed with `outbox-relay replay`', switch: true } },
     checks: [
       {

@@ -1,8 +1,10 @@
 import { columnParsersFor } from '../decode/column-parsers.js';
-import type { EncoderOptions } from '../encode/create-encoder.js';
+import type { EncoderOptions, RegistryAccess } from '../encode/create-encoder.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
+import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
+import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
 import type { SetupTarget } from '../setup/setup.js';
@@ -12,7 +14,7 @@ import type { RecordBuilderOptions } from '../sink/record-builder.js';
 import type { TopicCatalogOptions } from '../sink/topic-catalog.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 import type { ReplicationStreamOptions } from '../source/replication-stream.js';
-import type { CommandConfig } from './commands.js';
+import type { CommandConfig, KafkaSecurityKey } from './commands.js';
 import type { RelayConfig } from './options.js';
 
 /*
@@ -29,7 +31,7 @@ export interface DeliveryOptions {
   readonly topicTemplate: string;
   readonly builder: RecordBuilderOptions;
   readonly pipeline: PipelineOptions;
-  readonly producer: Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics'>;
+  readonly producer: Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics' | 'security'>;
   readonly sink: Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'>;
   readonly topics: Omit<TopicCatalogOptions, 'logger'>;
 }
@@ -54,13 +56,13 @@ export interface RunOptions {
   readonly setup: { readonly target: SetupTarget; readonly create: boolean };
   readonly encoder: EncoderOptions;
   readonly relay: RelayOptions;
-  readonly slotMonitor: { readonly databaseUrl: string; readonly slot: string; readonly intervalMs: number };
+  readonly slotMonitor: { readonly database: DatabaseAccess; readonly slot: string; readonly intervalMs: number };
   readonly http: HttpOptions;
 }
 
 export interface ReplayOptions {
   readonly logLevel: string;
-  readonly databaseUrl: string;
+  readonly database: DatabaseAccess;
   readonly filter: ReplayFilter;
   readonly encoder: EncoderOptions;
   readonly delivery: DeliveryOptions;
@@ -81,7 +83,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
     encoder: encoderOptions(config),
     relay: {
       source: {
-        connectionString: config.databaseUrl,
+        database: database(config),
         slot: config.slot,
         publication: config.publication,
         silenceTimeoutMs: config.replicationTimeout,
@@ -95,7 +97,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
       reconnectMaxMs: config.reconnectMax,
       standbyPollMs: config.standbyPoll,
     },
-    slotMonitor: { databaseUrl: config.databaseUrl, slot: config.slot, intervalMs: config.slotPollInterval },
+    slotMonitor: { database: database(config), slot: config.slot, intervalMs: config.slotPollInterval },
     http: httpOptions(config),
   });
 }
@@ -103,7 +105,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
 export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
   return frozen({
     logLevel: config.logLevel,
-    databaseUrl: config.databaseUrl,
+    database: database(config),
     filter: { since: config.since, until: config.until, eventTypes: config.eventType, eventIds: config.eventId },
     encoder: encoderOptions(config),
     // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
@@ -115,7 +117,7 @@ export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
 export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOptions {
   return frozen({
     logLevel: config.logLevel,
-    pruner: { databaseUrl: config.databaseUrl, table: config.table, createdAtColumn: config.columnCreatedAt, slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
+    pruner: { database: database(config), table: config.table, createdAtColumn: config.columnCreatedAt, slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
     everyMs: config.pruneEvery,
     http: httpOptions(config),
   });
@@ -123,23 +125,24 @@ export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOption
 
 export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   return frozen({
-    databaseUrl: config.databaseUrl,
+    database: database(config),
     slot: config.slot,
     publication: config.publication,
     table: config.table,
     createdAtColumn: config.columnCreatedAt,
     kafkaBrokers: config.kafkaBrokers,
+    kafkaSecurity: kafkaSecurity(config),
     deadLetterTopic: config.deadLetterTopic,
   });
 }
 
-export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'table' | 'publication' | 'slot' | 'columnPayload'>): SetupTarget {
-  return frozen({ databaseUrl: config.databaseUrl, table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload });
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | 'columnPayload'>): SetupTarget {
+  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload });
 }
 
 type DeliveryConfig = Pick<
   RelayConfig,
-  | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | 'topicTemplate' | 'deadLetterTopic' | 'onPoison' | 'format'
+  | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'onPoison' | 'format'
   | 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt'
   | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents'
 >;
@@ -165,7 +168,7 @@ function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: strin
       columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
     },
     pipeline: { table: config.table, onUnexpectedChange: own.onUnexpectedChange, maxBufferedEvents: config.maxBufferedEvents },
-    producer: { brokers: config.kafkaBrokers, clientId: own.clientId, fastEncoder: config.kafkaFastEncoder, autoCreateTopics: config.kafkaAutoCreateTopics },
+    producer: { brokers: config.kafkaBrokers, clientId: own.clientId, fastEncoder: config.kafkaFastEncoder, autoCreateTopics: config.kafkaAutoCreateTopics, security: kafkaSecurity(config) },
     // A request is bounded like a record: the broker refuses a partition's batch above max.message.bytes.
     sink: { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger },
     topics: { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics },
@@ -176,12 +179,11 @@ function columnParsers(config: Pick<RelayConfig, 'format' | 'columnPayload' | 'c
   return columnParsersFor({ format: config.format, columnPayload: config.columnPayload, columnCreatedAt: config.columnCreatedAt });
 }
 
-function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'topicTemplate' | 'reconnectMin' | 'reconnectMax'>): EncoderOptions {
+function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemaRegistryCaFile' | 'schemaRegistryUsername' | 'schemaRegistryPassword' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'topicTemplate' | 'reconnectMin' | 'reconnectMax'>): EncoderOptions {
   if (config.format === 'json') return { format: 'json' };
   return {
     format: 'avro',
-    // Never null here: CHECKS refuse avro without a registry when loading.
-    registryUrl: config.schemaRegistryUrl!,
+    registry: registryAccess(config),
     schemasDir: config.schemasDir,
     subjectStrategy: config.subjectStrategy,
     autoRegister: config.autoRegister,
@@ -189,6 +191,32 @@ function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl'
     topicTemplate: config.topicTemplate,
     retryMinMs: config.reconnectMin,
     retryMaxMs: config.reconnectMax,
+  };
+}
+
+function registryAccess(config: Pick<RelayConfig, 'schemaRegistryUrl' | 'schemaRegistryCaFile' | 'schemaRegistryUsername' | 'schemaRegistryPassword'>): RegistryAccess {
+  const { schemaRegistryUsername: username, schemaRegistryPassword: password } = config;
+  return {
+    // Never null here: CHECKS refuse avro without a registry when loading.
+    url: config.schemaRegistryUrl!,
+    // CHECKS: a user and a password come together.
+    auth: username !== null && password !== null ? { username, password } : null,
+    caFile: config.schemaRegistryCaFile,
+  };
+}
+
+function database(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword'>): DatabaseAccess {
+  return databaseAccess(config.databaseUrl, config.databasePassword);
+}
+
+function kafkaSecurity(config: Pick<RelayConfig, KafkaSecurityKey>): KafkaSecurity {
+  return {
+    tls: config.kafkaSsl
+      ? { caFile: config.kafkaSslCaFile, certFile: config.kafkaSslCertFile, keyFile: config.kafkaSslKeyFile, keyPassword: config.kafkaSslKeyPassword, verifyHostname: config.kafkaSslVerifyHostname }
+      : null,
+    sasl: config.kafkaSaslMechanism
+      ? { mechanism: config.kafkaSaslMechanism, username: config.kafkaSaslUsername, password: config.kafkaSaslPassword, tokenFile: config.kafkaSaslOauthbearerTokenFile, tokenProvider: config.kafkaSaslOauthbearerProvider }
+      : null,
   };
 }
 

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, type Args, type CommandSpec } from './commands.js';
 import { compileRun } from './compile.js';
@@ -42,7 +45,7 @@ describe('load', () => {
 
   it('reports every problem at once, naming the variable and what was expected', () => {
     const message = problems(COMMANDS.run, { env: { KAFKA_BROKERS: 'k:9092', OUTBOX_ON_POISON: 'ignore', OUTBOX_STATUS_INTERVAL: 'soon', OUTBOX_SLOT: 'my-slot' } });
-    expect(message).toMatch(/DATABASE_URL \(or --database-url\) is required/);
+    expect(message).toMatch(/DATABASE_URL \(or --database-url, or DATABASE_URL_FILE naming a file\) is required/);
     expect(message).toMatch(/OUTBOX_ON_POISON="ignore" is not an allowed value; expected one of dead-letter \| fail\./);
     expect(message).toMatch(/OUTBOX_STATUS_INTERVAL="soon" is not a duration; expected a duration such as 500ms/);
     expect(message).toMatch(/OUTBOX_SLOT="my-slot" is not a plain SQL identifier/);
@@ -82,6 +85,65 @@ describe('load', () => {
     const config = load(COMMANDS.run, { env: required });
     expect(JSON.stringify(redactedConfig(config))).not.toContain('s3cret');
     expect(JSON.stringify(redactedConfig(config))).toContain('relay:***@db');
+    const inQuery = load(COMMANDS.run, { env: { ...required, DATABASE_URL: 'postgres://relay@db/billing?password=q1&sslpassword=q2&sslmode=verify-full' } });
+    const shown = JSON.stringify(redactedConfig(inQuery));
+    expect(shown).not.toMatch(/q1|q2/);
+    expect(shown).toContain('sslmode=verify-full');
+    const invalid = problems(COMMANDS.run, { env: { ...required, DATABASE_URL: 'mysql://relay:t0psecret@db/billing' } });
+    expect(invalid).toContain('DATABASE_URL=(redacted) is a mysql: URL');
+    expect(invalid).not.toContain('t0psecret');
+  });
+});
+
+describe('secrets from files (<NAME>_FILE)', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'config-secrets-'));
+  const file = (name: string, content: string) => {
+    const target = path.join(dir, name);
+    writeFileSync(target, content);
+    return target;
+  };
+
+  it('reads the secret from the file, again at each use, and the start-up log names the file only', () => {
+    const passwordFile = file('sasl', 'first-secret\n');
+    const config = load(COMMANDS.run, { env: { ...required, KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'relay', KAFKA_SASL_PASSWORD_FILE: passwordFile } });
+    expect(config.kafkaSaslPassword?.reveal()).toBe('first-secret');
+    writeFileSync(passwordFile, 'rotated-secret');
+    expect(config.kafkaSaslPassword?.reveal()).toBe('rotated-secret');
+    const shown = JSON.stringify(redactedConfig(config));
+    expect(shown).not.toContain('secret"');
+    expect(shown).not.toContain('rotated');
+    expect(shown).toContain(`(redacted) from ${passwordFile}`);
+  });
+
+  it('checks a file-borne value like a direct one, and shows the URL masked', () => {
+    const urlFile = file('url', 'postgres://relay:from-file@db/billing');
+    const { DATABASE_URL: _unused, ...withoutUrl } = required;
+    const config = load(COMMANDS.run, { env: { ...withoutUrl, DATABASE_URL_FILE: urlFile } });
+    expect(config.databaseUrl.reveal()).toBe('postgres://relay:from-file@db/billing');
+    expect(JSON.stringify(redactedConfig(config))).toContain(`relay:***@db/billing (from ${urlFile})`);
+    const notUrl = problems(COMMANDS.run, { env: { ...withoutUrl, DATABASE_URL_FILE: file('bad-url', 'mysql://x') } });
+    expect(notUrl).toMatch(/expected a postgres:\/\/ or postgresql:\/\/ URL/);
+    expect(notUrl).not.toContain('mysql://x');
+  });
+
+  it('refuses a file that cannot be read, an empty one, and a secret given both ways', () => {
+    expect(problems(COMMANDS.run, { env: { ...required, DATABASE_PASSWORD_FILE: path.join(dir, 'missing') } })).toMatch(/DATABASE_PASSWORD_FILE: cannot read .*missing \(ENOENT\)/);
+    expect(problems(COMMANDS.run, { env: { ...required, DATABASE_PASSWORD_FILE: file('empty', '\n') } })).toMatch(/DATABASE_PASSWORD_FILE: .*empty is empty/);
+    expect(problems(COMMANDS.run, { env: { ...required, DATABASE_URL_FILE: file('url2', 'postgres://db/x') } })).toMatch(/DATABASE_URL_FILE and DATABASE_URL are both set/);
+  });
+});
+
+describe('security checks', () => {
+  it('name what a SASL mechanism, mutual TLS or registry auth is missing, with the other problems', () => {
+    const message = problems(COMMANDS.run, {
+      env: { ...required, KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SSL_CERT_FILE: '/tls/client.crt', SCHEMA_REGISTRY_USERNAME: 'relay' },
+    });
+    expect(message).toMatch(/KAFKA_SASL_MECHANISM=scram-sha-512 needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD/);
+    expect(message).toMatch(/KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together/);
+    expect(message).toMatch(/KAFKA_SSL_CA_FILE \/ KAFKA_SSL_CERT_FILE are set but KAFKA_SSL is false/);
+    expect(message).toMatch(/SCHEMA_REGISTRY_USERNAME and SCHEMA_REGISTRY_PASSWORD go together/);
+    expect(problems(COMMANDS.run, { env: { ...required, KAFKA_SASL_MECHANISM: 'oauthbearer' } })).toMatch(/needs exactly one of KAFKA_SASL_OAUTHBEARER_TOKEN_FILE and KAFKA_SASL_OAUTHBEARER_PROVIDER/);
+    expect(problems(COMMANDS.run, { env: { ...required, DATABASE_PASSWORD: 'x' } })).toMatch(/DATABASE_URL has a password and DATABASE_PASSWORD is set/);
   });
 });
 

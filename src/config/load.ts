@@ -1,4 +1,6 @@
-import { RelayError } from '../errors.js';
+import { errorMessage, RelayError } from '../errors.js';
+import { redactConnectionString } from '../security/redact.js';
+import { Secret } from '../security/secret.js';
 import { argFlag, type Args, type CommandSpec, type Loaded } from './commands.js';
 import { CHECKS, flagName, OPTIONS, type OptionKey, type OptionSpec, type RelayConfig } from './options.js';
 import * as p from './parsers.js';
@@ -28,11 +30,30 @@ export function load<K extends OptionKey, O extends K, A extends Args>(command: 
     const given = sources.flags?.[flag.slice(2)];
     // A boolean flag given bare (`--setup`) means true; an empty variable means nothing.
     const fromFlag = given === '' && spec.parser === p.boolean ? 'true' : given;
+    // A secret may come from a file instead (<env>_FILE), never from both.
+    const fileVariable = spec.file ? `${spec.env}_FILE` : null;
+    const file = fileVariable ? sources.env[fileVariable] : undefined;
+    if (spec.file && fileVariable && file !== undefined && file !== '') {
+      names[key] = fileVariable;
+      if (fromFlag !== undefined || sources.env[spec.env] !== undefined) {
+        problems.push(`${fileVariable} and ${fromFlag !== undefined ? flag : spec.env} are both set; give the secret one way`);
+        unusable.add(key);
+        continue;
+      }
+      try {
+        values[key] = spec.file(file);
+      } catch (error) {
+        problems.push(`${errorMessage(error)}; expected ${spec.parser.expected}.`);
+        unusable.add(key);
+      }
+      continue;
+    }
     const raw = fromFlag ?? sources.env[spec.env] ?? command.defaults?.[key] ?? spec.default;
     names[key] = fromFlag !== undefined ? flag : spec.env;
     const optional = command.optional?.some((each) => each === key) ?? false;
     if (raw === undefined && !optional) {
-      problems.push(`${spec.env} (or ${flag}) is required: ${spec.description} Expected ${spec.parser.expected}.`);
+      const alternatives = fileVariable ? `${flag}, or ${fileVariable} naming a file` : flag;
+      problems.push(`${spec.env} (or ${alternatives}) is required: ${spec.description} Expected ${spec.parser.expected}.`);
       unusable.add(key);
       continue;
     }
@@ -77,22 +98,20 @@ export function load<K extends OptionKey, O extends K, A extends Args>(command: 
   return Object.freeze(values) as Loaded<K, O, A>;
 }
 
-/** The config as it may be logged: secrets replaced, connection-string passwords removed. */
-export function redactedConfig(config: Partial<RelayConfig>): Record<string, unknown> {
+/**
+ * The config as it may be logged: a secret URL (DATABASE_URL, SCHEMA_REGISTRY_URL) with its
+ * password and every secret parameter masked, so the operator still sees where it points; any
+ * other secret as "(redacted)"; where a secret came from a file, the file.
+ */
+export function redactedConfig(config: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const shown: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(config)) {
-    const spec: OptionSpec<unknown> = OPTIONS[key as OptionKey];
-    shown[key] = spec.secret ? redactUrl(String(value)) : value;
+    if (!(value instanceof Secret)) {
+      shown[key] = value;
+      continue;
+    }
+    const isUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(value.reveal());
+    shown[key] = isUrl ? `${redactConnectionString(value.reveal())}${value.file ? ` (from ${value.file})` : ''}` : value.toJSON();
   }
   return shown;
-}
-
-function redactUrl(value: string): string {
-  try {
-    const url = new URL(value);
-    if (url.password) url.password = '***';
-    return url.toString();
-  } catch {
-    return '***';
-  }
 }

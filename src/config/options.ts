@@ -1,3 +1,5 @@
+import { SASL_MECHANISMS } from '../security/kafka-security.js';
+import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../sink/topic-router.js';
 import * as p from './parsers.js';
 
@@ -7,8 +9,13 @@ export interface OptionSpec<T> {
   /** Raw default, parsed like an operator's value; undefined means required. */
   readonly default?: string;
   readonly description: string;
-  /** Redacted from the start-up log. */
+  /**
+   * A password, token or connection string: parsed into a Secret (never printed), and may be
+   * given as a file instead, `<env>_FILE`, read again at each use (the Docker and Kubernetes
+   * convention; rotation without restart). `file` makes the value from that file's path.
+   */
   readonly secret?: boolean;
+  readonly file?: (path: string) => T;
   /** A flag name other than the derived one, where the command reads better (`prune --every`). */
   readonly flag?: string;
   /** Where the option is listed, in `--help` and in the README. */
@@ -32,6 +39,31 @@ export type Group = keyof typeof GROUPS;
 
 function option<T>(spec: OptionSpec<T>): OptionSpec<T> {
   return spec;
+}
+
+type SecretSpec = Omit<OptionSpec<string>, 'secret' | 'file' | 'default'>;
+
+/** A secret the command cannot do without (DATABASE_URL), from `<env>` or `<env>_FILE`. */
+function secret(spec: SecretSpec): OptionSpec<Secret> {
+  const { parser, env } = spec;
+  return {
+    ...spec,
+    description: `${spec.description} Secret: never logged; or ${env}_FILE naming a file that holds it.`,
+    secret: true,
+    parser: { expected: parser.expected, parse: (raw) => Secret.fromValue(env, parser.parse(raw)) },
+    file: (path) => {
+      const value = Secret.fromFile(`${env}_FILE`, path);
+      // Checked like a value given directly (its content is never shown).
+      parser.parse(value.reveal());
+      return value;
+    },
+  };
+}
+
+/** A secret that may be left unset (null). */
+function optionalSecret(spec: SecretSpec): OptionSpec<Secret | null> {
+  const required = secret(spec);
+  return { ...required, default: '', parser: p.optional(required.parser) };
 }
 
 const postgresUrl: p.Parser<string> = {
@@ -81,12 +113,24 @@ const httpUrl: p.Parser<string> = {
  * table and every `--help` are generated from this.
  */
 export const OPTIONS = {
-  databaseUrl: option({ group: 'database', env: 'DATABASE_URL', parser: postgresUrl, secret: true, description: 'Postgres connection string (a role with REPLICATION, or superuser for `setup`).' }),
+  databaseUrl: secret({ group: 'database', env: 'DATABASE_URL', parser: postgresUrl, description: "Postgres connection string (a role with REPLICATION; the table's owner for `setup`). TLS as libpq spells it: sslmode (up to verify-full), sslrootcert, sslcert, sslkey (file paths)." }),
+  databasePassword: optionalSecret({ group: 'database', env: 'DATABASE_PASSWORD', parser: p.text, description: "Password of DATABASE_URL's user, when the URL has none; read at every connection (as DATABASE_PASSWORD_FILE, a rotated password needs no restart)." }),
   table: option({ group: 'database', env: 'OUTBOX_TABLE', parser: p.qualifiedTable, default: 'public.event_outbox', description: 'The outbox table.' }),
   slot: option({ group: 'database', env: 'OUTBOX_SLOT', parser: p.identifier, default: 'outbox_relay', description: 'Logical replication slot (pgoutput).' }),
   publication: option({ group: 'database', env: 'OUTBOX_PUBLICATION', parser: p.identifier, default: 'outbox_relay', description: "Publication covering only the outbox table, publish = 'insert'." }),
   kafkaBrokers: option({ group: 'kafka', env: 'KAFKA_BROKERS', parser: p.list, description: 'Kafka bootstrap servers, comma-separated.' }),
   kafkaClientId: option({ group: 'kafka', env: 'KAFKA_CLIENT_ID', parser: p.text, default: 'outbox-relay', description: 'Kafka client id.' }),
+  kafkaSsl: option({ group: 'kafka', env: 'KAFKA_SSL', parser: p.boolean, default: 'false', description: 'TLS to the brokers (security.protocol SSL, or SASL_SSL with a KAFKA_SASL_MECHANISM).' }),
+  kafkaSslCaFile: option({ group: 'kafka', env: 'KAFKA_SSL_CA_FILE', parser: p.optional(p.text), default: '', description: "PEM file of the CAs that signed the brokers' certificates; empty: the system's CAs." }),
+  kafkaSslCertFile: option({ group: 'kafka', env: 'KAFKA_SSL_CERT_FILE', parser: p.optional(p.text), default: '', description: 'PEM client certificate, for mutual TLS (the principal is its subject).' }),
+  kafkaSslKeyFile: option({ group: 'kafka', env: 'KAFKA_SSL_KEY_FILE', parser: p.optional(p.text), default: '', description: 'PEM private key of the client certificate.' }),
+  kafkaSslKeyPassword: optionalSecret({ group: 'kafka', env: 'KAFKA_SSL_KEY_PASSWORD', parser: p.text, description: 'Passphrase of an encrypted KAFKA_SSL_KEY_FILE.' }),
+  kafkaSslVerifyHostname: option({ group: 'kafka', env: 'KAFKA_SSL_VERIFY_HOSTNAME', parser: p.boolean, default: 'true', description: "Check that a broker's certificate names the host connected to (the chain is always verified)." }),
+  kafkaSaslMechanism: option({ group: 'kafka', env: 'KAFKA_SASL_MECHANISM', parser: p.optional(p.oneOf(...SASL_MECHANISMS)), default: '', description: 'SASL authentication: plain, scram-sha-256, scram-sha-512 or oauthbearer; empty: none.' }),
+  kafkaSaslUsername: option({ group: 'kafka', env: 'KAFKA_SASL_USERNAME', parser: p.optional(p.text), default: '', description: 'SASL user (plain, scram-*).' }),
+  kafkaSaslPassword: optionalSecret({ group: 'kafka', env: 'KAFKA_SASL_PASSWORD', parser: p.text, description: 'SASL password (plain, scram-*); read again at each reconnect.' }),
+  kafkaSaslOauthbearerTokenFile: option({ group: 'kafka', env: 'KAFKA_SASL_OAUTHBEARER_TOKEN_FILE', parser: p.optional(p.text), default: '', description: 'oauthbearer: file holding the token, read at each authentication (a Kubernetes projected token is replaced in place).' }),
+  kafkaSaslOauthbearerProvider: option({ group: 'kafka', env: 'KAFKA_SASL_OAUTHBEARER_PROVIDER', parser: p.optional(p.text), default: '', description: 'oauthbearer: a JavaScript module whose default export returns a token, `{ value }` or a string (e.g. signed for Amazon MSK IAM; README: Security).' }),
   kafkaFastEncoder: option({ group: 'kafka', env: 'OUTBOX_KAFKA_FAST_ENCODER', parser: p.boolean, default: 'true', description: "Encode Produce requests with the relay's encoder (the same bytes as kafkajs's, a fraction of the CPU); false uses kafkajs's own. The relay's per-partition send, which keeps leader changes from losing events, is always used." }),
   kafkaAutoCreateTopics: option({ group: 'kafka', env: 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS', parser: p.boolean, default: 'true', description: "Let the broker create a topic at its first event (when the broker's auto.create.topics.enable allows it). false: an event for a topic that does not exist is a dead letter (SINK_TOPIC_MISSING) and the stream goes on; create the topic, then replay it." }),
   columnEventId: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_ID', parser: p.identifier, default: 'event_id', description: 'Column holding the event id (Kafka header `event_id`).' }),
@@ -101,7 +145,10 @@ export const OPTIONS = {
   onPoison: option({ group: 'routing', env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),
   onUnexpectedChange: option({ group: 'routing', env: 'OUTBOX_ON_UNEXPECTED_CHANGE', parser: p.oneOf('warn', 'fail'), default: 'warn', description: 'An UPDATE, DELETE or TRUNCATE reaching the relay is logged, or stops it.' }),
   format: option({ group: 'encoding', env: 'OUTBOX_FORMAT', parser: p.oneOf('json', 'avro'), default: 'json', description: 'Payload encoding: json (UTF-8 JSON of the payload column), or avro (schema of the event type from OUTBOX_SCHEMAS_DIR, Confluent wire format, via the schema registry).' }),
-  schemaRegistryUrl: option({ group: 'encoding', env: 'SCHEMA_REGISTRY_URL', parser: p.optional(httpUrl), default: '', secret: true, description: 'Confluent-compatible schema registry (Apicurio: .../apis/ccompat/v7); user:password@ in the URL is sent as basic auth. Required with avro.' }),
+  schemaRegistryUrl: optionalSecret({ group: 'encoding', env: 'SCHEMA_REGISTRY_URL', parser: httpUrl, description: 'Confluent-compatible schema registry (Apicurio: .../apis/ccompat/v7); user:password@ in the URL is sent as basic auth. Required with avro.' }),
+  schemaRegistryCaFile: option({ group: 'encoding', env: 'SCHEMA_REGISTRY_CA_FILE', parser: p.optional(p.text), default: '', description: "PEM file of the CAs that signed an https registry's certificate, beside the system's." }),
+  schemaRegistryUsername: option({ group: 'encoding', env: 'SCHEMA_REGISTRY_USERNAME', parser: p.optional(p.text), default: '', description: 'Basic auth user for the registry (instead of user:password@ in the URL).' }),
+  schemaRegistryPassword: optionalSecret({ group: 'encoding', env: 'SCHEMA_REGISTRY_PASSWORD', parser: p.text, description: 'Basic auth password for the registry; read at each request.' }),
   schemasDir: option({ group: 'encoding', env: 'OUTBOX_SCHEMAS_DIR', parser: p.text, default: 'schemas', description: 'Folder of Avro schemas, one <event_type>.avsc per event type, at any depth (e.g. schemas/billing/invoice.paid.avsc).' }),
   subjectStrategy: option({ group: 'encoding', env: 'OUTBOX_SUBJECT_STRATEGY', parser: p.oneOf('topic', 'record', 'topic-record'), default: 'topic-record', description: 'Registry subject: topic-record (<topic>-<namespace>.<name>: several event types share a topic), topic (<topic>-value, one schema per topic) or record (<namespace>.<name>).' }),
   autoRegister: option({ group: 'encoding', env: 'OUTBOX_AUTO_REGISTER', parser: p.boolean, default: 'false', description: 'Register local schemas (development); off, use the version already registered and fail, naming the subject, if none equals the local schema.' }),
@@ -154,6 +201,20 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),
   check(['format', 'schemaRegistryUrl'], (c, name) => (c.format === 'avro' && c.schemaRegistryUrl === null ? `${name('schemaRegistryUrl')} is required with ${name('format')}=avro` : null)),
   check(['format', 'keySchema'], (c, name) => (c.format !== 'avro' && c.keySchema !== null ? `${name('keySchema')} needs ${name('format')}=avro` : null)),
+  // pg lets a password in the URL win over the separate one: two passwords is a mistake to name.
+  check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(c.databaseUrl.reveal()).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
+  check(['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword'], (c, name) => {
+    const usesPassword = c.kafkaSaslMechanism !== null && c.kafkaSaslMechanism !== 'oauthbearer';
+    return usesPassword && (c.kafkaSaslUsername === null || c.kafkaSaslPassword === null) ? `${name('kafkaSaslMechanism')}=${c.kafkaSaslMechanism} needs ${name('kafkaSaslUsername')} and ${name('kafkaSaslPassword')} (or KAFKA_SASL_PASSWORD_FILE)` : null;
+  }),
+  check(['kafkaSaslMechanism', 'kafkaSaslOauthbearerTokenFile', 'kafkaSaslOauthbearerProvider'], (c, name) => {
+    if (c.kafkaSaslMechanism !== 'oauthbearer') return null;
+    const given = [c.kafkaSaslOauthbearerTokenFile, c.kafkaSaslOauthbearerProvider].filter((value) => value !== null).length;
+    return given === 1 ? null : `${name('kafkaSaslMechanism')}=oauthbearer needs exactly one of ${name('kafkaSaslOauthbearerTokenFile')} and ${name('kafkaSaslOauthbearerProvider')}`;
+  }),
+  check(['kafkaSslCertFile', 'kafkaSslKeyFile'], (c, name) => ((c.kafkaSslCertFile === null) !== (c.kafkaSslKeyFile === null) ? `${name('kafkaSslCertFile')} and ${name('kafkaSslKeyFile')} go together (mutual TLS)` : null)),
+  check(['kafkaSsl', 'kafkaSslCaFile', 'kafkaSslCertFile'], (c, name) => (!c.kafkaSsl && (c.kafkaSslCaFile !== null || c.kafkaSslCertFile !== null) ? `${name('kafkaSslCaFile')} / ${name('kafkaSslCertFile')} are set but ${name('kafkaSsl')} is false: set ${name('kafkaSsl')}=true (or remove them)` : null)),
+  check(['schemaRegistryUsername', 'schemaRegistryPassword'], (c, name) => ((c.schemaRegistryUsername === null) !== (c.schemaRegistryPassword === null) ? `${name('schemaRegistryUsername')} and ${name('schemaRegistryPassword')} go together` : null)),
 ];
 
 export function flagName(key: OptionKey): string {

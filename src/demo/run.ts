@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { createIdempotentConsumer, createOutboxWriter, ensureConsumedEventsTable, loadOutboxSchemas } from '../client/index.js';
+import { databaseAccess } from '../pg-connection.js';
 import { setup } from '../setup/setup.js';
 import { billingTables, createBillingSchema, createInvoices, payInvoice } from './billing-service.js';
 import { createEntitlementSchema, entitlementTables, EXTENSION_DAYS, extendEntitlement } from './entitlement-service.js';
@@ -127,7 +128,7 @@ async function runDemo(services: DemoServices, env: NodeJS.ProcessEnv = process.
     await createBillingSchema(pool, billing);
     await createEntitlementSchema(pool, entitlements);
     await ensureConsumedEventsTable(pool);
-    await setup({ databaseUrl: services.databaseUrl, table: { schema: 'public', name: outboxTable }, publication: slot, slot });
+    await setup({ database: databaseAccess(services.databaseUrl), table: { schema: 'public', name: outboxTable }, publication: slot, slot });
     const admin = kafka.admin();
     await admin.connect();
     await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true });

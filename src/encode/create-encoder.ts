@@ -10,13 +10,15 @@ import type { SubjectStrategy } from './avro/subjects.js';
 import type { PayloadEncoder } from './encoder.js';
 import { JsonEncoder } from './json-encoder.js';
 import { sleep } from '../time.js';
+import { readPem } from '../security/pem.js';
+import type { Secret } from '../security/secret.js';
 
 /** JSON needs nothing more; Avro its schemas and the registry (a key schema only with Avro). */
 export type EncoderOptions =
   | { readonly format: 'json' }
   | {
       readonly format: 'avro';
-      readonly registryUrl: string;
+      readonly registry: RegistryAccess;
       readonly schemasDir: string;
       readonly subjectStrategy: SubjectStrategy;
       readonly autoRegister: boolean;
@@ -28,6 +30,14 @@ export type EncoderOptions =
       readonly retryMinMs: number;
       readonly retryMaxMs: number;
     };
+
+/** The schema registry: its URL (may hold user:password@), basic auth apart from it, a CA for https. */
+export interface RegistryAccess {
+  readonly url: Secret;
+  readonly auth: { readonly username: string; readonly password: Secret } | null;
+  /** PEM file of extra CAs to trust. */
+  readonly caFile: string | null;
+}
 
 export interface EncoderContext {
   readonly logger: Logger;
@@ -56,7 +66,13 @@ export async function createEncoder(config: EncoderOptions, context: EncoderCont
     labelNames: ['operation', 'outcome'],
     registers: context.metricsRegistry ? [context.metricsRegistry] : [],
   });
-  const registry = new HttpSchemaRegistry({ url: config.registryUrl, onRequest: (operation, outcome) => requests.inc({ operation, outcome }) });
+  const { registry: access } = config;
+  const registry = new HttpSchemaRegistry({
+    url: access.url.reveal(),
+    auth: access.auth,
+    ca: access.caFile ? readPem('SCHEMA_REGISTRY_CA_FILE', access.caFile) : null,
+    onRequest: (operation, outcome) => requests.inc({ operation, outcome }),
+  });
   const encoder = new AvroEncoder({
     schemas: schemas.byEventType,
     schemasDir: config.schemasDir,

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
@@ -63,8 +63,8 @@ export class SlotMonitor {
   private timer: NodeJS.Timeout | undefined;
   private readonly pool: pg.Pool;
 
-  constructor(private readonly options: { databaseUrl: string; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {
-    this.pool = new pg.Pool({ ...pgConnectionConfig(options.databaseUrl, 'outbox-relay-monitor'), max: 1 });
+  constructor(private readonly options: { database: DatabaseAccess; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {
+    this.pool = new pg.Pool({ ...pgConnectionConfig(options.database, 'outbox-relay-monitor'), max: 1 });
     this.pool.on('error', () => undefined);
   }
 

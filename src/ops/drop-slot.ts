@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 
 /**
@@ -7,8 +7,8 @@ import { RelayError } from '../errors.js';
  * after the slot's confirmed position will never be streamed. Returns that position so the
  * operator knows where to replay from.
  */
-export async function dropSlot(databaseUrl: string, slot: string): Promise<{ confirmedFlushLsn: string | null; lagBytes: number | null }> {
-  const client = new pg.Client(pgConnectionConfig(databaseUrl, 'outbox-relay-drop-slot'));
+export async function dropSlot(database: DatabaseAccess, slot: string): Promise<{ confirmedFlushLsn: string | null; lagBytes: number | null }> {
+  const client = new pg.Client(pgConnectionConfig(database, 'outbox-relay-drop-slot'));
   await client.connect();
   try {
     const { rows } = await client.query<{ active: boolean; confirmed: string | null; lag: string | null }>(

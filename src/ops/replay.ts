@@ -63,7 +63,7 @@ export async function replay(options: ReplayOptions, encoder: PayloadEncoder, lo
   const pipeline = new Pipeline(delivery.pipeline, { checkpointer, tracker, builder, sink, logger: replayLogger });
   // Every column as Postgres's text, then parsed as the stream parses it (delivery.columnParsers):
   // a replayed record carries the same bytes as the streamed one (a jsonb payload as its text).
-  const client = new pg.Client({ ...pgConnectionConfig(options.databaseUrl, 'outbox-relay-replay'), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig);
+  const client = new pg.Client({ ...pgConnectionConfig(options.database, 'outbox-relay-replay'), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig);
   await client.connect();
   await sink.start();
   let published = 0;

@@ -1,15 +1,17 @@
 import pg from 'pg';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
 import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
+import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countRecords } from '../sink/kafka-client.js';
 
 export interface StatusInput {
-  readonly databaseUrl: string;
+  readonly database: DatabaseAccess;
   readonly slot: string;
   readonly publication: string;
   readonly table: { readonly schema: string; readonly name: string };
   readonly createdAtColumn: string;
   readonly kafkaBrokers: readonly string[] | null;
+  readonly kafkaSecurity: KafkaSecurity;
   readonly deadLetterTopic: string;
 }
 
@@ -23,7 +25,7 @@ export interface StatusReport {
 
 /** Everything an operator asks first, read from Postgres (and Kafka for the dead letters). */
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
-  const client = new pg.Client(pgConnectionConfig(input.databaseUrl, 'outbox-relay-status'));
+  const client = new pg.Client(pgConnectionConfig(input.database, 'outbox-relay-status'));
   await client.connect();
   try {
     const table = `${pg.escapeIdentifier(input.table.schema)}.${pg.escapeIdentifier(input.table.name)}`;
@@ -49,7 +51,7 @@ async function countDeadLetters(input: StatusInput): Promise<StatusReport['deadL
   const topic = input.deadLetterTopic;
   if (!input.kafkaBrokers) return { topic, count: null, error: 'KAFKA_BROKERS not set' };
   try {
-    return { topic, count: await countRecords(input.kafkaBrokers, topic) };
+    return { topic, count: await countRecords(input.kafkaBrokers, topic, input.kafkaSecurity) };
   } catch (error) {
     return { topic, count: null, error: (error as Error).message };
   }

@@ -1,12 +1,12 @@
 import pg from 'pg';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RelayError, sqlState } from '../errors.js';
 import type { RelationRef } from '../source/messages.js';
 
 export interface PruneOptions {
-  readonly databaseUrl: string;
+  readonly database: DatabaseAccess;
   readonly table: { readonly schema: string; readonly name: string };
   readonly createdAtColumn: string;
   readonly slot: string;
@@ -78,7 +78,7 @@ export class Pruner {
   }
 
   async pass(): Promise<PruneResult> {
-    const client = new pg.Client(pgConnectionConfig(this.options.databaseUrl, 'outbox-relay-prune'));
+    const client = new pg.Client(pgConnectionConfig(this.options.database, 'outbox-relay-prune'));
     await client.connect();
     try {
       await ensurePruneMarks(client, this.options.table);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { ConnectionOptions } from 'node:tls';
 import { RelayError } from '../errors.js';
+import { readPem } from './pem.js';
 import type { Secret } from './secret.js';
 
 export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer'] as const;
@@ -80,17 +81,6 @@ function saslOptions(sasl: NonNullable<KafkaSecurity['sasl']>): NonNullable<Kafk
     return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: unexpired(toToken(await (await provider)()).value, sasl.tokenProvider!) }) };
   }
   throw new RelayError('CONFIG_INVALID', 'KAFKA_SASL_MECHANISM=oauthbearer needs KAFKA_SASL_OAUTHBEARER_TOKEN_FILE or KAFKA_SASL_OAUTHBEARER_PROVIDER');
-}
-
-function readPem(variable: string, file: string): string {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new RelayError('CONFIG_INVALID', `${variable}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); expected a PEM file`, { cause: error });
-  }
-  if (!text.includes('-----BEGIN ')) throw new RelayError('CONFIG_INVALID', `${variable}: ${file} is not PEM (no -----BEGIN line)`);
-  return text;
 }
 
 /** Read at every authentication: a Kubernetes projected token is replaced in place before it expires. */

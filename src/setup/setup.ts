@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS } from '../pg-connection.js';
+import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 
 export interface SetupTarget {
-  readonly databaseUrl: string;
+  readonly database: DatabaseAccess;
   readonly table: { readonly schema: string; readonly name: string };
   readonly publication: string;
   readonly slot: string;
@@ -23,7 +23,7 @@ const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
  * (before the slot exists: a slot holds WAL).
  */
 export async function setup(target: SetupTarget): Promise<string[]> {
-  return withClient(target.databaseUrl, async (client) => {
+  return withClient(target.database, async (client) => {
     await checkServer(client);
     const actions: string[] = [];
     actions.push(await ensureTable(client, target));
@@ -36,7 +36,7 @@ export async function setup(target: SetupTarget): Promise<string[]> {
 
 /** The checks `run` makes before streaming, creating nothing; returns what it found, one line each. */
 export async function verify(target: SetupTarget): Promise<string[]> {
-  return withClient(target.databaseUrl, async (client) => {
+  return withClient(target.database, async (client) => {
     await checkServer(client);
     if (!(await tableExists(client, target))) {
       throw new RelayError('SETUP_TABLE', `outbox table ${qualified(target)} does not exist; run \`outbox-relay setup\``);
@@ -51,15 +51,15 @@ export async function verify(target: SetupTarget): Promise<string[]> {
 /** The payload column's type (refused unless publishable), and session settings the relay overrides. */
 async function findings(client: pg.Client, target: SetupTarget): Promise<string[]> {
   const lines = target.payloadColumn ? [await checkPayloadColumn(client, { ...target, payloadColumn: target.payloadColumn })] : [];
-  const { source, settings } = overriddenSessionSettings(target.databaseUrl);
+  const { source, settings } = overriddenSessionSettings(target.database);
   if (settings.length > 0) {
     lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
   }
   return lines;
 }
 
-async function withClient<T>(databaseUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client(pgConnectionConfig(databaseUrl, 'outbox-relay-setup', { queryTimeoutMs: 0 }));
+async function withClient<T>(database: DatabaseAccess, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client(pgConnectionConfig(database, 'outbox-relay-setup', { queryTimeoutMs: 0 }));
   await client.connect();
   try {
     return await work(client);

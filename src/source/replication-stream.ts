@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
-import { pgConnectionConfig } from '../pg-connection.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
 import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
 import type { SourceStream } from './source.js';
@@ -21,7 +21,7 @@ interface ReplicationWire {
 }
 
 export interface ReplicationStreamOptions {
-  readonly connectionString: string;
+  readonly database: DatabaseAccess;
   readonly slot: string;
   readonly publication: string;
   /** Messages buffered before the socket is paused: the memory bound on the source side. */
@@ -71,7 +71,7 @@ export class ReplicationStream implements SourceStream {
     this.decoder = new PgoutputDecoder({ columnParsers: options.columnParsers });
     // The application name shows in pg_stat_replication and `outbox-relay status`: which
     // instance (pod) is the active reader.
-    this.client = new pg.Client(pgConnectionConfig(options.connectionString, `outbox-relay@${hostname()}`, { replication: true }));
+    this.client = new pg.Client(pgConnectionConfig(options.database, `outbox-relay@${hostname()}`, { replication: true }));
   }
 
   /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
+import { databaseAccess } from '../../src/pg-connection.js';
 import { setup } from '../../src/setup/setup.js';
 
 export interface OutboxRow {
@@ -59,7 +60,7 @@ export class TestOutbox {
   }
 
   async create(): Promise<void> {
-    await setup({ databaseUrl: this.databaseUrl, table: { schema: 'public', name: this.table }, publication: this.publication, slot: this.slot });
+    await setup({ database: databaseAccess(this.databaseUrl), table: { schema: 'public', name: this.table }, publication: this.publication, slot: this.slot });
   }
 
   /**
