@@ -1,34 +1,41 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { databaseAccess, overriddenSessionSettings, pgConnectionConfig } from './pg-connection.js';
+import { Secret } from './security/secret.js';
 
 const FIXED = '-c DateStyle=ISO,\\ MDY -c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex';
-
-/** The startup options pg will send for a config (pg lets the URL's `options` replace the config's). */
-function startupOptions(config: { connectionString?: string; options?: string }): string | undefined {
-  return new URL(config.connectionString!).searchParams.get('options') ?? config.options;
-}
 
 describe('session settings of every connection', () => {
   afterEach(() => {
     vi.unstubAllEnvs();
   });
 
-  it("puts the relay's settings after the operator's options, in the URL where pg reads them", () => {
+  it("puts the relay's settings after the operator's options, and keeps the rest of the URL", () => {
     const url = 'postgres://relay:p%40ss@db:5432/billing?sslmode=disable&options=-c%20DateStyle%3DGerman%20-c%20search_path%3Dbilling';
-    const config = pgConnectionConfig(databaseAccess(url), 'test') as { connectionString: string; options?: string };
-    expect(startupOptions(config)).toBe(`-c DateStyle=German -c search_path=billing ${FIXED}`);
-    const rewritten = new URL(config.connectionString);
-    expect([rewritten.username, rewritten.password, rewritten.host, rewritten.pathname, rewritten.searchParams.get('sslmode')]).toEqual(['relay', 'p%40ss', 'db:5432', '/billing', 'disable']);
+    const config = pgConnectionConfig(databaseAccess(url), 'test') as Record<string, unknown>;
+    expect(config.options).toBe(`-c DateStyle=German -c search_path=billing ${FIXED}`);
+    expect([config.user, config.password, config.host, config.port, config.database, config.ssl]).toEqual(['relay', 'p@ss', 'db', '5432', 'billing', false]);
   });
 
-  it('leaves a URL without options as it is, and keeps PGOPTIONS (pg reads it only when no options are given)', () => {
-    const url = 'postgres://relay@db/billing';
+  it('keeps PGOPTIONS when the URL has no options (pg reads it only then), for replication connections too', () => {
     vi.stubEnv('PGOPTIONS', '-c search_path=billing');
     for (const kind of [{}, { replication: true }]) {
-      const config = pgConnectionConfig(databaseAccess(url), 'test', kind) as { connectionString: string; options?: string };
-      expect(config.connectionString).toBe(url);
-      expect(startupOptions(config)).toBe(`-c search_path=billing ${FIXED}`);
+      const config = pgConnectionConfig(databaseAccess('postgres://relay@db/billing'), 'test', kind) as Record<string, unknown>;
+      expect(config.options).toBe(`-c search_path=billing ${FIXED}`);
     }
+  });
+
+  it("the relay's application name wins over the URL's; a separate password is read at each connection", () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'pg-password-')), 'password');
+    writeFileSync(file, 'first');
+    const config = pgConnectionConfig(databaseAccess('postgres://relay@db/billing?application_name=app', Secret.fromFile('DATABASE_PASSWORD_FILE', file)), 'outbox-relay') as Record<string, unknown>;
+    expect(config.application_name).toBe('outbox-relay');
+    const password = config.password as () => string;
+    expect(password()).toBe('first');
+    writeFileSync(file, 'rotated');
+    expect(password()).toBe('rotated');
   });
 
   it('names the settings the operator asked for and the relay overrides, in any spelling Postgres reads', () => {

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { parse } from 'pg-connection-string';
 import { Secret } from './security/secret.js';
 
 /**
@@ -58,8 +59,12 @@ export function databaseAccess(url: string | Secret, password: Secret | null = n
 
 export function pgConnectionConfig(database: DatabaseAccess, applicationName: string, { replication = false, queryTimeoutMs = QUERY_TIMEOUT_MS }: ConnectionKind = {}): pg.ClientConfig {
   const { password } = database;
+  // Parsed here rather than given to pg as connectionString: pg lets every key of a connection
+  // string, even an absent password, replace the config's, and the relay's settings must win.
+  const parsed = parse(database.url.reveal()) as pg.ClientConfig & { options?: string };
   return {
-    ...withSessionSettings(database.url.reveal()),
+    ...parsed,
+    options: sessionOptions(parsed.options),
     // pg calls a function password at every connection attempt.
     ...(password ? { password: () => password.reveal() } : {}),
     application_name: applicationName,
@@ -71,22 +76,16 @@ export function pgConnectionConfig(database: DatabaseAccess, applicationName: st
 }
 
 /**
- * The connection string and startup `options` with SESSION_SETTINGS after the operator's own
- * options, so that the relay's win: Postgres applies the `-c` switches of a startup packet in
- * order, the last for a setting counts. The operator's other options (search_path, ...) stay.
- * Those come, as pg takes them, from DATABASE_URL's `options` parameter, else from PGOPTIONS;
- * pg lets the URL's `options` replace the config's, so they are put back into the URL.
+ * The startup `options`: SESSION_SETTINGS after the operator's own (DATABASE_URL's `options`,
+ * else PGOPTIONS, as pg reads them), so that the relay's win: Postgres applies the `-c` switches
+ * of a startup packet in order, the last for a setting counts. The operator's other options
+ * (search_path, ...) stay.
  *
  * Winning rather than refusing: a DATABASE_URL is often shared with the application, whose
  * DateStyle is its own business; the relay's output must not depend on it either way.
  */
-function withSessionSettings(databaseUrl: string): { connectionString: string; options?: string } {
-  const fixed = startupOptions(SESSION_SETTINGS);
-  const url = new URL(databaseUrl);
-  const fromUrl = url.searchParams.get('options');
-  if (fromUrl === null) return { connectionString: databaseUrl, options: joinOptions(process.env.PGOPTIONS, fixed) };
-  url.searchParams.set('options', joinOptions(fromUrl, fixed));
-  return { connectionString: url.toString() };
+function sessionOptions(fromUrl: string | undefined): string {
+  return joinOptions(fromUrl ?? process.env.PGOPTIONS, startupOptions(SESSION_SETTINGS));
 }
 
 function joinOptions(operator: string | undefined, fixed: string): string {

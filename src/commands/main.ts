@@ -4,6 +4,7 @@ import type { ConfigSources } from '../config/load.js';
 import { commandHelp, commandLine, usage } from '../config/help.js';
 import { flagName, OPTIONS, type OptionKey } from '../config/options.js';
 import { errorCode, errorMessage, RelayError } from '../errors.js';
+import { explainedPostgresError } from '../source/connection-errors.js';
 import { EXIT, type Command } from './command.js';
 import { dropSlotCommand } from './drop-slot.js';
 import { pruneCommand } from './prune.js';
@@ -61,7 +62,8 @@ export async function main(argv: readonly string[], env: ConfigSources['env']): 
       process.stderr.write(`${error.message}\n`);
       return EXIT.usage;
     }
-    process.stderr.write(`outbox-relay ${command} failed [${errorCode(error)}]: ${errorMessage(error)}\n`);
+    const explained = error instanceof RelayError ? error : (explainedPostgresError(error) ?? error);
+    process.stderr.write(`outbox-relay ${command} failed [${errorCode(explained)}]: ${errorMessage(explained)}\n`);
     return EXIT.failed;
   }
 }

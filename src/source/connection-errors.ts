@@ -13,6 +13,11 @@ const INSUFFICIENT_PRIVILEGE = '42501';
  */
 export function postgresFailure(error: unknown): RelayError {
   if (error instanceof RelayError) return error;
+  return explainedPostgresError(error) ?? new RelayError('SOURCE_DISCONNECTED', errorMessage(error), { cause: error });
+}
+
+/** The relay's error for a Postgres refusal that names its fix (login, privilege, TLS); null for anything else. */
+export function explainedPostgresError(error: unknown): RelayError | null {
   const state = sqlState(error);
   const message = errorMessage(error);
   if (state?.startsWith(AUTHORIZATION_CLASS)) {
@@ -27,5 +32,5 @@ export function postgresFailure(error: unknown): RelayError {
   if (/does not support SSL/i.test(message)) {
     return new RelayError('SOURCE_TLS', `${message}; DATABASE_URL asks for TLS (sslmode) and the server has none`, { cause: error });
   }
-  return new RelayError('SOURCE_DISCONNECTED', message, { cause: error });
+  return null;
 }

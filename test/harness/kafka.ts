@@ -37,11 +37,12 @@ export class TopicReader {
   readonly records: ConsumedRecord[] = [];
   private consumer: Consumer | null = null;
 
-  /** `brokers`: the test Kafka unless given. */
-  constructor(private readonly brokers?: string) {}
+  /** `source`: the test Kafka unless given brokers, or a client (e.g. of the secured Kafka). */
+  constructor(private readonly source?: string | Kafka) {}
 
   async start(topics: readonly string[]): Promise<this> {
-    this.consumer = kafkaClient(this.brokers).consumer({ groupId: `reader-${randomUUID()}`, retry: { retries: 50, maxRetryTime: 2_000 } });
+    const kafka = typeof this.source === 'object' ? this.source : kafkaClient(this.source);
+    this.consumer = kafka.consumer({ groupId: `reader-${randomUUID()}`, retry: { retries: 50, maxRetryTime: 2_000 } });
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await this.consumer.run({
