@@ -1,9 +1,16 @@
 import { COMMANDS } from '../config/commands.js';
 import { setupTarget } from '../config/compile.js';
-import { setup } from '../setup/setup.js';
+import { rolesSql } from '../setup/roles.js';
+import { createRoles, setup } from '../setup/setup.js';
 import { command, EXIT } from './command.js';
 
 export const setupCommand = command(COMMANDS.setup, async (config) => {
-  for (const action of await setup(setupTarget(config))) process.stdout.write(`${action}\n`);
+  const target = setupTarget(config);
+  if (config.printRoles) {
+    process.stdout.write(await rolesSql(target.table));
+    return EXIT.ok;
+  }
+  for (const action of await setup(target)) process.stdout.write(`${action}\n`);
+  if (config.createRoles) for (const action of await createRoles(target)) process.stdout.write(`${action}\n`);
   return EXIT.ok;
 });

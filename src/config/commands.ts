@@ -75,6 +75,10 @@ export const COMMANDS = {
     summary: 'Create the outbox table, publication and slot if missing (idempotent); print what it did.',
     // The payload column's type is checked and reported.
     options: [...DATABASE, 'columnPayload'],
+    args: {
+      printRoles: { description: 'print the SQL of least-privilege roles for the relay, the pruner and writers (sql/003_roles.sql for this table) and exit', switch: true },
+      createRoles: { description: 'apply that SQL (as a superuser) after creating the table, publication and slot', switch: true },
+    },
   }),
   status: declared({
     summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters.',

@@ -1,7 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
-import { RelayError } from '../errors.js';
+import { RelayError, sqlState } from '../errors.js';
+import { ensurePruneMarks, pruneMarksTable } from '../prune/pruner.js';
+import { postgresFailure } from '../source/connection-errors.js';
+import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 
 export interface SetupTarget {
@@ -26,11 +29,43 @@ export async function setup(target: SetupTarget): Promise<string[]> {
   return withClient(target.database, async (client) => {
     await checkServer(client);
     const actions: string[] = [];
-    actions.push(await ensureTable(client, target));
-    actions.push(await ensurePublication(client, target));
+    const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
+    actions.push(await step(`create the outbox table ${qualified(target)}`, () => ensureTable(client, target)));
+    // Made here, by the owner: a least-privilege pruner may not create tables.
+    actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(target.table)}: ${await ensurePruneMarks(client, target.table)}`));
+    actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
     actions.push(...(await findings(client, target)));
     actions.push(await ensureSlot(client, target));
     return actions;
+  });
+}
+
+/**
+ * A setup step that needs ownership (a table in the schema, a publication of the table): a
+ * refusal says so, instead of Postgres's bare "permission denied".
+ */
+async function asOwner(client: pg.Client, what: string, work: () => Promise<string>): Promise<string> {
+  try {
+    return await work();
+  } catch (error) {
+    if (sqlState(error) !== '42501') throw error;
+    throw new RelayError(
+      'SETUP_PRIVILEGE',
+      `role "${await currentUser(client)}" may not ${what} (${(error as Error).message}): run \`outbox-relay setup\` once as the owner of the schema and table, or a superuser; the relay itself then needs only LOGIN REPLICATION and SELECT (\`setup --print-roles\`)`,
+      { cause: error },
+    );
+  }
+}
+
+/** sql/003_roles.sql for this outbox, applied: the relay's, the pruner's and the writers' roles. */
+export async function createRoles(target: Pick<SetupTarget, 'database' | 'table'>): Promise<string[]> {
+  return withClient(target.database, async (client) => {
+    try {
+      await client.query(await rolesSql(target.table));
+    } catch (error) {
+      throw postgresFailure(error);
+    }
+    return Object.values(ROLES).map((role) => `role ${role}: created or updated (see \`setup --print-roles\`)`);
   });
 }
 
