@@ -184,9 +184,13 @@ export async function applyOnce<P>(pool: pg.Pool, consumerGroup: string, table: 
   }
 }
 
-/** A registry client that reads `timestamp-millis` as Date (the relay's own logical type). */
-export function avroRegistry(url: string): SchemaRegistry {
-  return new SchemaRegistry({ host: url }, { [SchemaType.AVRO]: { logicalTypes: { 'timestamp-millis': TimestampMillisType } } });
+/**
+ * A registry client that reads `timestamp-millis` as Date (the relay's own logical type).
+ * `access`: basic auth, and an https.Agent trusting the registry's CA (`avroRegistryFromEnv`
+ * builds both from the relay's variables).
+ */
+export function avroRegistry(url: string, access: { readonly auth?: { username: string; password: string }; readonly agent?: import('node:https').Agent } = {}): SchemaRegistry {
+  return new SchemaRegistry({ host: url, ...access }, { [SchemaType.AVRO]: { logicalTypes: { 'timestamp-millis': TimestampMillisType } } });
 }
 
 async function decodeRecord<P>(topic: string, partition: number, message: KafkaMessage, registry: SchemaRegistry | undefined): Promise<ConsumedEvent<P>> {

@@ -18,3 +18,4 @@ export {
 } from './consumer.js';
 export { ensureConsumedEventsTable, claimEvent, pruneConsumedEvents, type PruneConsumedEventsOptions } from './consumed-events.js';
 export { OutboxClientError, type ClientErrorCode } from './errors.js';
+export { kafkaConfigFromEnv, avroRegistryFromEnv } from './connections.js';

@@ -45,7 +45,7 @@ export function argFlag(name: string): string {
 const DATABASE_ACCESS = ['databaseUrl', 'databasePassword'] as const;
 const DATABASE = [...DATABASE_ACCESS, 'table', 'publication', 'slot'] as const;
 /** TLS and SASL to Kafka: every command that talks to Kafka reads them. */
-const KAFKA_SECURITY = [
+export const KAFKA_SECURITY = [
   'kafkaSsl', 'kafkaSslCaFile', 'kafkaSslCertFile', 'kafkaSslKeyFile', 'kafkaSslKeyPassword', 'kafkaSslVerifyHostname',
   'kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword', 'kafkaSaslOauthbearerTokenFile', 'kafkaSaslOauthbearerProvider',
 ] as const;

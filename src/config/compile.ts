@@ -209,7 +209,7 @@ function database(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword'>)
   return databaseAccess(config.databaseUrl, config.databasePassword);
 }
 
-function kafkaSecurity(config: Pick<RelayConfig, KafkaSecurityKey>): KafkaSecurity {
+export function kafkaSecurity(config: Pick<RelayConfig, KafkaSecurityKey>): KafkaSecurity {
   return {
     tls: config.kafkaSsl
       ? { caFile: config.kafkaSslCaFile, certFile: config.kafkaSslCertFile, keyFile: config.kafkaSslKeyFile, keyPassword: config.kafkaSslKeyPassword, verifyHostname: config.kafkaSslVerifyHostname }

@@ -7,7 +7,7 @@
  */
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
-import { createIdempotentConsumer, ensureConsumedEventsTable } from '../client/index.js';
+import { avroRegistryFromEnv, createIdempotentConsumer, ensureConsumedEventsTable, kafkaConfigFromEnv } from '../client/index.js';
 import { createEntitlementSchema, entitlementTables, extendEntitlement } from './entitlement-service.js';
 
 async function main(): Promise<void> {
@@ -21,13 +21,14 @@ async function main(): Promise<void> {
   await createEntitlementSchema(pool, tables);
   await ensureConsumedEventsTable(pool);
   const consumer = createIdempotentConsumer({
-    kafka: new Kafka({ clientId: 'demo-entitlements', brokers: env.KAFKA_BROKERS.split(','), logLevel: logLevel.WARN }),
+    // The relay's own variables (KAFKA_SSL*, KAFKA_SASL*, SCHEMA_REGISTRY_*): the demo runs where the relay does.
+    kafka: new Kafka({ clientId: 'demo-entitlements', ...kafkaConfigFromEnv(env), logLevel: logLevel.WARN }),
     groupId: env.DEMO_GROUP ?? 'demo-entitlements',
     topics: [topic],
     pool,
     handler: extendEntitlement(tables),
     format,
-    ...(env.SCHEMA_REGISTRY_URL ? { schemaRegistryUrl: env.SCHEMA_REGISTRY_URL } : {}),
+    ...(format === 'avro' ? { registry: avroRegistryFromEnv(env) } : {}),
     fromBeginning: true,
     onOutcome: (outcome, event) => process.stdout.write(`entitlements: ${outcome === 'applied' ? 'extended access for' : 'skipped duplicate of'} ${event.aggregateId} (event ${event.eventId})\n`),
   });

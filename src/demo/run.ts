@@ -12,7 +12,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
-import { createIdempotentConsumer, createOutboxWriter, ensureConsumedEventsTable, loadOutboxSchemas } from '../client/index.js';
+import { avroRegistryFromEnv, createIdempotentConsumer, createOutboxWriter, ensureConsumedEventsTable, kafkaConfigFromEnv, loadOutboxSchemas } from '../client/index.js';
+
+/** The relay's connection-security variables (and their *_FILE forms), passed through as they are. */
+const SECURITY_VARIABLE = /^(KAFKA_SSL|KAFKA_SASL|SCHEMA_REGISTRY_(CA_FILE|USERNAME|PASSWORD)|DATABASE_PASSWORD)/;
 import { databaseAccess } from '../pg-connection.js';
 import { setup } from '../setup/setup.js';
 import { billingTables, createBillingSchema, createInvoices, payInvoice } from './billing-service.js';
@@ -88,8 +91,12 @@ async function runDemo(services: DemoServices, env: NodeJS.ProcessEnv = process.
   say(`  postgres ${redact(services.databaseUrl)}, kafka ${services.kafkaBrokers}, registry ${services.schemaRegistryUrl}`);
 
   const pool = new pg.Pool({ connectionString: services.databaseUrl, max: 6 });
-  const kafka = new Kafka({ clientId: 'outbox-relay-demo', brokers: services.kafkaBrokers.split(','), logLevel: logLevel.NOTHING });
+  // TLS, SASL and registry credentials, as the relay reads them, go to the relay and the demo's own clients.
+  const securityEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => SECURITY_VARIABLE.test(entry[0]) && entry[1] !== undefined));
+  const connectionEnv = { ...securityEnv, KAFKA_BROKERS: services.kafkaBrokers, SCHEMA_REGISTRY_URL: services.schemaRegistryUrl };
+  const kafka = new Kafka({ clientId: 'outbox-relay-demo', ...kafkaConfigFromEnv(connectionEnv), logLevel: logLevel.NOTHING });
   const relayEnv: Record<string, string> = {
+    ...securityEnv,
     DATABASE_URL: services.databaseUrl,
     KAFKA_BROKERS: services.kafkaBrokers,
     SCHEMA_REGISTRY_URL: services.schemaRegistryUrl,
@@ -114,7 +121,7 @@ async function runDemo(services: DemoServices, env: NodeJS.ProcessEnv = process.
     pool,
     handler: extendEntitlement(entitlements),
     format: 'avro',
-    schemaRegistryUrl: services.schemaRegistryUrl,
+    registry: avroRegistryFromEnv(connectionEnv),
     fromBeginning: true,
     // Counts this run's events only (the topic keeps earlier runs').
     onOutcome: (outcome, event) => {

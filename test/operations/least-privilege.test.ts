@@ -3,7 +3,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createOutboxWriter } from '../../src/client/index.js';
 import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';
-import { billingEvent } from '../harness/outbox.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
 
 /**
@@ -52,7 +51,7 @@ describe('least privilege', () => {
       const client = await outbox.pool.connect();
       try {
         await client.query(`BEGIN; SET LOCAL ROLE ${app}`);
-        await createOutboxWriter({ table: `public.${outbox.table}` }).write(client, { ...billingEvent('inv_priv', 1), eventId });
+        await createOutboxWriter({ table: `public.${outbox.table}` }).write(client, { eventId, aggregateType: 'invoice', aggregateId: 'inv_priv', eventType: 'invoice.paid', payload: { invoice_id: 'inv_priv' } });
         await client.query('COMMIT');
         // An application may insert, not delete.
         await client.query(`BEGIN; SET LOCAL ROLE ${app}`);

@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
+import { avroRegistryFromEnv, kafkaConfigFromEnv } from '../../src/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { get } from '../harness/http.js';
@@ -176,6 +178,28 @@ describe('the relay on secured services', () => {
     }
     // The start-up line says where secrets come from, not what they are.
     expect(relay.raw.join('\n')).toContain('(redacted) from');
+
+    // The client kit connects with the relay's own variables: a consumer (kafkaConfigFromEnv)
+    // reads the events, and decodes them through the registry (avroRegistryFromEnv).
+    const user = `User:${secure.env.kafkaUser.username}`;
+    // The reader's group id is random: '*' is Kafka's literal wildcard for any group.
+    await secure.allow(user, { topics: [topic], groups: ['*'] }, [AclOperation.READ, AclOperation.DESCRIBE]);
+    const clientEnv = {
+      ...scramEnv(),
+      SCHEMA_REGISTRY_URL: secure.env.schemaRegistryUrl,
+      SCHEMA_REGISTRY_CA_FILE: tls('ca.crt'),
+      SCHEMA_REGISTRY_USERNAME: secure.env.registryUser.username,
+      SCHEMA_REGISTRY_PASSWORD_FILE: secretFile('registry-reader', secure.env.registryUser.password),
+    };
+    const consumerReader = await new TopicReader(new Kafka({ clientId: 'secure-client-kit', ...kafkaConfigFromEnv(clientEnv), logLevel: logLevel.NOTHING })).start([topic]);
+    try {
+      await consumerReader.until('the Avro events', (records) => records.some((record) => record.value?.[0] === 0), 30_000);
+      const avro = consumerReader.records.find((record) => record.value?.[0] === 0)!;
+      const decoded = (await avroRegistryFromEnv(clientEnv).decode(avro.value!)) as { invoice_id: string };
+      expect(decoded.invoice_id).toMatch(/^inv_/);
+    } finally {
+      await consumerReader.stop();
+    }
   });
 
   it('mutual TLS to Kafka, and a Postgres password from DATABASE_PASSWORD_FILE (JSON payloads): delivered', async () => {
