@@ -8,6 +8,7 @@ import { explainedPostgresError } from '../source/connection-errors.js';
 import { EXIT, type Command } from './command.js';
 import { dropSlotCommand } from './drop-slot.js';
 import { pruneCommand } from './prune.js';
+import { recoverCommand } from './recover.js';
 import { replayCommand } from './replay.js';
 import { runCommand } from './run.js';
 import { schemasCheckCommand } from './schemas-check.js';
@@ -20,6 +21,7 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   status: statusCommand,
   prune: pruneCommand,
   replay: replayCommand,
+  recover: recoverCommand,
   'drop-slot': dropSlotCommand,
   'schemas check': schemasCheckCommand,
 };

@@ -1,5 +1,6 @@
 import { columnParsersFor } from '../decode/column-parsers.js';
 import type { EncoderOptions, RegistryAccess } from '../encode/create-encoder.js';
+import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
@@ -111,6 +112,23 @@ export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
     // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
     // inserts reach its pipeline: there is no unexpected change to fail on.
     delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail' }),
+  });
+}
+
+export interface RecoverCommandOptions {
+  readonly logLevel: string;
+  readonly recover: RecoverOptions;
+  readonly encoder: EncoderOptions;
+  readonly dryRun: boolean;
+}
+
+export function compileRecover(config: CommandConfig<'recover'>): RecoverCommandOptions {
+  return frozen({
+    logLevel: config.logLevel,
+    // Its own client id, like replay; only inserts reach its pipeline.
+    recover: { database: database(config), slot: config.slot, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail' }) },
+    encoder: encoderOptions(config),
+    dryRun: config.dryRun,
   });
 }
 

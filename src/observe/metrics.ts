@@ -2,7 +2,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { codesWhere } from '../errors.js';
 import { RELAY_STATES, type RelayState } from '../relay-state.js';
 
-export const WAL_STATUSES = ['reserved', 'extended', 'unreserved', 'lost'] as const;
+/** Postgres's wal_status values, and `missing` for a slot that does not exist (dropped, or not on this server after a failover). */
+export const WAL_STATUSES = ['reserved', 'extended', 'unreserved', 'lost', 'missing'] as const;
 
 /**
  * The relay's Prometheus metrics, one registry per process. Names follow Prometheus

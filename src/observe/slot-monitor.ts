@@ -86,7 +86,8 @@ export class SlotMonitor {
     const report = await readSlot(this.pool as unknown as pg.ClientBase, this.options.slot);
     metrics.slotActive.set(report.active ? 1 : 0);
     if (report.lagBytes !== null) metrics.slotLagBytes.set(report.lagBytes);
-    for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, report.walStatus === status ? 1 : 0);
+    const walStatus = report.exists ? report.walStatus : 'missing';
+    for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, walStatus === status ? 1 : 0);
     metrics.slotSafeWalSize.set(report.safeWalSizeBytes ?? -1);
   }
 }

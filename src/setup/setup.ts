@@ -4,6 +4,7 @@ import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS, type D
 import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/pruner.js';
 import { postgresFailure } from '../source/connection-errors.js';
+import { slotMissing } from '../source/slot-errors.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 
@@ -207,8 +208,8 @@ async function ensurePublication(client: pg.Client, target: SetupTarget): Promis
 }
 
 async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string> {
-  const { rows } = await client.query<{ plugin: string; database: string; current: string }>(
-    'SELECT plugin, database, current_database() AS current FROM pg_replication_slots WHERE slot_name = $1',
+  const { rows } = await client.query<{ plugin: string; database: string; current: string; wal_status: string | null }>(
+    'SELECT plugin, database, current_database() AS current, wal_status FROM pg_replication_slots WHERE slot_name = $1',
     [target.slot],
   );
   const slot = rows[0];
@@ -216,8 +217,14 @@ async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<strin
     if (slot.plugin !== 'pgoutput' || slot.database !== slot.current) {
       throw new RelayError('SETUP_PUBLICATION', `replication slot "${target.slot}" exists with plugin ${slot.plugin} on database ${slot.database}; expected pgoutput on ${slot.current}`);
     }
+    if (slot.wal_status === 'lost') throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${target.slot}" is lost (wal_status lost); \`outbox-relay recover\` re-creates it and publishes again what it may not have delivered`);
     return `slot ${target.slot}: exists`;
   }
+  // A new slot starts at the current WAL position: rows already in the table would never be
+  // streamed. With rows there, the slot was lost or dropped (or never made): recover instead.
+  const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} LIMIT 1000000) AS retained`);
+  const rowCount = Number(retained[0]!.n);
+  if (rowCount > 0) throw slotMissing(target.slot, `and the outbox holds ${rowCount >= 1_000_000 ? 'over a million' : rowCount} rows that a new slot would never stream`);
   const created = await client.query<{ lsn: string }>("SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", [target.slot]);
   return `slot ${target.slot}: created at ${created.rows[0]!.lsn}`;
 }

@@ -6,6 +6,7 @@ import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
 import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
 import type { SourceStream } from './source.js';
@@ -214,7 +215,7 @@ export class ReplicationStream implements SourceStream {
     );
     const row = result.rows[0];
     if (!row) {
-      throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${this.options.slot}" does not exist; run \`outbox-relay setup\``);
+      throw slotMissing(this.options.slot, 'for the relay to stream from');
     }
     if (row.wal_status === 'lost') throw slotLost(this.options.slot, row.confirmed_flush_lsn, 'its wal_status is "lost": Postgres removed WAL the slot still needed (max_slot_wal_keep_size)');
     return row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : ZERO_LSN;
@@ -278,19 +279,4 @@ function classifyStartError(error: unknown, slot: string): RelayError {
   const detail = (error as { detail?: string }).detail;
   if (code === OBJECT_NOT_IN_PREREQUISITE_STATE && detail?.includes('invalidated')) return slotLost(slot, null, `Postgres says: ${(error as Error).message}: ${detail}`, error);
   return new RelayError('SOURCE_DISCONNECTED', `replication failed: ${(error as Error).message}`, { cause: error });
-}
-
-/**
- * A slot that lost WAL cannot be streamed again, and a new slot would start after events the
- * relay never read: the relay stops, says why, and says how to recover without loss.
- */
-function slotLost(slot: string, confirmed: string | null, why: string, cause?: unknown): RelayError {
-  return new RelayError(
-    'SOURCE_SLOT_LOST',
-    `replication slot "${slot}" is lost: ${why}. Events committed after its last confirmed position${confirmed ? ` (${confirmed})` : ''} may not have reached Kafka, ` +
-      'and the relay will not skip them with a fresh slot. To recover: `outbox-relay drop-slot --yes`, `outbox-relay setup`, then ' +
-      '`outbox-relay replay --since <a time before the slot stopped advancing>` (consumers drop what they already have by event_id); ' +
-      'raise max_slot_wal_keep_size or alert on OutboxRelaySlotSafeWalSizeLow before it happens again',
-    { cause, details: { slot, confirmed } },
-  );
 }

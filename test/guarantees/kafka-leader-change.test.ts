@@ -1,8 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { expectEveryCommittedEventDelivered } from '../harness/fixture.js';
+import { expectEveryCommittedEventDelivered, expectOrderPerAggregate } from '../harness/fixture.js';
 import { get, metric } from '../harness/http.js';
 import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';
-import type { ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import { billingEvent, TestOutbox } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
@@ -149,18 +148,3 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     expect(await relay.stop()).toBe(0);
   });
 });
-
-/** Per aggregate (record key), first deliveries come in the writer's sequence order; a resend after a restart may repeat, never reorder. */
-function expectOrderPerAggregate(records: readonly ConsumedRecord[]): void {
-  const seen = new Set<string>();
-  const lastSequence = new Map<string, number>();
-  for (const record of records) {
-    const eventId = record.headers.event_id!;
-    if (seen.has(eventId)) continue;
-    seen.add(eventId);
-    const { sequence } = JSON.parse(record.value!.toString('utf8')) as { sequence: number };
-    const previous = lastSequence.get(record.key!) ?? 0;
-    expect(sequence, `aggregate ${record.key}: event ${eventId}`).toBeGreaterThan(previous);
-    lastSequence.set(record.key!, sequence);
-  }
-}

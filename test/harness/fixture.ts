@@ -52,3 +52,18 @@ export async function expectEveryCommittedEventDelivered(outbox: TestOutbox, con
     await reader.stop();
   }
 }
+
+/** Per aggregate (record key), first deliveries come in the writer's sequence order; a resend after a restart may repeat, never reorder. */
+export function expectOrderPerAggregate(records: readonly ConsumedRecord[]): void {
+  const seen = new Set<string>();
+  const lastSequence = new Map<string, number>();
+  for (const record of records) {
+    const eventId = record.headers.event_id!;
+    if (seen.has(eventId)) continue;
+    seen.add(eventId);
+    const { sequence } = JSON.parse(record.value!.toString('utf8')) as { sequence: number };
+    const previous = lastSequence.get(record.key!) ?? 0;
+    expect(sequence, `aggregate ${record.key}: event ${eventId}`).toBeGreaterThan(previous);
+    lastSequence.set(record.key!, sequence);
+  }
+}

@@ -1,0 +1,92 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
+import { Checkpointer } from '../checkpoint/checkpointer.js';
+import { CommitTracker } from '../checkpoint/commit-tracker.js';
+import type { DeliveryOptions } from '../config/compile.js';
+import { RowDecoder } from '../decode/row-decoder.js';
+import type { PayloadEncoder } from '../encode/encoder.js';
+import { ZERO_LSN } from '../lsn.js';
+import { createRelayMetrics } from '../observe/metrics.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { Pipeline } from '../pipeline.js';
+import { createKafkaProducer } from '../sink/kafka-client.js';
+import { KafkaSink } from '../sink/kafka-sink.js';
+import { RecordBuilder } from '../sink/record-builder.js';
+import { TopicCatalog } from '../sink/topic-catalog.js';
+import { compileTopicTemplate } from '../sink/topic-router.js';
+import type { ColumnParserFor } from '../source/pgoutput.js';
+
+export interface RepublishContext {
+  readonly delivery: DeliveryOptions;
+  readonly encoder: PayloadEncoder;
+  readonly logger: Logger;
+  /** `replay` or `recover`: the log's stage, and the progress line. */
+  readonly stage: string;
+}
+
+/**
+ * Outbox rows read from the table (not the WAL), published in the order given through the
+ * stream's own path: decode, route, encode, dead letters, one request in flight. Returns how
+ * many rows went out, once Kafka acknowledged all of them. Nothing is confirmed to Postgres.
+ */
+export async function republish(batches: AsyncIterable<readonly Record<string, unknown>[]>, { delivery, encoder, logger, stage }: RepublishContext): Promise<number> {
+  const tracker = new CommitTracker(ZERO_LSN);
+  const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
+  const sinkLogger = logger.child({ stage: 'sink' });
+  const producer = createKafkaProducer({ ...delivery.producer, logger: sinkLogger });
+  const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
+  const sink = new KafkaSink({
+    ...delivery.sink,
+    producer,
+    logger: sinkLogger,
+    onAcknowledged: (batch) => {
+      checkpointer.acknowledged(batch);
+      topics.acknowledged(batch);
+    },
+  });
+  const stageLogger = logger.child({ stage });
+  const builder = new RecordBuilder(delivery.builder, {
+    topics,
+    decoder: new RowDecoder(delivery.columns),
+    router: compileTopicTemplate(delivery.topicTemplate),
+    encoder,
+    metrics: createRelayMetrics(new Registry()),
+    logger: stageLogger,
+  });
+  const pipeline = new Pipeline(delivery.pipeline, { checkpointer, tracker, builder, sink, logger: stageLogger });
+  await sink.start();
+  let published = 0;
+  try {
+    await pipeline.handle({ kind: 'begin', commitLsn: ZERO_LSN, commitTime: new Date() });
+    for await (const rows of batches) {
+      for (const row of rows) await pipeline.handle({ kind: 'insert', relation: delivery.pipeline.table, row });
+      published += rows.length;
+      logger.info({ published }, `${stage}: progress`);
+    }
+    await pipeline.handle({ kind: 'commit', commitLsn: ZERO_LSN, endLsn: ZERO_LSN, commitTime: new Date() });
+    await sink.drain();
+    return published;
+  } finally {
+    await sink.stop();
+  }
+}
+
+/**
+ * A SQL connection that hands every column over as Postgres's text, for parseRow: a row read
+ * from the table then carries the same bytes as the streamed one (a jsonb payload as its text).
+ */
+export function textClientConfig(database: DatabaseAccess, applicationName: string): pg.ClientConfig {
+  return { ...pgConnectionConfig(database, applicationName), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig;
+}
+
+/** A row of column texts, each parsed as the replication stream parses that column. */
+export function parseRow(row: Record<string, string | null>, fields: readonly pg.FieldDef[], parserFor: ColumnParserFor): Record<string, unknown> {
+  const parsed: Record<string, unknown> = {};
+  for (const { name, dataTypeID } of fields) {
+    const text = row[name];
+    const parse = parserFor({ name, typeOid: dataTypeID }) ?? (pg.types.getTypeParser(dataTypeID) as (value: string) => unknown);
+    parsed[name] = text === null || text === undefined ? null : parse(text);
+  }
+  return parsed;
+}
