@@ -16,6 +16,8 @@ export const ERROR_CODES = {
   SOURCE_SLOT_BUSY: { retriable: true, poison: false },
   SOURCE_SLOT_MISSING: { retriable: false, poison: false },
   SOURCE_SLOT_LOST: { retriable: false, poison: false },
+  /** A `recover` began and did not finish: streaming or pruning now could skip rows it has not published. */
+  SOURCE_RECOVERY_UNFINISHED: { retriable: false, poison: false },
   SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },
   /** Postgres refused the login (password, pg_hba.conf, client certificate): retrying repeats the refusal. */
   SOURCE_AUTHENTICATION: { retriable: false, poison: false },

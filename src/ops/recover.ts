@@ -5,7 +5,8 @@ import type { PayloadEncoder } from '../encode/encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
-import { pruneMarksTable } from '../prune/pruner.js';
+import { pruneMarksTable } from '../prune/marks.js';
+import { clearRecovering, markRecovering, unfinishedRecovery } from '../setup/recovery-marker.js';
 import { parseRow, republish, textClientConfig } from './republish.js';
 
 export interface RecoverOptions {
@@ -62,11 +63,15 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
   await inspect.connect();
   try {
     const slot = await readSlot(inspect, options.slot);
-    if (slot.exists && slot.walStatus !== 'lost') {
+    const table = options.delivery.pipeline.table;
+    // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.
+    const unfinishedSince = await unfinishedRecovery(inspect, table);
+    if (unfinishedSince !== null) logger.warn({ slot: options.slot, since: unfinishedSince }, 'recover: an earlier recover did not finish; starting over');
+    if (slot.exists && slot.walStatus !== 'lost' && unfinishedSince === null) {
       throw new RelayError('CONFIG_INVALID', `replication slot "${options.slot}" exists and is usable (wal_status ${slot.walStatus}): there is nothing to recover; \`outbox-relay run\` streams from it (to publish events again on purpose: \`outbox-relay replay\`)`);
     }
-    const cause = slot.exists ? 'lost' : 'missing';
-    const bound = slot.exists && slot.confirmedFlushLsn ? await deliveredBound(inspect, options, slot.confirmedFlushLsn) : null;
+    const cause = slot.exists && unfinishedSince === null ? 'lost' : 'missing';
+    const bound = cause === 'lost' && slot.confirmedFlushLsn ? await deliveredBound(inspect, options, slot.confirmedFlushLsn) : null;
     const order = (await trackCommitTimestamp(inspect)) ? 'commit timestamp' : 'transaction id';
     if (dryRun) {
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
@@ -74,9 +79,11 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
       await sql.query('ROLLBACK');
       return { cause, ...found, order, newSlotAt: null };
     }
+    // From here until every row is acknowledged, run, setup and the pruner refuse to go on.
+    await markRecovering(inspect, table);
     if (slot.exists) {
       await inspect.query('SELECT pg_drop_replication_slot($1)', [options.slot]);
-      logger.warn({ slot: options.slot, confirmed: slot.confirmedFlushLsn }, 'recover: dropped the lost slot (it can never stream again)');
+      logger.warn({ slot: options.slot, confirmed: slot.confirmedFlushLsn }, 'recover: dropped the old slot (it can never stream what is missing)');
     }
     const replication = new pg.Client(pgConnectionConfig(options.database, 'outbox-relay-recover', { replication: true }));
     await replication.connect();
@@ -94,6 +101,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     logger.info({ slot: options.slot, cause, newSlotAt, republish: found.republish, provablyDelivered: found.provablyDelivered, order }, `recover: new slot at ${newSlotAt}; publishing ${found.republish.rows} retained rows again, then \`run\` streams what commits after it`);
     const published = await republish(rowsInSnapshot(sql, options, bound, order), { delivery: options.delivery, encoder: context.encoder!, logger, stage: 'recover' });
     await sql.query('COMMIT');
+    await clearRecovering(inspect, table);
     return { cause, provablyDelivered: found.provablyDelivered, republish: { ...found.republish, rows: published }, order, newSlotAt };
   } finally {
     await sql.end();

@@ -3,7 +3,8 @@ import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RelayError, sqlState } from '../errors.js';
-import type { RelationRef } from '../source/messages.js';
+import { refuseDuringRecovery } from '../setup/recovery-marker.js';
+import { ensurePruneMarks, pruneMarksTable } from './marks.js';
 
 export interface PruneOptions {
   readonly database: DatabaseAccess;
@@ -49,24 +50,6 @@ export interface PruneResult {
  */
 const INSUFFICIENT_PRIVILEGE = '42501';
 
-/**
- * The pruner's marks table, created if missing. Its existence is checked first: CREATE TABLE IF
- * NOT EXISTS needs CREATE on the schema even when the table is there, which a least-privilege
- * pruner does not have (`setup` creates the table as the owner).
- */
-export async function ensurePruneMarks(client: pg.ClientBase, table: RelationRef): Promise<'exists' | 'created'> {
-  const marks = pruneMarksTable(table);
-  const { rows } = await client.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [marks]);
-  if (rows[0]?.found) return 'exists';
-  await client.query(`CREATE TABLE IF NOT EXISTS ${marks} (taken_at timestamptz NOT NULL, wal_lsn pg_lsn NOT NULL, oldest_running_xid bigint NOT NULL)`);
-  return 'created';
-}
-
-/** `schema.<outbox>_prune_marks`, quoted. */
-export function pruneMarksTable({ schema, name }: RelationRef): string {
-  return `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(`${name}_prune_marks`)}`;
-}
-
 export class Pruner {
   private readonly table: string;
   private readonly marks: string;
@@ -82,6 +65,7 @@ export class Pruner {
     await client.connect();
     try {
       await ensurePruneMarks(client, this.options.table);
+      await refuseDuringRecovery(client, this.options.table, 'prune');
       const confirmed = await this.confirmedFlushLsn(client);
       await this.recordMark(client);
       const mark = await this.newestConfirmedMark(client, confirmed);

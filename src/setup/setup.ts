@@ -2,9 +2,10 @@ import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError, sqlState } from '../errors.js';
-import { ensurePruneMarks, pruneMarksTable } from '../prune/pruner.js';
+import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
 import { slotMissing } from '../source/slot-errors.js';
+import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 
@@ -30,6 +31,7 @@ export async function setup(target: SetupTarget): Promise<string[]> {
   return withClient(target.database, async (client) => {
     await checkServer(client);
     const actions: string[] = [];
+    await refuseDuringRecovery(client, target.table, 'set up');
     const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
     actions.push(await step(`create the outbox table ${qualified(target)}`, () => ensureTable(client, target)));
     // Made here, by the owner: a least-privilege pruner may not create tables.
@@ -80,6 +82,7 @@ export async function verify(target: SetupTarget): Promise<string[]> {
     if (!(await checkPublication(client, target))) {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
     }
+    await refuseDuringRecovery(client, target.table, 'stream');
     return findings(client, target);
   });
 }

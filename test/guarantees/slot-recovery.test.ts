@@ -177,3 +177,37 @@ describe('recover while applications keep writing', () => {
     }
   });
 });
+
+describe('a recover that dies half way', () => {
+  const { outbox } = useTestOutbox();
+
+  it('leaves run, setup and the pruner refusing until recover runs again and finishes; nothing is lost', { timeout: 180_000 }, async () => {
+    for (let batch = 0; batch < 20; batch += 1) await outbox.insert(Array.from({ length: 1_000 }, (_, n) => billingEvent(`inv_${n % 7}`, batch * 1_000 + n + 1)));
+    await outbox.pool.query('SELECT pg_drop_replication_slot($1)', [outbox.slot]);
+
+    const first = new RelayProcess(outbox.relayEnv(), [], 'recover').start();
+    await first.waitForLog(/^recover: progress/, 60_000);
+    await first.kill9();
+
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    expect(await relay.waitExit(30_000), relay.tail()).toBe(1);
+    expect(relay.tail()).toMatch(/\[SOURCE_RECOVERY_UNFINISHED\]: cannot stream: `outbox-relay recover` began at .* and did not finish/);
+    for (const command of [['setup'], ['prune', '--retention', '0s']]) {
+      const refused = await cli(command, outbox.relayEnv());
+      expect(refused.code, `${command[0]}: ${refused.stdout}`).toBe(1);
+      expect(refused.stderr).toMatch(/\[SOURCE_RECOVERY_UNFINISHED\].*run `outbox-relay recover` again/);
+    }
+
+    const again = await cli(['recover'], outbox.relayEnv());
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/published again: 20000 rows/);
+    const streaming = new RelayProcess(outbox.relayEnv()).start();
+    try {
+      await streaming.waitActive();
+      await outbox.insert([billingEvent('inv_after', 1)]);
+      await expectEveryCommittedEventDelivered(outbox, () => streaming.tail());
+    } finally {
+      expect(await streaming.stop()).toBe(0);
+    }
+  });
+});
