@@ -7,7 +7,7 @@ export const dropSlotCommand = command(COMMANDS['drop-slot'], async (config) => 
   const dropped = await dropSlot(databaseAccess(config.databaseUrl, config.databasePassword), config.slot);
   process.stdout.write(
     `dropped slot ${config.slot}; it had confirmed up to ${dropped.confirmedFlushLsn ?? '-'} (${dropped.lagBytes ?? 0} bytes of WAL behind). ` +
-      `Run \`outbox-relay setup\` to create it again, and \`outbox-relay replay --since <time>\` for events committed since then.\n`,
+      `\`outbox-relay recover\` creates it again and publishes the retained rows it cannot prove delivered (\`--dry-run\` first says how many).\n`,
   );
   return EXIT.ok;
 });

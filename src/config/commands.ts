@@ -121,7 +121,7 @@ export const COMMANDS = {
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
   }),
   'drop-slot': declared({
-    summary: 'Drop the replication slot (releases the WAL it holds; events after its position are then never streamed).',
+    summary: 'Drop the replication slot (releases the WAL it holds; events after its position then need `recover`).',
     options: [...DATABASE_ACCESS, 'slot'],
     args: { yes: { description: 'confirm: you accept that unconfirmed events must be replayed with `outbox-relay replay`', switch: true } },
     checks: [
@@ -130,7 +130,7 @@ export const COMMANDS = {
         problem: (values, name) =>
           values.yes
             ? null
-            : `drop-slot needs ${name('yes')}: dropping "${values.slot}" releases its WAL, and events committed after its confirmed position will never be streamed (replay them with \`outbox-relay replay --since ...\`)`,
+            : `drop-slot needs ${name('yes')}: dropping "${values.slot}" releases its WAL, and events committed after its confirmed position are then published only by \`outbox-relay recover\``,
       },
     ],
   }),
