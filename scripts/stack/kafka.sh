@@ -40,6 +40,29 @@ kafka_fetch_unlocked() {
 
 # log4j2 configs in $1: log4j2.properties for a server (console, chatty loggers turned
 # down), log4j2-tools.properties for the command-line tools (warnings only, to stderr).
+# Broker settings of a single-node test cluster (the plain and the secured broker share them).
+kafka_single_node_settings() {
+  cat <<'SETTINGS'
+# Single node: every internal topic has one replica.
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+min.insync.replicas=1
+default.replication.factor=1
+auto.create.topics.enable=true
+num.partitions=3
+# Consumers in tests should get their partitions immediately.
+group.initial.rebalance.delay.ms=0
+# After kill -9, the restarted broker cannot register until the controller
+# expires the old incarnation's session (default 9 s). Shorter = faster
+# fault-injection restarts; still far above any GC pause of a 512 MB heap.
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=1000
+SETTINGS
+}
+
 kafka_write_log_configs() {
   # Kafka 4 logs via SLF4J -> log4j2. One console appender whose output the
   # launcher appends to logs/kafka.log (a single writer), with the chatty
@@ -114,23 +137,7 @@ controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$data
-# Single node: every internal topic has one replica.
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-min.insync.replicas=1
-default.replication.factor=1
-auto.create.topics.enable=true
-num.partitions=3
-# Consumers in tests should get their partitions immediately.
-group.initial.rebalance.delay.ms=0
-# After kill -9, the restarted broker cannot register until the controller
-# expires the old incarnation's session (default 9 s). Shorter = faster
-# fault-injection restarts; still far above any GC pause of a 512 MB heap.
-broker.session.timeout.ms=4000
-broker.heartbeat.interval.ms=1000
+$(kafka_single_node_settings)
 EOF
 
   kafka_write_log_configs "$dir"

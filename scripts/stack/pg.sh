@@ -167,20 +167,26 @@ pg_ensure_db() {
 # Graceful: SIGINT is Postgres' "fast" shutdown (disconnect clients, checkpoint).
 # With "quick" (used by down, whose data is deleted anyway) it is SIGQUIT (immediate).
 pg_stop() {
-  local pid
-  pid=$(svc_pid pg)
+  postgres_stop pg "${1:-}"
+}
+
+# postgres_stop SERVICE [quick]: any of the stack's Postgres servers.
+postgres_stop() {
+  local service=$1 pid
+  pid=$(svc_pid "$service")
+  shift
   if [ "${1:-}" = quick ]; then
     kill -QUIT "$pid" 2>/dev/null || true
     wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
   else
     kill -INT "$pid" 2>/dev/null || true
     if ! wait_pid_gone "$pid" 60; then
-      warn "pg: fast shutdown took over 60s, using immediate shutdown"
+      warn "$service: fast shutdown took over 60s, using immediate shutdown"
       kill -QUIT "$pid" 2>/dev/null || true
       wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
     fi
   fi
-  rm -f "$(pid_file pg)"
+  rm -f "$(pid_file "$service")"
 }
 
 pg_destroy() {

@@ -127,19 +127,7 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
 super.users=User:$SECURE_KAFKA_ADMIN_USER;User:$SECURE_KAFKA_BROKER_PRINCIPAL
 
-# Single node, as in kafka.sh.
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-min.insync.replicas=1
-default.replication.factor=1
-auto.create.topics.enable=true
-num.partitions=3
-group.initial.rebalance.delay.ms=0
-broker.session.timeout.ms=4000
-broker.heartbeat.interval.ms=1000
+$(kafka_single_node_settings)
 EOF
   kafka_write_log_configs "$dir"
   # Authorization decisions are logged by kafka.authorizer.logger: denials at INFO, which
@@ -363,20 +351,7 @@ EOF
 }
 
 secure_pg_stop() {
-  local pid
-  pid=$(svc_pid secure_pg)
-  if [ "${1:-}" = quick ]; then
-    kill -QUIT "$pid" 2>/dev/null || true
-    wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
-  else
-    kill -INT "$pid" 2>/dev/null || true
-    if ! wait_pid_gone "$pid" 60; then
-      warn "secure_pg: fast shutdown took over 60s, using immediate shutdown"
-      kill -QUIT "$pid" 2>/dev/null || true
-      wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
-    fi
-  fi
-  rm -f "$(pid_file secure_pg)"
+  postgres_stop secure_pg "${1:-}"
 }
 
 secure_pg_destroy() {

@@ -1,10 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { expectEveryCommittedEventDelivered, expectOrderPerAggregate, useTestOutbox } from '../harness/fixture.js';
 import type { ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import { billingEvent, type OutboxRow, type TestOutbox } from '../harness/outbox.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
+import { invalidateSlot, useSmallWalKeepSize } from '../harness/slot-loss.js';
 
 /**
  * A slot that is gone — dropped, or invalidated by max_slot_wal_keep_size — must never cost an
@@ -93,17 +94,7 @@ describe('a dropped slot', () => {
 describe('a slot lost to max_slot_wal_keep_size, with the pruner running', () => {
   const { outbox, reader } = useTestOutbox({ read: true });
   const sequences = new Map<string, number>();
-  const filler = `wal_filler_${outbox.id}`;
-
-  beforeAll(async () => {
-    await outbox.pool.query(`ALTER SYSTEM SET max_slot_wal_keep_size = '32MB'`);
-    await outbox.pool.query('SELECT pg_reload_conf()');
-  });
-  afterAll(async () => {
-    await outbox.pool.query('ALTER SYSTEM RESET max_slot_wal_keep_size');
-    await outbox.pool.query('SELECT pg_reload_conf()');
-    await outbox.pool.query(`DROP TABLE IF EXISTS ${filler}`);
-  });
+  useSmallWalKeepSize(outbox);
 
   it("recover skips what the lost slot's position and the pruner's marks prove delivered, and publishes the rest", { timeout: 180_000 }, async () => {
     const delivered = await commit(outbox, sequences, 12);
@@ -127,16 +118,7 @@ describe('a slot lost to max_slot_wal_keep_size, with the pruner running', () =>
     }
     await commit(outbox, sequences, 9);
 
-    await outbox.pool.query(`CREATE TABLE ${filler} (x text)`);
-    for (let round = 0; round < 3; round += 1) {
-      await outbox.pool.query(`INSERT INTO ${filler} SELECT repeat('x', 1000) FROM generate_series(1, 60000)`);
-      await outbox.pool.query('SELECT pg_switch_wal()');
-      await outbox.pool.query('CHECKPOINT');
-    }
-    await eventually('the slot to be lost', async () => {
-      const { rows } = await outbox.pool.query<{ wal_status: string }>('SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
-      return rows[0]?.wal_status === 'lost' ? true : undefined;
-    }, 30_000);
+    await invalidateSlot(outbox);
 
     await expectRefusals(outbox, 'SOURCE_SLOT_LOST');
     const dryRun = await cli(['recover', '--dry-run'], outbox.relayEnv());
