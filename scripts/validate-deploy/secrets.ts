@@ -24,8 +24,8 @@ const SPEC_BY_ENV = new Map(SPECS.map(([, spec]) => [spec.env, spec]));
 export const SECRET_FILE_VARIABLES = new Map(SPECS.filter(([, spec]) => spec.file).map(([, spec]) => [`${spec.env}_FILE`, spec]));
 /** Secrets that are URLs: an environment value without credentials in it is no secret. */
 const URL_SECRETS = new Set(['DATABASE_URL', 'SCHEMA_REGISTRY_URL']);
-/** libpq parameters of DATABASE_URL that name files, and whether the file is a secret. */
-const PG_FILE_PARAMETERS: Record<string, boolean> = { sslrootcert: false, sslcert: false, sslcrl: false, sslkey: true };
+/** libpq parameters of DATABASE_URL that name files. */
+const PG_FILE_PARAMETERS = ['sslrootcert', 'sslcert', 'sslkey', 'sslcrl'];
 /** The role each long-running command logs in as (sql/003_roles.sql). */
 const COMMAND_ROLES: Partial<Record<CommandName, string>> = { run: ROLES.relay, prune: ROLES.pruner };
 /** Stands for a mounted file whose content is not in the repository (the operator supplies it). */
@@ -45,18 +45,15 @@ export function plainSecretProblem(name: string, raw: string): string | null {
   return `${name} carries a password: give the URL as ${name}_FILE, or the password apart in a file (${name.replace(/_URL$/, '_PASSWORD')}_FILE)`;
 }
 
-/** A file in a container: what it holds (null: not in the repository), where from. */
+/** A file mounted from a Secret or a compose secret: what it holds (null: not in the repository). */
 export interface MountedFile {
   readonly content: string | null;
-  readonly fromSecret: boolean;
 }
 
-/** The files a command reads, as its variables name them. */
+/** A file a command reads, as its variable names it. */
 interface FileReference {
   readonly variable: string;
   readonly path: string;
-  /** Must come from a Secret: a secret option's file or a private key. */
-  readonly secret: boolean;
 }
 
 function fileReferences(env: Record<string, string>, command: CommandName | null): FileReference[] {
@@ -65,14 +62,14 @@ function fileReferences(env: Record<string, string>, command: CommandName | null
   for (const key of keys) {
     const spec: OptionSpec<unknown> = OPTIONS[key];
     const secretFile = env[`${spec.env}_FILE`];
-    if (spec.file && secretFile) references.push({ variable: `${spec.env}_FILE`, path: secretFile, secret: true });
-    else if (spec.env.endsWith('_FILE') && env[spec.env]) references.push({ variable: spec.env, path: env[spec.env]!, secret: /_KEY_|_TOKEN_/.test(spec.env) });
+    if (spec.file && secretFile) references.push({ variable: `${spec.env}_FILE`, path: secretFile });
+    else if (spec.env.endsWith('_FILE') && env[spec.env]) references.push({ variable: spec.env, path: env[spec.env]! });
   }
   if (keys.includes('databaseUrl') && env.DATABASE_URL) {
     const params = URL.canParse(env.DATABASE_URL) ? new URL(env.DATABASE_URL).searchParams : new URLSearchParams();
-    for (const [param, secret] of Object.entries(PG_FILE_PARAMETERS)) {
+    for (const param of PG_FILE_PARAMETERS) {
       const path = params.get(param);
-      if (path) references.push({ variable: `DATABASE_URL ${param}`, path, secret });
+      if (path) references.push({ variable: `DATABASE_URL ${param}`, path });
     }
   }
   return references;
@@ -81,13 +78,11 @@ function fileReferences(env: Record<string, string>, command: CommandName | null
 /** The relay command of a container's arguments; null for another program (the demo's). */
 const commandOf = (args: readonly string[]): CommandName | null => (args[0] !== undefined && args[0] in COMMANDS ? (args[0] as CommandName) : null);
 
-/** Every file `outbox-relay <args>` reads (any relay option, for another program) is mounted, from a Secret where it is one. */
+/** Every file `outbox-relay <args>` reads (any relay option, for another program) is mounted from a Secret. */
 export function checkFileReferences(where: string, args: readonly string[], env: Record<string, string>, files: ReadonlyMap<string, MountedFile>, fail: Fail): void {
-  for (const { variable, path, secret } of fileReferences(env, commandOf(args))) {
-    const file = files.get(path);
+  for (const { variable, path } of fileReferences(env, commandOf(args))) {
     if (!path.startsWith('/')) fail(where, `${variable}=${path}: expected an absolute path`);
-    else if (!file) fail(where, `${variable}=${path}: no mounted secret holds this file (mounted: ${[...files.keys()].join(', ') || 'none'})`);
-    else if (secret && !file.fromSecret) fail(where, `${variable}=${path}: a secret, to be mounted from a Secret`);
+    else if (!files.has(path)) fail(where, `${variable}=${path}: no mounted secret holds this file (mounted: ${[...files.keys()].join(', ') || 'none'})`);
   }
 }
 
@@ -132,7 +127,7 @@ function volumeFiles(where: string, volume: Json, secret: (name: string) => Json
     const chosen: Json[] = items ?? Object.keys(data).map((key) => ({ key, path: key }));
     return chosen.map((item) => {
       if (!(item.key in data)) fail(where, `Secret ${name} has no key ${item.key}`);
-      return { path: item.path, content: data[item.key] ?? null, fromSecret: true, mode: item.mode ?? mode };
+      return { path: item.path, content: data[item.key] ?? null, mode: item.mode ?? mode };
     });
   };
   if (volume.secret) return fromSecret(volume.secret.secretName, volume.secret.items, volume.secret.defaultMode ?? 0o644);
@@ -140,7 +135,7 @@ function volumeFiles(where: string, volume: Json, secret: (name: string) => Json
   const mode = volume.projected.defaultMode ?? 0o644;
   return (volume.projected.sources ?? []).flatMap((source: Json): VolumeFile[] => {
     if (source.secret) return fromSecret(source.secret.name, source.secret.items, mode);
-    if (source.serviceAccountToken) return [{ path: source.serviceAccountToken.path, content: 'example.service-account.token', fromSecret: true, mode }];
+    if (source.serviceAccountToken) return [{ path: source.serviceAccountToken.path, content: 'example.service-account.token', mode }];
     return [];
   });
 }
@@ -160,7 +155,7 @@ export function composeFiles(where: string, service: Json, secrets: Record<strin
     }
     const file = definition.file ? join(root, definition.file) : null;
     const content = file && existsSync(file) ? readFileSync(file, 'utf8') : null;
-    files.set(target.startsWith('/') ? target : `/run/secrets/${target}`, { content, fromSecret: true });
+    files.set(target.startsWith('/') ? target : `/run/secrets/${target}`, { content });
   }
   return files;
 }
@@ -187,6 +182,7 @@ export function checkLoad(where: string, args: readonly string[], env: Record<st
     const file = files.get(given);
     // Not mounted: checkFileReferences says so.
     if (!file) return;
+    // A URL the repository does not hold: a placeholder would not stand for it.
     if (file.content === null && URL_SECRETS.has(spec.env)) return;
     const path = join(scratch, `${(written += 1)}`);
     writeFileSync(path, file.content ?? UNKNOWN_CONTENT);
