@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Validates the deployment files offline (no Docker engine, no cluster, no network):
-#   1. docker-compose.yml against the compose-spec JSON schema bundled in dclint, plus lint rules
-#      (scripts/validate-deploy/dclint.json);
+#   1. docker-compose.yml and deploy/compose/secured.override.yml against the compose-spec JSON
+#      schema bundled in dclint, plus lint rules (scripts/validate-deploy/dclint.json);
 #   2. deploy/kubernetes/* against the Kubernetes and Prometheus Operator schemas bundled in
 #      kubernetes-models, their TypeScript types (unknown fields) and cross-references;
+#      secrets (scripts/validate-deploy/secrets.ts): none as an environment value, every file a
+#      variable names mounted read-only from a Secret or a compose secret, and each workload's
+#      configuration loaded as the relay loads it, as its own Postgres role;
 #   3. PromQL of the alerts and the Grafana dashboard (lezer-promql), metric names and labels
 #      against the metrics src/ defines and prom-client's default metrics;
 #   4. README anchors of every alert's runbook_url; compose Prometheus config and rules;
@@ -20,9 +23,12 @@ for pkg in dclint kubernetes-models @kubernetes-models/prometheus-operator @prom
   [ -d "node_modules/$pkg" ] || { echo "validate-deploy: node_modules/$pkg missing: run npm ci" >&2; exit 2; }
 done
 
-echo "validate-deploy: docker-compose.yml (compose-spec schema, dclint)"
+echo "validate-deploy: docker-compose.yml, deploy/compose/secured.override.yml (compose-spec schema, dclint)"
 node_modules/.bin/dclint --config scripts/validate-deploy/dclint.json --max-warnings 0 --color false docker-compose.yml
-echo "  ok    docker-compose.yml matches the compose-spec schema; no lint findings"
+# An override file has no project name of its own.
+node_modules/.bin/dclint deploy/compose/secured.override.yml --config scripts/validate-deploy/dclint.json \
+  --max-warnings 0 --color false --disable-rule require-project-name-field
+echo "  ok    both match the compose-spec schema; no lint findings"
 
 echo "validate-deploy: Kubernetes manifests, alerts, dashboard, Prometheus config"
 node_modules/.bin/tsx scripts/validate-deploy/validate.ts "$@"

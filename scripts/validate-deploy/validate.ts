@@ -12,7 +12,12 @@
 //   - Dashboard JSON, Prometheus config for compose, compose cross-checks (dclint does the
 //     compose-spec schema separately, from validate-deploy.sh).
 //   - Every relay variable set in compose or Kubernetes: an option of the relay (imported from
-//     src/config/options.ts), with a value its own parser accepts.
+//     src/config/options.ts), with a value its own parser accepts, or a secret option's
+//     <NAME>_FILE naming an absolute path.
+//   - Secrets (secrets.ts): no secret option as an environment value (nor a Secret as env);
+//     every file a workload's variables name is mounted read-only from a Secret (mode 0400/0440)
+//     or a compose secret; each workload's configuration loads as the relay loads it, with the
+//     example Secret's content in the files, and each component logs in as its own role.
 // Options: --write-rules  rewrite deploy/prometheus/rules/outbox-relay.rules.yml from the PrometheusRule.
 // Parsed YAML and JSON are walked untyped on purpose: the schemas above type them.
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -28,6 +33,7 @@ import { OPTIONS } from '../../src/config/options.js';
 import { createRelayMetrics, WAL_STATUSES } from '../../src/observe/metrics.js';
 import { createPruneMetrics } from '../../src/prune/pruner.js';
 import { RELAY_STATES } from '../../src/relay-state.js';
+import { checkFileReferences, checkLoad, composeFiles, plainSecretProblem, podFiles, SECRET_FILE_VARIABLES } from './secrets.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const K8S_DIR = join(ROOT, 'deploy/kubernetes');
@@ -35,6 +41,7 @@ const RULES_FILE = join(ROOT, 'deploy/prometheus/rules/outbox-relay.rules.yml');
 const PROM_CONFIG = join(ROOT, 'deploy/prometheus/prometheus.yml');
 const DASHBOARD = join(ROOT, 'deploy/grafana/outbox-relay.json');
 const COMPOSE = join(ROOT, 'docker-compose.yml');
+const COMPOSE_SECURED = join(ROOT, 'deploy/compose/secured.override.yml');
 // VALIDATE_DEPLOY_README: check the runbook anchors against another file (e.g. a draft README).
 const README = process.env.VALIDATE_DEPLOY_README ?? join(ROOT, 'README.md');
 
@@ -170,24 +177,33 @@ function seconds(duration: unknown): number {
 // ---------------------------------------------------------------- environment variables
 
 const OPTION_BY_ENV = new Map(Object.values(OPTIONS).map((option) => [option.env, option]));
-/** A relay variable with a value the relay accepts, parsed by the relay's own parser. */
+/** Compose's ${VAR:-default}: the default, as `docker compose up` would pass it. */
+const composeValue = (value: unknown): string => String(value).replace(/\$\{\w+:-([^}]*)\}/g, '$1');
+/** Variables and their values as the process sees them (unset ones left out). */
+const envValues = (env: Record<string, unknown>): Record<string, string> =>
+  Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== null).map(([name, value]) => [name, composeValue(value)]));
+
+/** A relay variable with a value the relay accepts, parsed by the relay's own parser; no secret as a value. */
 function checkEnv(where: string, name: string, value: unknown): void {
   if (FOREIGN_ENV.includes(name)) return;
   // The demo's own settings (src/demo).
   if (name.startsWith('DEMO_')) return;
   const option = OPTION_BY_ENV.get(name);
-  if (!option) {
+  const secretFile = SECRET_FILE_VARIABLES.has(name);
+  if (!option && !secretFile) {
     fail(where, `environment variable ${name} is not an option of the relay (src/config/options.ts)`);
     return;
   }
-  // No value here: set from a Secret (valueFrom), or encoded (a Secret's data).
-  if (value === undefined || value === null) return;
-  // Compose's ${VAR:-default}: the default, as `docker compose up` would pass it.
-  const raw = String(value).replace(/\$\{\w+:-([^}]*)\}/g, '$1');
+  // No value here: set from elsewhere (valueFrom), checked by the caller. A secret's file: the
+  // caller checks that it is mounted (checkFileReferences).
+  if (value === undefined || value === null || secretFile) return;
+  const raw = composeValue(value);
+  const exposed = plainSecretProblem(name, raw);
+  if (exposed) fail(where, exposed);
   try {
-    option.parser.parse(raw);
+    option!.parser.parse(raw);
   } catch (error) {
-    fail(where, `${name}=${option.secret ? '(redacted)' : JSON.stringify(raw)} ${(error as Error).message}; expected ${option.parser.expected}`);
+    fail(where, `${name}=${option!.secret ? '(redacted)' : JSON.stringify(raw)} ${(error as Error).message}; expected ${option!.parser.expected}`);
   }
 }
 
@@ -204,7 +220,8 @@ function shutdownSeconds(env: Record<string, unknown>): number | null {
 // ---------------------------------------------------------------- Kubernetes
 
 function loadYamlDocs(file: string): Json[] {
-  const docs = YAML.parseAllDocuments(readFileSync(file, 'utf8'), { prettyErrors: true });
+  // YAML 1.1, as kubectl reads it: `defaultMode: 0440` is octal.
+  const docs = YAML.parseAllDocuments(readFileSync(file, 'utf8'), { prettyErrors: true, version: '1.1' });
   const out: Json[] = [];
   for (const doc of docs) {
     for (const e of doc.errors) fail(rel(file), `YAML: ${e.message}`);
@@ -295,12 +312,14 @@ const matches = (selector: Json, labels: Json): boolean => Object.entries(select
 const workloads = [...byKind('Deployment'), ...byKind('Job')];
 const podsOf = (selector: Json) => workloads.filter((w) => matches(selector, w.doc.spec?.template?.metadata?.labels));
 const configMap: Record<string, string> = named('ConfigMap', 'outbox-relay')?.doc.data ?? {};
-const secretKeys = Object.keys({ ...(named('Secret', 'outbox-relay')?.doc.stringData ?? {}), ...(named('Secret', 'outbox-relay')?.doc.data ?? {}) });
 for (const [key, value] of Object.entries(configMap)) checkEnv('deploy/kubernetes/configmap.yaml', key, value);
-for (const key of secretKeys) checkEnv('deploy/kubernetes/secret.example.yaml', key, named('Secret', 'outbox-relay')?.doc.stringData?.[key]);
 if (configMap.OUTBOX_HTTP_HOST !== '0.0.0.0') fail('deploy/kubernetes/configmap.yaml', 'OUTBOX_HTTP_HOST must be 0.0.0.0 (the default 127.0.0.1 is unreachable for probes and Prometheus)');
-for (const key of ['DATABASE_URL']) if (!secretKeys.includes(key)) fail('deploy/kubernetes/secret.example.yaml', `${key} belongs in the Secret`);
-for (const key of Object.keys(configMap)) if (/PASSWORD|DATABASE_URL/.test(key)) fail('deploy/kubernetes/configmap.yaml', `${key} belongs in the Secret`);
+// The Secrets here are examples: placeholders only (a username is no secret), never base64 `data`.
+for (const { where, doc, file } of byKind('Secret')) {
+  if (file !== 'secret.example.yaml') fail(where, 'Secrets belong in secret.example.yaml, as examples');
+  if (doc.data) fail(where, 'an example Secret uses stringData with CHANGE-ME placeholders, not data');
+  for (const [key, value] of Object.entries(doc.stringData ?? {})) if (key !== 'username' && !String(value).includes('CHANGE-ME')) fail(where, `${key}: an example holds a CHANGE-ME placeholder, not a value`);
+}
 
 for (const { where, doc } of workloads) {
   const spec = doc.spec;
@@ -319,10 +338,18 @@ for (const { where, doc } of workloads) {
     if (!c.resources?.requests?.cpu || !c.resources?.requests?.memory || !c.resources?.limits?.memory) fail(cw, 'resources: cpu and memory requests and a memory limit are required');
     for (const ref of c.envFrom ?? []) {
       if (ref.configMapRef && !named('ConfigMap', ref.configMapRef.name)) fail(cw, `ConfigMap ${ref.configMapRef.name} is not defined`);
-      if (ref.secretRef && !named('Secret', ref.secretRef.name)) fail(cw, `Secret ${ref.secretRef.name} is not defined`);
+      if (ref.secretRef) fail(cw, `envFrom Secret ${ref.secretRef.name}: a Secret as environment variables; mount it as files and name them in *_FILE variables`);
     }
-    for (const e of c.env ?? []) checkEnv(cw, e.name, e.value);
+    for (const e of c.env ?? []) {
+      checkEnv(cw, e.name, e.value);
+      if (e.valueFrom?.secretKeyRef && OPTION_BY_ENV.get(e.name)?.secret) fail(cw, `${e.name} from Secret ${e.valueFrom.secretKeyRef.name} as an environment variable: mount it as a file and set ${e.name}_FILE`);
+    }
     const env = { ...(c.envFrom?.some((r: Json) => r.configMapRef?.name === 'outbox-relay') ? configMap : {}), ...Object.fromEntries((c.env ?? []).map((e: Json) => [e.name, e.value])) };
+    {
+      const files = podFiles(cw, pod, c, (name) => named('Secret', name)?.doc, fail);
+      checkFileReferences(cw, c.args ?? [], envValues(env), files, fail);
+      checkLoad(cw, c.args ?? [], envValues(env), files, fail);
+    }
     const portNames = new Map((c.ports ?? []).map((p: Json) => [p.name, p.containerPort]));
     if (c.ports?.length && env.OUTBOX_HTTP_PORT && !(c.ports ?? []).some((p: Json) => String(p.containerPort) === String(env.OUTBOX_HTTP_PORT))) {
       fail(cw, `no containerPort equals OUTBOX_HTTP_PORT=${env.OUTBOX_HTTP_PORT}`);
@@ -378,6 +405,7 @@ for (const job of ['outbox-relay', 'outbox-prune']) if (!jobsScraped.has(job)) f
   }
 }
 checked.push('Kubernetes cross-references (selectors, ports, probes, ConfigMap/Secret, security, grace period)');
+checked.push('Kubernetes secrets: files from read-only Secret volumes (0400/0440), none in env; each workload loads as the relay would, as its own role');
 
 // ---------------------------------------------------------------- alert rules
 
@@ -481,10 +509,22 @@ for (const name of CONTRACT_NAMES) if (!usedMetrics.has(name)) fail('deploy/', `
 
 // ---------------------------------------------------------------- docker-compose cross-checks
 
+/** A service of the relay's image: its variables, secret files, and configuration as the relay loads it. */
+function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Json>): void {
+  const env = svc.environment ?? {};
+  for (const [key, value] of Object.entries(env)) checkEnv(where, key, value);
+  const files = composeFiles(where, svc, secrets, ROOT, fail);
+  checkFileReferences(where, svc.command ?? [], envValues(env), files, fail);
+  checkLoad(where, svc.command ?? [], envValues(env), files, fail);
+}
+
 {
   const compose: Json = YAML.parse(readFileSync(COMPOSE, 'utf8'), { merge: true });
   const services: Record<string, Json> = compose.services ?? {};
+  const secrets: Record<string, Json> = compose.secrets ?? {};
   const where = (s: string) => `docker-compose.yml service ${s}`;
+  // `docker compose up` needs every secret's file.
+  for (const [name, secret] of Object.entries(secrets)) if (!secret.file || !existsSync(join(ROOT, secret.file))) fail(`docker-compose.yml secret ${name}`, `file ${secret.file} does not exist`);
   for (const [name, svc] of Object.entries(services)) {
     for (const port of svc.ports ?? []) {
       const text = typeof port === 'object' ? `${port.host_ip ?? ''}:${port.published}` : String(port);
@@ -503,7 +543,7 @@ for (const name of CONTRACT_NAMES) if (!usedMetrics.has(name)) fail('deploy/', `
     const env = svc.environment ?? {};
     const isRelayImage = svc.build !== undefined;
     if (isRelayImage) {
-      for (const [key, value] of Object.entries(env)) checkEnv(where(name), key, value);
+      checkComposeRelay(where(name), svc, secrets);
       const cmd = svc.command ?? [];
       if ((cmd[0] === 'run' || cmd[0] === 'prune') && env.OUTBOX_HTTP_HOST !== '0.0.0.0') fail(where(name), 'OUTBOX_HTTP_HOST must be 0.0.0.0');
       const shutdown = shutdownSeconds(env);
@@ -514,7 +554,18 @@ for (const name of CONTRACT_NAMES) if (!usedMetrics.has(name)) fail('deploy/', `
   }
   const pg = services.postgres;
   if (!pg || !JSON.stringify(pg.command ?? '').includes('wal_level=logical')) fail(where('postgres'), 'must run with -c wal_level=logical');
-  if (!services.relay?.environment || services.relay.environment.OUTBOX_SETUP !== 'true') fail(where('relay'), 'OUTBOX_SETUP must be "true" (quick start creates table, publication, slot)');
+  if (pg?.environment?.POSTGRES_PASSWORD !== undefined || !pg?.environment?.POSTGRES_PASSWORD_FILE) fail(where('postgres'), 'the superuser password comes from a secret file (POSTGRES_PASSWORD_FILE), not POSTGRES_PASSWORD');
+  // Least privilege: one service creates the table, publication, slot and roles as the
+  // superuser, and the relay, which may not, starts once it has completed.
+  const setup = Object.keys(services).find((name) => services[name].build !== undefined && services[name].command?.[0] === 'setup');
+  const completes = (name: string, seen = new Set<string>()): boolean => {
+    if (seen.has(name)) return false;
+    seen.add(name);
+    return Object.entries(services[name]?.depends_on ?? {}).some(([dep, opts]: [string, Json]) => (dep === setup && opts.condition === 'service_completed_successfully') || completes(dep, seen));
+  };
+  if (!setup) fail('docker-compose.yml', 'no service runs `setup --create-roles` (the quick start needs the table, publication, slot and roles)');
+  else if (!completes('relay')) fail(where('relay'), `must start after ${setup} completed (depends_on ... service_completed_successfully, directly or through another service)`);
+  if (services.relay?.environment?.OUTBOX_SETUP === 'true') fail(where('relay'), `OUTBOX_SETUP must not be "true": the relay's role may not create the table (${setup ?? 'a setup service'} does)`);
   if (!(services.demo?.profiles ?? []).includes('demo')) fail(where('demo'), 'runs in profile "demo"');
   if (!(services.prometheus?.profiles ?? []).includes('observability')) fail(where('prometheus'), 'runs in profile "observability"');
 
@@ -540,7 +591,22 @@ for (const name of CONTRACT_NAMES) if (!usedMetrics.has(name)) fail('deploy/', `
     const re = new RegExp(`^${pattern.split('/').pop().replace(/\./g, '\\.').replace(/\*/g, '.*')}$`);
     if (!existsSync(dir) || !readdirSync(dir).some((f) => re.test(f))) fail(rel(PROM_CONFIG), `rule_files ${pattern} matches no file`);
   }
-  checked.push(`docker-compose.yml: ${Object.keys(services).length} services (ports, depends_on, mounts, env, grace period); Prometheus scrape targets`);
+  checked.push(`docker-compose.yml: ${Object.keys(services).length} services (ports, depends_on, mounts, env, secret files, setup before the relay, grace period); Prometheus scrape targets`);
+
+  // The override adds TLS and SASL to the relay services: checked as compose merges it
+  // (environment by key, secrets appended). Its files are the operator's: they need not exist here.
+  const secured: Json = YAML.parse(readFileSync(COMPOSE_SECURED, 'utf8'), { merge: true });
+  const allSecrets = { ...secrets, ...secured.secrets };
+  for (const [name, svc] of Object.entries<Json>(secured.services ?? {})) {
+    const base = services[name];
+    const at = `${rel(COMPOSE_SECURED)} service ${name}`;
+    if (!base) {
+      fail(at, 'no such service in docker-compose.yml');
+      continue;
+    }
+    checkComposeRelay(at, { ...base, environment: { ...base.environment, ...svc.environment }, secrets: [...(base.secrets ?? []), ...(svc.secrets ?? [])] }, allSecrets);
+  }
+  checked.push(`${rel(COMPOSE_SECURED)} merged over docker-compose.yml: variables, secret files, configuration as the relay loads it`);
 }
 
 // ---------------------------------------------------------------- report

@@ -70,7 +70,8 @@ export async function main(argv: readonly string[], env: ConfigSources['env']): 
   }
 }
 
-function parseFlags(args: readonly string[]): Record<string, string> {
+/** `--name value`, `--name=value` and bare `--switch` (''), by name without dashes. */
+export function parseFlags(args: readonly string[]): Record<string, string> {
   const flags: Record<string, string> = {};
   for (let i = 0; i < args.length; i += 1) {
     const arg = args[i]!;
@@ -90,7 +91,7 @@ const OPTION_FLAGS = new Set((Object.keys(OPTIONS) as OptionKey[]).map((key) => 
  * (`replay --slot`) is only warned about: scripts written when every command took every relay
  * option keep working.
  */
-function checkFlags(command: CommandName, flags: Record<string, string>): void {
+export function checkFlags(command: CommandName, flags: Record<string, string>): void {
   const spec: CommandHelp = COMMANDS[command];
   const args = Object.entries(spec.args ?? {});
   const own = new Set([...spec.options.map((key) => flagName(key).slice(2)), ...args.map(([name]) => argFlag(name).slice(2))]);

@@ -1,25 +1,25 @@
 /**
  * The demo's billing service as a process (docker-compose profile `demo`): opens DEMO_INVOICES
  * invoices and pays each in one transaction with its `invoice.paid` outbox event, then exits.
- * Env: DATABASE_URL, OUTBOX_TABLE (default public.event_outbox), DEMO_INVOICES (20),
- * DEMO_CUSTOMERS (10), DEMO_PREFIX (demo: table names), DEMO_INTERVAL_MS (pause between payments, 200).
+ * Env: DATABASE_URL (or DATABASE_URL_FILE), DATABASE_PASSWORD(_FILE), OUTBOX_TABLE (default
+ * public.event_outbox), DEMO_INVOICES (20), DEMO_CUSTOMERS (10), DEMO_PREFIX (demo: table
+ * names), DEMO_INTERVAL_MS (pause between payments, 200).
  */
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { createOutboxWriter, loadOutboxSchemas } from '../client/index.js';
 import { billingTables, createBillingSchema, createInvoices, payInvoice } from './billing-service.js';
+import { demoPool } from './database.js';
 
 const SCHEMAS_DIR = fileURLToPath(new URL('../../schemas', import.meta.url));
 
 async function main(): Promise<void> {
   const env = process.env;
-  if (!env.DATABASE_URL) throw new Error('DATABASE_URL is required');
   const count = positive(env.DEMO_INVOICES ?? '20', 'DEMO_INVOICES');
   const customers = positive(env.DEMO_CUSTOMERS ?? '10', 'DEMO_CUSTOMERS');
   const pause = Number(env.DEMO_INTERVAL_MS ?? '200');
   const tables = billingTables(env.DEMO_PREFIX ?? 'demo');
   const outbox = createOutboxWriter({ table: env.OUTBOX_TABLE ?? 'public.event_outbox', schemas: await loadOutboxSchemas(SCHEMAS_DIR) });
-  const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 });
+  const pool = demoPool(env, 'demo-billing');
   try {
     await createBillingSchema(pool, tables);
     const run = `r${Date.now().toString(36)}`;

@@ -1,23 +1,23 @@
 /**
  * The demo's entitlement service as a long-running process (e.g. next to `billing.js` in the
  * docker-compose profile `demo`): consumes `invoice.paid` and extends access once per event.
- * Env: DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL (with OUTBOX_FORMAT=avro, the default
- * here), DEMO_TOPIC (outbox.invoice), DEMO_GROUP (demo-entitlements), DEMO_PREFIX (demo).
+ * Env: DATABASE_URL (or DATABASE_URL_FILE), DATABASE_PASSWORD(_FILE), KAFKA_BROKERS,
+ * SCHEMA_REGISTRY_URL(_FILE) (with OUTBOX_FORMAT=avro, the default here), DEMO_TOPIC
+ * (outbox.invoice), DEMO_GROUP (demo-entitlements), DEMO_PREFIX (demo).
  * Stops on SIGTERM / SIGINT.
  */
 import { Kafka, logLevel } from 'kafkajs';
-import pg from 'pg';
 import { avroRegistryFromEnv, createIdempotentConsumer, ensureConsumedEventsTable, kafkaConfigFromEnv } from '../client/index.js';
+import { demoPool } from './database.js';
 import { createEntitlementSchema, entitlementTables, extendEntitlement } from './entitlement-service.js';
 
 async function main(): Promise<void> {
   const env = process.env;
-  if (!env.DATABASE_URL || !env.KAFKA_BROKERS) throw new Error('DATABASE_URL and KAFKA_BROKERS are required');
   const format = env.OUTBOX_FORMAT === 'json' ? 'json' : 'avro';
-  if (format === 'avro' && !env.SCHEMA_REGISTRY_URL) throw new Error('SCHEMA_REGISTRY_URL is required for Avro (or set OUTBOX_FORMAT=json)');
+  if (format === 'avro' && !env.SCHEMA_REGISTRY_URL && !env.SCHEMA_REGISTRY_URL_FILE) throw new Error('SCHEMA_REGISTRY_URL is required for Avro (or set OUTBOX_FORMAT=json)');
   const tables = entitlementTables(env.DEMO_PREFIX ?? 'demo');
   const topic = env.DEMO_TOPIC ?? 'outbox.invoice';
-  const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 });
+  const pool = demoPool(env, 'demo-entitlements');
   await createEntitlementSchema(pool, tables);
   await ensureConsumedEventsTable(pool);
   const consumer = createIdempotentConsumer({
