@@ -205,7 +205,7 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(c.databaseUrl.reveal()).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
   check(['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword'], (c, name) => {
     const usesPassword = c.kafkaSaslMechanism !== null && c.kafkaSaslMechanism !== 'oauthbearer';
-    return usesPassword && (c.kafkaSaslUsername === null || c.kafkaSaslPassword === null) ? `${name('kafkaSaslMechanism')}=${c.kafkaSaslMechanism} needs ${name('kafkaSaslUsername')} and ${name('kafkaSaslPassword')} (or KAFKA_SASL_PASSWORD_FILE)` : null;
+    return usesPassword && (c.kafkaSaslUsername === null || c.kafkaSaslPassword === null) ? `${name('kafkaSaslMechanism')}=${c.kafkaSaslMechanism} needs ${name('kafkaSaslUsername')} and ${OPTIONS.kafkaSaslPassword.env} (or ${OPTIONS.kafkaSaslPassword.env}_FILE)` : null;
   }),
   check(['kafkaSaslMechanism', 'kafkaSaslOauthbearerTokenFile', 'kafkaSaslOauthbearerProvider'], (c, name) => {
     if (c.kafkaSaslMechanism !== 'oauthbearer') return null;
