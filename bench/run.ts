@@ -1,11 +1,13 @@
 /**
  * `npm run bench [-- --quick] [-- --only relay-json,ceiling] [-- --no-debezium] [-- --profile]
- * [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]`
+ * [-- --secure] [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]`
  *
  * Starts its own stack (scripts/stack.sh up; by default in a temp dir on ports apart from the
  * test stack's, overridable with the OUTBOX_STACK_DIR / OUTBOX_*_PORT variables), builds the
  * relay, runs every contender against the same Postgres and Kafka, and writes
  * bench/results/<date>.md, .png and .json (raw figures; `--render <json>` redraws the others).
+ * `--secure` adds relay-json-sasl-ssl: the relay JSON against the stack's secured broker
+ * (secure_kafka: SASL_SSL, SCRAM-SHA-512, ACLs), started for the run unless it runs already.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -14,12 +16,13 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { OPTIONS } from '../src/config/options.js';
 import * as p from '../src/config/parsers.js';
-import { BUILD_DIR, type ContenderName, type Services } from './lib/contenders.js';
+import { BUILD_DIR, isRelay, type ContenderName, type Services } from './lib/contenders.js';
 import { Database } from './lib/db.js';
 import { fetchDebezium } from './lib/debezium.js';
 import { KafkaTools } from './lib/kafka.js';
-import { drain, steady, type DrainResult, type DrainWorkload, type SteadyResult } from './lib/measure.js';
+import { drain, steady, type DrainResult, type DrainWorkload, type KafkaFor, type SteadyResult } from './lib/measure.js';
 import { progress, run } from './lib/proc.js';
+import { SecureKafka, STACK_SCRIPT, stackEnv } from './lib/stack.js';
 import { renderChart } from './lib/chart.js';
 import { renderReport, type BenchRun } from './lib/report.js';
 
@@ -32,8 +35,19 @@ const STACK_DEFAULTS: Record<string, string> = {
   OUTBOX_REGISTRY_PORT: '60081',
   OUTBOX_REGISTRY_MGMT_PORT: '60082',
 };
+/**
+ * The secured broker's (--secure), only in the bench's own stack dir: `scripts/stack.sh env`
+ * prints its ports from these variables, so a stack named by OUTBOX_STACK_DIR keeps its own.
+ */
+const OWN_STACK_SECURE_PORTS: Record<string, string> = {
+  OUTBOX_SECURE_KAFKA_SASL_PORT: '61501',
+  OUTBOX_SECURE_KAFKA_MTLS_PORT: '61502',
+  OUTBOX_SECURE_KAFKA_INTERNAL_PORT: '61503',
+  OUTBOX_SECURE_KAFKA_CONTROLLER_PORT: '61504',
+};
 
-const CONTENDERS = ['ceiling', 'relay-json', 'relay-avro', 'polling', 'debezium'] as const satisfies readonly ContenderName[];
+const SECURE = 'relay-json-sasl-ssl';
+const CONTENDERS = ['ceiling', 'relay-json', SECURE, 'relay-avro', 'polling', 'debezium'] as const satisfies readonly ContenderName[];
 
 /** The command line: a mistyped flag or a bad value stops the bench before it builds anything. */
 function benchFlags() {
@@ -42,6 +56,7 @@ function benchFlags() {
       quick: { type: 'boolean', default: false },
       'no-debezium': { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
+      secure: { type: 'boolean', default: false },
       only: { type: 'string' },
       note: { type: 'string', default: '' },
       events: { type: 'string' },
@@ -53,10 +68,13 @@ function benchFlags() {
   });
   const only = values.only === undefined ? null : new Set(flag('only', values.only, p.commaList('relay-json,ceiling')));
   for (const name of only ?? []) if (!(CONTENDERS as readonly string[]).includes(name)) throw new Error(`--only ${name}: no such contender (${CONTENDERS.join(', ')})`);
+  if (only?.has(SECURE) && !values.secure) throw new Error(`--only ${SECURE} needs --secure (which starts the secured broker)`);
+  if (only && !only.has(SECURE) && values.secure) throw new Error(`--secure runs ${SECURE}, which --only leaves out`);
   return {
     quick: values.quick,
     noDebezium: values['no-debezium'],
     profile: values.profile,
+    secure: values.secure,
     note: values.note,
     render: values.render,
     only,
@@ -83,12 +101,13 @@ try {
   progress(`usage: ${(error as Error).message}`);
   process.exit(2);
 }
-const { quick, noDebezium, profile, note, only, events: eventsOverride, payload: quickPayload } = flags;
+const { quick, noDebezium, profile, secure, note, only, events: eventsOverride, payload: quickPayload } = flags;
 
 async function main(): Promise<void> {
   if (flags.render !== undefined) return render(flags.render);
   const began = Date.now();
-  for (const [key, value] of Object.entries(STACK_DEFAULTS)) process.env[key] ??= value;
+  const ownStack = process.env.OUTBOX_STACK_DIR === undefined;
+  for (const [key, value] of Object.entries({ ...STACK_DEFAULTS, ...(ownStack ? OWN_STACK_SECURE_PORTS : {}) })) process.env[key] ??= value;
 
   progress('building the relay (npm run build) and the bench processes');
   await run('npm', ['run', 'build'], { cwd: REPO });
@@ -96,11 +115,30 @@ async function main(): Promise<void> {
 
   const stackServices = ['pg', 'kafka', 'registry'];
   progress(`starting the stack (${stackServices.join(', ')}) in ${process.env.OUTBOX_STACK_DIR}`);
-  await run(join(REPO, 'scripts', 'stack.sh'), ['up', ...stackServices], { cwd: REPO });
-  const env = Object.fromEntries(
-    (await run(join(REPO, 'scripts', 'stack.sh'), ['env'])).trim().split('\n').map((line) => line.split(/=(.*)/s, 2) as [string, string]),
-  );
+  await run(STACK_SCRIPT, ['up', ...stackServices], { cwd: REPO });
+  const env = await stackEnv();
+  const secureKafka = secure ? await SecureKafka.up(process.env.OUTBOX_STACK_DIR!) : null;
+  let results: BenchRun;
+  try {
+    results = await measure(env, secureKafka, began);
+  } finally {
+    await secureKafka?.down();
+  }
 
+  const outDir = join(REPO, 'bench', 'results');
+  mkdirSync(outDir, { recursive: true });
+  // A second run on the same day gets -2, -3...: earlier results stay for comparison.
+  const base = `${results.date}${quick ? '-quick' : ''}`;
+  let stem = base;
+  for (let n = 2; existsSync(join(outDir, `${stem}.json`)); n++) stem = `${base}-${n}`;
+  writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
+  writeResults(outDir, stem, results);
+  progress(`wrote bench/results/${stem}.md and .png in ${results.minutes.toFixed(1)} min${profile ? `; CPU profiles in ${join(BUILD_DIR, 'profiles')}` : ''}`);
+  progress(`the stack is still up; stop it with: OUTBOX_STACK_DIR=${process.env.OUTBOX_STACK_DIR} scripts/stack.sh down`);
+}
+
+/** Every contender on every workload, against the stack of `env` (and the secured broker with --secure). */
+async function measure(env: Record<string, string>, secureKafka: SecureKafka | null, began: number): Promise<BenchRun> {
   let debeziumHome: string | null = null;
   let debeziumNote = '';
   if (!noDebezium && want('debezium')) {
@@ -114,9 +152,10 @@ async function main(): Promise<void> {
 
   const contenders = CONTENDERS.filter((c) => want(c) && (c !== 'debezium' || debeziumHome));
   const db = new Database(env.DATABASE_URL!);
-  const kafka = new KafkaTools(env.KAFKA_BROKERS!);
+  const kafka = new KafkaTools({ brokers: env.KAFKA_BROKERS!.split(',') });
+  const kafkaFor: KafkaFor = (contender) => (contender === SECURE && secureKafka ? secureKafka.kafka : kafka);
+  // Made by the contender that needs it (Debezium), not here: the stack dir may be shared.
   const workDir = join(process.env.OUTBOX_STACK_DIR!, 'bench');
-  mkdirSync(workDir, { recursive: true });
   const profileDir = join(BUILD_DIR, 'profiles');
   const baseServices: Services = {
     databaseUrl: env.DATABASE_URL!,
@@ -129,6 +168,7 @@ async function main(): Promise<void> {
     pollingIdleMs: 10,
     relayNodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     avroEnv: avroEnv(),
+    secureKafkaEnv: secureKafka?.relayEnv ?? null,
   };
 
   // Polling relay: pick its best batch size on a small backlog first (it drains fastest with
@@ -138,7 +178,7 @@ async function main(): Promise<void> {
   if (contenders.includes('polling')) {
     const events = eventsOverride ? Math.max(1000, Math.round(eventsOverride / 2)) : quick ? 10_000 : 40_000;
     for (const batch of [100, 500, 1000, 2000, 5000]) {
-      const [result] = await drain(db, kafka, { ...baseServices, pollingBatch: batch }, { events, rowsPerTx: 1, payloadBytes: 300, contenders: ['polling'] });
+      const [result] = await drain(db, kafkaFor, { ...baseServices, pollingBatch: batch }, { events, rowsPerTx: 1, payloadBytes: 300, contenders: ['polling'] });
       tuning.push({ batch, eventsPerSecond: result!.eventsPerSecond });
       progress(`polling tuning: batch ${batch}: ${Math.round(result!.eventsPerSecond)} events/s`);
     }
@@ -149,7 +189,7 @@ async function main(): Promise<void> {
 
   const small = eventsOverride ?? (quick ? 20_000 : 200_000);
   const all = contenders;
-  const cdcOnly = contenders.filter((c) => c === 'ceiling' || c === 'relay-json' || c === 'relay-avro');
+  const cdcOnly = contenders.filter((c) => c === 'ceiling' || isRelay(c));
   const workloads: DrainWorkload[] = [
     { events: small, rowsPerTx: 1, payloadBytes: quickPayload, contenders: all },
     { events: small, rowsPerTx: 100, payloadBytes: quickPayload, contenders: all },
@@ -162,21 +202,21 @@ async function main(): Promise<void> {
         ]),
   ];
   const drains: DrainResult[] = [];
-  for (const workload of workloads) drains.push(...(await drain(db, kafka, services, workload)));
+  for (const workload of workloads) drains.push(...(await drain(db, kafkaFor, services, workload)));
 
   const steadyResults: SteadyResult[] = [];
   const rates = quick ? [1000] : [1000, 5000];
   const seconds = quick ? 8 : 20;
   for (const rate of rates) {
     for (const contender of contenders.filter((c) => c !== 'ceiling')) {
-      steadyResults.push(await steady(db, kafka, services, contender as ContenderName, rate, seconds));
+      steadyResults.push(await steady(db, kafkaFor, services, contender as ContenderName, rate, seconds));
     }
   }
 
-  const date = new Date().toISOString().slice(0, 10);
   const results: BenchRun = {
-    date,
+    date: new Date().toISOString().slice(0, 10),
     quick,
+    args: process.argv.slice(2).join(' '),
     minutes: (Date.now() - began) / 60_000,
     machine: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
     postgres: `${(await db.setting('server_version')).split(' ')[0]}, fsync=${await db.setting('fsync')}, synchronous_commit=${await db.setting('synchronous_commit')}, wal_level=${await db.setting('wal_level')}`,
@@ -187,21 +227,13 @@ async function main(): Promise<void> {
     polling: { batch: services.pollingBatch, idleMs: services.pollingIdleMs, tuning },
     drains,
     steady: steadyResults,
+    settled: true,
+    ...(secureKafka ? { secureTls: secureKafka.tls } : {}),
   };
-  await db.reset();
+  await db.clear(true);
   await db.close();
   await kafka.close();
-
-  const outDir = join(REPO, 'bench', 'results');
-  mkdirSync(outDir, { recursive: true });
-  // A second run on the same day gets -2, -3...: earlier results stay for comparison.
-  const base = `${date}${quick ? '-quick' : ''}`;
-  let stem = base;
-  for (let n = 2; existsSync(join(outDir, `${stem}.json`)); n++) stem = `${base}-${n}`;
-  writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
-  writeResults(outDir, stem, results);
-  progress(`wrote bench/results/${stem}.md and .png in ${results.minutes.toFixed(1)} min${profile ? `; CPU profiles in ${profileDir}` : ''}`);
-  progress(`the stack is still up; stop it with: OUTBOX_STACK_DIR=${process.env.OUTBOX_STACK_DIR} scripts/stack.sh down`);
+  return results;
 }
 
 function writeResults(outDir: string, stem: string, results: BenchRun): void {
@@ -217,7 +249,7 @@ function render(file: string): void {
 }
 
 function want(contender: string): boolean {
-  return !only || only.has(contender);
+  return (!only || only.has(contender)) && (contender !== SECURE || secure);
 }
 
 /** What the Avro mode needs besides OUTBOX_FORMAT: the bench's schema directory. */

@@ -5,6 +5,7 @@ import { Canvas, type Rgb } from './png.js';
 const COLOR: Record<ContenderName, Rgb> = {
   ceiling: [150, 150, 150],
   'relay-json': [31, 119, 180],
+  'relay-json-sasl-ssl': [148, 103, 189],
   'relay-avro': [23, 190, 207],
   polling: [214, 39, 40],
   debezium: [44, 160, 44],
@@ -13,6 +14,7 @@ const COLOR: Record<ContenderName, Rgb> = {
 const SHORT: Record<ContenderName, string> = {
   ceiling: 'decode ceiling',
   'relay-json': 'relay JSON',
+  'relay-json-sasl-ssl': 'relay JSON, SASL_SSL',
   'relay-avro': 'relay Avro',
   polling: 'polling relay',
   debezium: 'Debezium',

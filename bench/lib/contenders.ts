@@ -4,11 +4,17 @@ import { CDC_TABLE, PUBLICATION } from './db.js';
 import { startDebezium } from './debezium.js';
 import { Child } from './proc.js';
 
-export type ContenderName = 'ceiling' | 'relay-json' | 'relay-avro' | 'polling' | 'debezium';
+export type ContenderName = 'ceiling' | 'relay-json' | 'relay-json-sasl-ssl' | 'relay-avro' | 'polling' | 'debezium';
+
+/** The contenders that are the relay itself (`node dist/cli.js run`). */
+export function isRelay(name: ContenderName): boolean {
+  return name.startsWith('relay-');
+}
 
 export const LABEL: Record<ContenderName, string> = {
   ceiling: 'decode ceiling (no Kafka)',
   'relay-json': 'outbox-relay JSON',
+  'relay-json-sasl-ssl': 'outbox-relay JSON, SASL_SSL broker',
   'relay-avro': 'outbox-relay Avro',
   polling: 'polling relay',
   debezium: 'Debezium 3.6 + EventRouter',
@@ -18,6 +24,7 @@ export const LABEL: Record<ContenderName, string> = {
 export const ID_HEADER: Record<ContenderName, string> = {
   ceiling: 'event_id',
   'relay-json': 'event_id',
+  'relay-json-sasl-ssl': 'event_id',
   'relay-avro': 'event_id',
   polling: 'event_id',
   debezium: 'id',
@@ -26,6 +33,7 @@ export const ID_HEADER: Record<ContenderName, string> = {
 export const SLOT: Record<ContenderName, string> = {
   ceiling: 'bench_ceiling',
   'relay-json': 'bench_relay_json',
+  'relay-json-sasl-ssl': 'bench_relay_json_sasl_ssl',
   'relay-avro': 'bench_relay_avro',
   polling: '',
   debezium: 'bench_debezium',
@@ -42,6 +50,8 @@ export interface Services {
   readonly pollingIdleMs: number;
   readonly relayNodeArgs: readonly string[];
   readonly avroEnv: Record<string, string>;
+  /** relay-json-sasl-ssl: the relay's KAFKA_* variables for the secured broker (null without --secure). */
+  readonly secureKafkaEnv: Record<string, string> | null;
 }
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -62,7 +72,9 @@ export function startContender(name: ContenderName, services: Services, topicPre
         BENCH_TABLE: `public.${CDC_TABLE}`,
       });
     case 'relay-json':
+    case 'relay-json-sasl-ssl':
     case 'relay-avro':
+      if (name === 'relay-json-sasl-ssl' && !services.secureKafkaEnv) throw new Error('the secured broker is not started (--secure)');
       return new Child(name, process.execPath, [...services.relayNodeArgs, CLI, 'run'], {
         DATABASE_URL: services.databaseUrl,
         KAFKA_BROKERS: services.kafkaBrokers,
@@ -75,6 +87,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
         LOG_LEVEL: 'info',
         // Not the default 9464, which other relays on the machine may hold.
         OUTBOX_HTTP_PORT: String(RELAY_HTTP_PORT),
+        ...(name === 'relay-json-sasl-ssl' ? services.secureKafkaEnv : {}),
         ...relayEnv,
         ...(name === 'relay-avro' ? { OUTBOX_FORMAT: 'avro', ...services.avroEnv } : {}),
       });

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
+import { run } from './proc.js';
 
 const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
 
@@ -76,16 +77,26 @@ export class Database {
     return (await this.pool.query<R>(sql, params)).rows;
   }
 
-  /** Drops every slot, table and publication of earlier runs; creates the helpers. */
+  /** Drops the slots, tables and publication of earlier runs; creates the helpers. */
   async reset(): Promise<void> {
-    const slots = await this.query<{ slot_name: string; active_pid: number | null }>('SELECT slot_name, active_pid FROM pg_replication_slots');
+    await this.clear();
+    await this.query(HELPERS);
+  }
+
+  /**
+   * Drops what the bench made: its slots (named bench_*; not the others of a server it may
+   * share, e.g. OUTBOX_STACK_DIR pointing at the test stack), its tables and publication, and
+   * with `helpers` the helpers too.
+   */
+  async clear(helpers = false): Promise<void> {
+    const slots = await this.query<{ slot_name: string; active_pid: number | null }>("SELECT slot_name, active_pid FROM pg_replication_slots WHERE starts_with(slot_name, 'bench_')");
     for (const slot of slots) {
       if (slot.active_pid) await this.query('SELECT pg_terminate_backend($1)', [slot.active_pid]);
       await this.dropSlot(slot.slot_name);
     }
     await this.query(`DROP PUBLICATION IF EXISTS ${PUBLICATION}`);
     await this.query(`DROP TABLE IF EXISTS ${CDC_TABLE}, ${POLLING_TABLE}`);
-    await this.query(HELPERS);
+    if (helpers) await this.query('DROP PROCEDURE IF EXISTS bench_load; DROP FUNCTION IF EXISTS bench_payload; DROP TABLE IF EXISTS bench_payloads');
   }
 
   /** A fresh outbox table, its publication (inserts only) and a slot created before any row. */
@@ -166,6 +177,19 @@ export class Database {
 
   async checkpoint(): Promise<void> {
     await this.query('CHECKPOINT');
+  }
+
+  /**
+   * After a load, what it would otherwise leave to run during the first drain: autovacuum's
+   * insert-triggered VACUUM and ANALYZE of the table (within autovacuum_naptime), and the
+   * kernel writing back the pages a CHECKPOINT with fsync=off only hands to it. Without this,
+   * whichever contender drained first ran slower (seen as an order effect between relay-json
+   * and relay-json-sasl-ssl). Nothing the CDC contenders read: they decode WAL.
+   */
+  async settle(table: string): Promise<void> {
+    await this.query(`VACUUM (ANALYZE) ${table}`);
+    await this.checkpoint();
+    await run('sync', []);
   }
 
   async setting(name: string): Promise<string> {

@@ -1,15 +1,17 @@
-import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type Consumer, type KafkaConfig } from 'kafkajs';
 import { sleep } from './proc.js';
 
 export class KafkaTools {
   readonly kafka: Kafka;
   private admin: Admin | null = null;
 
-  constructor(readonly brokers: string) {
-    this.kafka = new Kafka({ clientId: 'bench', brokers: brokers.split(','), logLevel: logLevel.NOTHING });
+  /** `config`: the brokers, and TLS and SASL for a secured one (kafkaConfigFromEnv). */
+  constructor(config: Pick<KafkaConfig, 'brokers' | 'ssl' | 'sasl'>) {
+    this.kafka = new Kafka({ clientId: 'bench', ...config, logLevel: logLevel.NOTHING });
   }
 
-  private async connected(): Promise<Admin> {
+  /** The admin client (connected at first use), e.g. for the ACLs of the secured broker. */
+  async connected(): Promise<Admin> {
     if (!this.admin) {
       this.admin = this.kafka.admin();
       await this.admin.connect();

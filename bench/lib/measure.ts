@@ -1,7 +1,10 @@
 import { AGGREGATE_TYPE, CDC_TABLE, Database, EVENT_TYPE, POLLING_TABLE } from './db.js';
-import { ID_HEADER, LABEL, RELAY_HTTP_PORT, SLOT, startContender, type ContenderName, type Services } from './contenders.js';
+import { ID_HEADER, isRelay, LABEL, RELAY_HTTP_PORT, SLOT, startContender, type ContenderName, type Services } from './contenders.js';
 import { drainRate, KafkaTools, LatencyConsumer, percentile } from './kafka.js';
 import { type Child, machineBusyPercent, machineCpu, progress, sleep } from './proc.js';
+
+/** The Kafka a contender publishes to (the secured broker for relay-json-sasl-ssl), with admin rights. */
+export type KafkaFor = (contender: ContenderName) => KafkaTools;
 
 export interface DrainWorkload {
   readonly events: number;
@@ -64,17 +67,20 @@ export function formatCount(n: number): string {
   return n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : String(n);
 }
 
+/** Every topic the bench makes starts with this. */
+export const TOPIC_ROOT = 'bench.';
+
 let runCounter = 0;
 function topicPrefix(contender: ContenderName): string {
   runCounter += 1;
-  return `bench.${Date.now().toString(36)}${runCounter}.${contender}`;
+  return `${TOPIC_ROOT}${Date.now().toString(36)}${runCounter}.${contender}`;
 }
 
 /**
  * One backlog drain: the CDC contenders share one load (each reads its own slot, created
  * before the load, so each sees the same WAL); the polling relay gets its own table and load.
  */
-export async function drain(db: Database, kafka: KafkaTools, services: Services, workload: DrainWorkload): Promise<DrainResult[]> {
+export async function drain(db: Database, kafka: KafkaFor, services: Services, workload: DrainWorkload): Promise<DrainResult[]> {
   const name = workloadName(workload);
   const results: DrainResult[] = [];
   const cdc = workload.contenders.filter((c) => c !== 'polling');
@@ -90,9 +96,10 @@ export async function drain(db: Database, kafka: KafkaTools, services: Services,
     progress(`${name}: loaded in ${((Date.now() - loadStart) / 1000).toFixed(1)} s`);
     const walPerEvent = Number(after.walLsn - before.walLsn) / workload.events;
     const rowsPerEvent = (after.rowsWritten - before.rowsWritten) / workload.events;
+    await db.settle(CDC_TABLE);
     for (const contender of cdc) {
       await db.checkpoint();
-      results.push(await drainOne(kafka, services, workload, contender, { walPerEvent, rowsPerEvent }));
+      results.push(await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent }));
       await db.dropSlot(SLOT[contender]);
     }
   }
@@ -102,7 +109,7 @@ export async function drain(db: Database, kafka: KafkaTools, services: Services,
     progress(`${name}: loading for polling`);
     await db.load(POLLING_TABLE, 'e', workload.events, workload.rowsPerTx, workload.payloadBytes);
     await db.checkpoint();
-    const result = await drainOne(kafka, services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN });
+    const result = await drainOne(kafka('polling'), services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN });
     const after = await db.settledCounters(POLLING_TABLE);
     results.push({
       ...result,
@@ -123,8 +130,8 @@ async function drainOne(
   const name = workloadName(workload);
   const prefix = topicPrefix(contender);
   const topic = `${prefix}.${AGGREGATE_TYPE}`;
-  const isRelay = contender === 'relay-json' || contender === 'relay-avro';
-  const settings = isRelay && workload.relayEnv ? Object.entries(workload.relayEnv).map(([k, v]) => `${k}=${v}`).join(' ') : undefined;
+  const relay = isRelay(contender);
+  const settings = relay && workload.relayEnv ? Object.entries(workload.relayEnv).map(([k, v]) => `${k}=${v}`).join(' ') : undefined;
   const base = { settings, workload: name, contender, events: workload.events, rowsPerTx: workload.rowsPerTx, payloadBytes: workload.payloadBytes, walBytesPerEvent: db.walPerEvent, rowsWrittenPerEvent: db.rowsPerEvent };
   if (contender !== 'ceiling') await kafka.createTopic(topic);
   progress(`${name}: ${LABEL[contender]} draining`);
@@ -154,7 +161,7 @@ async function drainOne(
       peakRssMb: usage?.peakRssMb ?? NaN,
       cpuSeconds: usage?.cpuSeconds ?? NaN,
       machineBusyPct: machineBusyPercent(cpuAtStart),
-      ...(isRelay ? await relayHealth(running) : {}),
+      ...(relay ? await relayHealth(running) : {}),
     };
     if (result.restarts) progress(`  ${LABEL[contender]} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
     progress(`${name}: ${LABEL[contender]}: ${Math.round(eventsPerSecond)} events/s, peak RSS ${result.peakRssMb.toFixed(0)} MB, CPU ${result.cpuSeconds.toFixed(1)} s, start-up ${result.startupSeconds.toFixed(1)} s`);
@@ -162,7 +169,7 @@ async function drainOne(
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     progress(`${name}: ${LABEL[contender]} FAILED: ${message}\n${child?.tail() ?? ''}`);
-    const health = isRelay && child ? await relayHealth(child) : {};
+    const health = relay && child ? await relayHealth(child) : {};
     return { ...base, ...health, eventsPerSecond: NaN, drainSeconds: NaN, startupSeconds: NaN, peakRssMb: NaN, cpuSeconds: NaN, machineBusyPct: NaN, error: message.split('\n')[0]! };
   } finally {
     await child?.stop();
@@ -219,7 +226,8 @@ async function ceilingTiming(child: Child, events: number, name: string) {
  * with synchronous_commit on (an application's commit); a consumer matches each record to the
  * time its COMMIT returned.
  */
-export async function steady(db: Database, kafka: KafkaTools, services: Services, contender: ContenderName, rate: number, seconds: number): Promise<SteadyResult> {
+export async function steady(db: Database, kafkaFor: KafkaFor, services: Services, contender: ContenderName, rate: number, seconds: number): Promise<SteadyResult> {
+  const kafka = kafkaFor(contender);
   const polling = contender === 'polling';
   const table = polling ? POLLING_TABLE : CDC_TABLE;
   await db.reset();

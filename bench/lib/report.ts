@@ -5,6 +5,8 @@ import { formatCount, type DrainResult, type SteadyResult } from './measure.js';
 export interface BenchRun {
   readonly date: string;
   readonly quick: boolean;
+  /** The command line after `npm run bench --` (older runs: not recorded). */
+  readonly args?: string;
   readonly minutes: number;
   readonly machine: string;
   readonly postgres: string;
@@ -15,6 +17,10 @@ export interface BenchRun {
   readonly polling: { readonly batch: number; readonly idleMs: number; readonly tuning: readonly { batch: number; eventsPerSecond: number }[] };
   readonly drains: readonly DrainResult[];
   readonly steady: readonly SteadyResult[];
+  /** The CDC drains began after VACUUM (ANALYZE), CHECKPOINT and sync (db.settle; older runs: not). */
+  readonly settled?: boolean;
+  /** --secure: TLS version and cipher suite negotiated with the secured broker. */
+  readonly secureTls?: string;
 }
 
 interface Floor {
@@ -26,7 +32,8 @@ interface Floor {
 export function renderReport(run: BenchRun, chart: string): string {
   const out: string[] = [];
   out.push(`# outbox-relay benchmark, ${run.date}${run.quick ? ' (quick)' : ''}`, '');
-  out.push(`\`npm run bench${run.quick ? ' -- --quick' : ''}\` — ${run.minutes.toFixed(1)} minutes. Machine: ${run.machine}. ` +
+  const args = run.args ?? (run.quick ? '--quick' : '');
+  out.push(`\`npm run bench${args ? ` -- ${args}` : ''}\` — ${run.minutes.toFixed(1)} minutes. Machine: ${run.machine}. ` +
     `Postgres ${run.postgres}${run.postgres.includes('fsync=off') ? ' (**fsync is off** in the bench stack: commits cost less than on a real disk, for every contender alike; OUTBOX_PG_FSYNC=on turns it on)' : ''}, ` +
     `Kafka 4.4.0 KRaft single node on loopback, every contender and the load generator on the same 2 cores.`, '');
   if (run.note) out.push(`**Note:** ${run.note}`, '');
@@ -48,8 +55,9 @@ export function renderReport(run: BenchRun, chart: string): string {
     }
     const label = `${LABEL[d.contender]}${d.settings ? ` (${d.settings})` : ''}${d.restarts ? `, ${d.restarts} session restarts: ${d.firstWarning ?? ''}` : ''}`;
     out.push(`| ${d.workload} | ${label} | ${int(d.eventsPerSecond)} | ${ratio(d.eventsPerSecond, ceiling)} | ${d.contender === 'relay-json' || d.contender === 'ceiling' ? '' : ratio(relay, d.eventsPerSecond)} | ` +
-      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num((d.cpuSeconds * 1e6) / d.events, 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |`);
+      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num(cpuPerEvent(d), 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |`);
   }
+  if (run.drains.some((d) => d.contender === 'relay-json-sasl-ssl')) out.push(...secureSection(run));
   out.push('', '## Steady offered load', '');
   out.push('Single-row transactions (~300 B payload) from 8 sessions at a fixed rate, synchronous_commit on; a kafkajs consumer in the bench process matches each record ' +
     '(event id header) to the moment its COMMIT returned. The consumer and the generator share the 2 cores with everything else. ' +
@@ -76,9 +84,41 @@ export function renderReport(run: BenchRun, chart: string): string {
     'max.batch.size 4096, max.queue.size 16384, poll.interval.ms 50 (defaults 2048 / 8192 / 500 ms), producer defaults of Connect. ' +
     (run.debeziumNote || 'Start-up (JVM, plugin scan, connector start) is in the start-up column, not in events/s.'));
   out.push('- Loads: server-side procedure committing every 1 or 100 rows (synchronous_commit off for the loader only), payloads of ~300 B / ~2 KB of JSON that pglz cannot compress; ' +
-    'the CDC contenders each read their own slot created before the shared load.');
+    'the CDC contenders each read their own slot created before the shared load' +
+    (run.settled ? '; after the load VACUUM (ANALYZE), CHECKPOINT and sync, so that autovacuum and the kernel\'s writeback do not land in the first drain, and a CHECKPOINT before each drain.' : '.'));
   out.push('');
   return out.join('\n');
+}
+
+/** --secure: relay-json-sasl-ssl beside relay-json, workload by workload, and what the ratio means. */
+function secureSection(run: BenchRun): string[] {
+  const out = ['', '## SASL_SSL against plaintext', ''];
+  out.push(`The relay JSON drains once more, against the stack's secured broker (\`scripts/stack.sh up secure_kafka\`): clients on SASL_SSL only — TLS${run.secureTls ? ` (${run.secureTls})` : ''} verified against the stack's CA, ` +
+    'SCRAM-SHA-512 as a user with no rights but its ACLs — and ACLs enforced (StandardAuthorizer; WRITE, DESCRIBE and DESCRIBE_CONFIGS granted on the prefix of the bench\'s topics). ' +
+    'Like the plaintext broker it is a single Kafka 4.4.0 KRaft node (broker and controller in one JVM, same jars, java and heap), topics of 3 partitions and 1 replica, acks=all. ' +
+    'The relay runs with the same defaults, on the same Postgres, reading its own slot of the same load (same events, same backlog shape) right after the plaintext relay.', '');
+  out.push('| workload | plaintext events/s | SASL_SSL events/s | SASL_SSL ÷ plaintext | relay CPU µs/event, plaintext / SASL_SSL | start-up s, plaintext / SASL_SSL | machine CPU busy, plaintext / SASL_SSL |');
+  out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const workload of new Set(run.drains.map((d) => d.workload))) {
+    const plain = run.drains.find((d) => d.workload === workload && d.contender === 'relay-json');
+    const secured = run.drains.find((d) => d.workload === workload && d.contender === 'relay-json-sasl-ssl');
+    if (!plain || !secured) continue;
+    const [a, b] = [plain, secured].map((d) => (d.error ? NaN : d.eventsPerSecond)) as [number, number];
+    const pair = (f: (d: DrainResult) => string) => `${f(plain)} / ${f(secured)}`;
+    out.push(`| ${workload} | ${int(a)} | ${int(b)} | ${ratio(b, a) || '–'} | ${pair((d) => num(cpuPerEvent(d), 0))} | ${pair((d) => num(d.startupSeconds, 1))} | ${pair((d) => pct(d.machineBusyPct / 100))} |`);
+  }
+  out.push('', '**What the ratio means here.** The secured broker is a second JVM on the same 2 cores as everything else: Postgres and its walsender, the relay, ' +
+    'the bench process, and the plaintext broker, idle meanwhile (as the secured one is during the plaintext drains). TLS is paid at both ends of the connection, ' +
+    'by the relay (Node, OpenSSL) and by the broker (the JVM), and here both ends take it from the cores the relay and the walsender need; so do the broker\'s ACL checks. ' +
+    'Where the brokers have machines of their own, only the relay\'s end competes with the relay: the ratio measured here is a pessimistic one, about the least SASL_SSL leaves ' +
+    'of the plaintext throughput with the relay CPU-bound. The relay\'s own share of the cost is its CPU per event, plaintext against SASL_SSL. ' +
+    'The TLS handshake and the SCRAM exchange are in the start-up column, not in events/s. ' +
+    'Other work may share the machine (machine CPU busy counts everything): figures from one run are noisy: repeat the run before reading much into a small difference.');
+  return out;
+}
+
+function cpuPerEvent(d: DrainResult): number {
+  return (d.cpuSeconds * 1e6) / d.events;
 }
 
 function floors(run: BenchRun): Floor[] {
