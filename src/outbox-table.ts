@@ -16,11 +16,6 @@ export const DEFAULT_COLUMNS = {
 export type ColumnRole = keyof typeof DEFAULT_COLUMNS;
 export type ColumnMap = Readonly<Record<ColumnRole, string>>;
 
-/** The variable that renames each role's column: OUTBOX_COLUMN_EVENT_ID for eventId. */
-export function columnVariable(role: ColumnRole): string {
-  return `OUTBOX_COLUMN_${role.replace(/[A-Z]/g, (letter) => `_${letter}`).toUpperCase()}`;
-}
-
 /** A plain Postgres identifier: table, schema and column names are checked against it, never escaped from user input. */
 export function isPlainIdentifier(name: string): boolean {
   return /^[A-Za-z_][A-Za-z0-9_$]*$/.test(name);

@@ -1,5 +1,6 @@
 import pg from 'pg';
-import { columnVariable, DEFAULT_COLUMNS, isPlainIdentifier, type ColumnMap, type ColumnRole } from '../outbox-table.js';
+import { OPTIONS, type OptionKey } from '../config/options.js';
+import { DEFAULT_COLUMNS, isPlainIdentifier, type ColumnMap, type ColumnRole } from '../outbox-table.js';
 import { HEADER } from '../sink/headers.js';
 import { OutboxClientError, sqlState } from './errors.js';
 import { assertPayloadFits, type SchemaSet } from './schemas.js';
@@ -121,6 +122,17 @@ export function createOutboxWriter(options: OutboxWriterOptions = {}): {
   };
 }
 
+/** The relay's option naming each role's column (OUTBOX_COLUMN_*): the writer reads the same variables. */
+const COLUMN_OPTIONS: Readonly<Record<ColumnRole, OptionKey>> = {
+  eventId: 'columnEventId',
+  aggregateType: 'columnAggregateType',
+  aggregateId: 'columnAggregateId',
+  eventType: 'columnEventType',
+  payload: 'columnPayload',
+  headers: 'columnHeaders',
+  createdAt: 'columnCreatedAt',
+};
+
 /** The columns the writer fills, in the order of a row's values. */
 const WRITTEN_COLUMNS = ['eventId', 'aggregateType', 'aggregateId', 'eventType', 'payload', 'headers'] as const satisfies readonly ColumnRole[];
 
@@ -130,9 +142,9 @@ const WRITTEN_COLUMNS = ['eventId', 'aggregateType', 'aggregateId', 'eventType',
  */
 function insertTarget(options: OutboxWriterOptions): { table: string; columnList: string } {
   const env = process.env;
-  const table = qualifiedTable(options.table ?? (env.OUTBOX_TABLE || 'event_outbox'));
+  const table = qualifiedTable(options.table ?? (env[OPTIONS.table.env] || 'event_outbox'));
   const columnList = WRITTEN_COLUMNS.map((role) => {
-    const name = options.columns?.[role] ?? (env[columnVariable(role)] || DEFAULT_COLUMNS[role]);
+    const name = options.columns?.[role] ?? (env[OPTIONS[COLUMN_OPTIONS[role]].env] || DEFAULT_COLUMNS[role]);
     if (!isPlainIdentifier(name)) {
       throw new OutboxClientError('CLIENT_CONFIG_INVALID', `column for ${role} ${JSON.stringify(name)}: expected a column name (letters, digits, _, $; not starting with a digit)`, { details: { field: `columns.${role}` } });
     }

@@ -1,3 +1,4 @@
+import { DEFAULT_COLUMNS } from '../outbox-table.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../sink/topic-router.js';
@@ -133,13 +134,13 @@ export const OPTIONS = {
   kafkaSaslOauthbearerProvider: option({ group: 'kafka', env: 'KAFKA_SASL_OAUTHBEARER_PROVIDER', parser: p.optional(p.text), default: '', description: 'oauthbearer: a JavaScript module whose default export returns a token, `{ value }` or a string (e.g. signed for Amazon MSK IAM; README: Security).' }),
   kafkaFastEncoder: option({ group: 'kafka', env: 'OUTBOX_KAFKA_FAST_ENCODER', parser: p.boolean, default: 'true', description: "Encode Produce requests with the relay's encoder (the same bytes as kafkajs's, a fraction of the CPU); false uses kafkajs's own. The relay's per-partition send, which keeps leader changes from losing events, is always used." }),
   kafkaAutoCreateTopics: option({ group: 'kafka', env: 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS', parser: p.boolean, default: 'true', description: "Let the broker create a topic at its first event (when the broker's auto.create.topics.enable allows it). false: an event for a topic that does not exist is a dead letter (SINK_TOPIC_MISSING) and the stream goes on; create the topic, then replay it." }),
-  columnEventId: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_ID', parser: p.identifier, default: 'event_id', description: 'Column holding the event id (Kafka header `event_id`).' }),
-  columnAggregateType: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_TYPE', parser: p.identifier, default: 'aggregate_type', description: 'Column holding the aggregate type.' }),
-  columnAggregateId: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_ID', parser: p.identifier, default: 'aggregate_id', description: 'Column holding the aggregate id (the Kafka key).' }),
-  columnEventType: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_TYPE', parser: p.identifier, default: 'event_type', description: 'Column holding the event type.' }),
-  columnPayload: option({ group: 'columns', env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: 'payload', description: 'Column holding the payload (jsonb).' }),
-  columnHeaders: option({ group: 'columns', env: 'OUTBOX_COLUMN_HEADERS', parser: p.identifier, default: 'headers', description: 'Column holding extra headers (jsonb object, optional).' }),
-  columnCreatedAt: option({ group: 'columns', env: 'OUTBOX_COLUMN_CREATED_AT', parser: p.identifier, default: 'created_at', description: 'Column holding the creation time.' }),
+  columnEventId: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_ID', parser: p.identifier, default: DEFAULT_COLUMNS.eventId, description: 'Column holding the event id (Kafka header `event_id`).' }),
+  columnAggregateType: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_TYPE', parser: p.identifier, default: DEFAULT_COLUMNS.aggregateType, description: 'Column holding the aggregate type.' }),
+  columnAggregateId: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_ID', parser: p.identifier, default: DEFAULT_COLUMNS.aggregateId, description: 'Column holding the aggregate id (the Kafka key).' }),
+  columnEventType: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_TYPE', parser: p.identifier, default: DEFAULT_COLUMNS.eventType, description: 'Column holding the event type.' }),
+  columnPayload: option({ group: 'columns', env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: DEFAULT_COLUMNS.payload, description: 'Column holding the payload: json or jsonb (published as Postgres stores it), text or varchar (its bytes), bytea (its raw bytes).' }),
+  columnHeaders: option({ group: 'columns', env: 'OUTBOX_COLUMN_HEADERS', parser: p.identifier, default: DEFAULT_COLUMNS.headers, description: 'Column holding extra headers (jsonb object, optional).' }),
+  columnCreatedAt: option({ group: 'columns', env: 'OUTBOX_COLUMN_CREATED_AT', parser: p.identifier, default: DEFAULT_COLUMNS.createdAt, description: 'Column holding the creation time.' }),
   topicTemplate: option({ group: 'routing', env: 'OUTBOX_TOPIC_TEMPLATE', parser: topicTemplate, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}.' }),
   deadLetterTopic: option({ group: 'routing', env: 'OUTBOX_DEAD_LETTER_TOPIC', parser: p.text, default: 'outbox.dead-letter', description: 'Where events that cannot be decoded, routed or encoded go.' }),
   onPoison: option({ group: 'routing', env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),

@@ -1,3 +1,5 @@
+import { isPlainIdentifier } from '../outbox-table.js';
+
 /**
  * Value parsers for config options. Each returns the typed value or throws a message saying
  * what was expected; the loader adds which option it was.
@@ -117,13 +119,12 @@ export const age: Parser<number> = {
   parse: parseDuration,
 };
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
 /** A plain Postgres identifier; quoting tricks are refused rather than escaped. */
 export const identifier: Parser<string> = {
   expected: 'a plain SQL identifier (letters, digits, _)',
   parse: (raw) => {
-    if (!IDENTIFIER.test(raw)) throw new Error('is not a plain SQL identifier');
+    if (!isPlainIdentifier(raw)) throw new Error('is not a plain SQL identifier');
     return raw;
   },
 };
@@ -133,7 +134,7 @@ export const qualifiedTable: Parser<{ readonly schema: string; readonly name: st
   expected: 'a table name, optionally schema-qualified: event_outbox or billing.event_outbox',
   parse: (raw) => {
     const parts = raw.split('.');
-    if (parts.length > 2 || !parts.every((part) => IDENTIFIER.test(part))) throw new Error('is not a table name');
+    if (parts.length > 2 || !parts.every(isPlainIdentifier)) throw new Error('is not a table name');
     return parts.length === 2 ? { schema: parts[0]!, name: parts[1]! } : { schema: 'public', name: parts[0]! };
   },
 };
