@@ -15,6 +15,7 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           environment: 'node',
           globalSetup: ['test/harness/global-setup.ts'],
+          setupFiles: ['test/harness/quiet-warnings.ts'],
           fileParallelism: false,
           testTimeout: 180_000,
           hookTimeout: 240_000,

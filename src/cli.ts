@@ -2,6 +2,9 @@
 // First: the relay's kafkajs replacements go in before anything loads kafkajs (see the module).
 import './sink/kafkajs-patches.js';
 import { main } from './commands/main.js';
+import { dropKafkajsTimerWarning } from './observe/process-warnings.js';
+
+dropKafkajsTimerWarning();
 
 // The command decided the outcome: a socket still open to a silent peer (or a driver's timer)
 // must not keep the process, and its exit code, waiting. Logs are written synchronously.

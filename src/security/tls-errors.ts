@@ -16,7 +16,7 @@ const TLS_TRUST_CODES = new Set([
 ]);
 
 /** Alerts the peer sends when it refuses our certificate (mutual TLS). */
-const TLS_ALERT = /^ERR_SSL_(SSLV3|TLSV1)_ALERT_(BAD_CERTIFICATE|CERTIFICATE_UNKNOWN|CERTIFICATE_EXPIRED|UNKNOWN_CA|CERTIFICATE_REQUIRED|CERTIFICATE_REVOKED|ACCESS_DENIED)$/;
+const TLS_ALERT = /^ERR_SSL_(SSLV3|TLSV1|SSL\/TLS)_ALERT_(BAD_CERTIFICATE|CERTIFICATE_UNKNOWN|CERTIFICATE_EXPIRED|UNKNOWN_CA|CERTIFICATE_REQUIRED|CERTIFICATE_REVOKED|ACCESS_DENIED)$/;
 
 /** True when `error` or one of its causes is a TLS trust failure. */
 export function isTlsTrustError(error: unknown): boolean {

@@ -23,7 +23,7 @@ describe('operator CLI', () => {
     const second = await cli(['setup'], outbox.relayEnv());
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toBe(
-      `table public.${outbox.table}: exists\npublication ${outbox.publication}: exists\n` +
+      `table public.${outbox.table}: exists\nprune marks table "public"."${outbox.table}_prune_marks": exists\npublication ${outbox.publication}: exists\n` +
         `payload column "payload" is jsonb: published as Postgres's JSON text (with OUTBOX_FORMAT=avro: its JSON encoded with the event type's Avro schema)\n` +
         `slot ${outbox.slot}: exists\n`,
     );

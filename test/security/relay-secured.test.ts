@@ -124,6 +124,8 @@ describe('the relay on secured services', () => {
 
   beforeAll(async () => {
     admin = new pg.Pool({ ...secure.pg('postgres'), max: 2 });
+    // Every test's slot before any row exists: setup refuses a new slot over retained rows.
+    for (const name of ['scram', 'mtls', 'oauth', 'refused']) await createSlot(`slot_${name}_${id}`);
     await secure.createTopics([topic, deadLetterTopic]);
     // What the relay's principals need on their topics (README: Security, Kafka ACLs).
     const needed = [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS];
@@ -144,7 +146,6 @@ describe('the relay on secured services', () => {
 
   it('SCRAM-SHA-512 over TLS, Postgres verify-full with a client certificate, Avro through the registry over HTTPS with basic auth: delivered, and no secret anywhere it is written', async () => {
     const slot = `slot_scram_${id}`;
-    await createSlot(slot);
     const port = await freePort();
     const env = {
       ...baseEnv(slot),
@@ -204,7 +205,6 @@ describe('the relay on secured services', () => {
 
   it('mutual TLS to Kafka, and a Postgres password from DATABASE_PASSWORD_FILE (JSON payloads): delivered', async () => {
     const slot = `slot_mtls_${id}`;
-    await createSlot(slot);
     const env = {
       ...baseEnv(slot),
       ...passwordDatabaseEnv(),
@@ -219,7 +219,6 @@ describe('the relay on secured services', () => {
 
   it('OAUTHBEARER with a token file (re-read at each authentication): delivered; an expired token stops the relay naming it', async () => {
     const slot = `slot_oauth_${id}`;
-    await createSlot(slot);
     const tokenFile = secretFile('token', unsecuredJws(secure.env.kafkaUser.username));
     const env = {
       ...baseEnv(slot),
@@ -239,7 +238,6 @@ describe('the relay on secured services', () => {
 
   describe('each refusal stops the relay with exit 1, naming its cause (never a retry loop)', () => {
     const slot = `slot_refused_${id}`;
-    beforeAll(() => createSlot(slot));
     const working = () => ({ ...baseEnv(slot), ...passwordDatabaseEnv(), ...scramEnv() });
 
     it('a wrong Kafka password: SINK_AUTHENTICATION', async () => {

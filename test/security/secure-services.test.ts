@@ -1,13 +1,12 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import type { Kafka } from 'kafkajs';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useSecureStack } from '../harness/secure-stack.js';
 
-const run = promisify(execFile);
+/** A TLS alert's code: OpenSSL 3 (Node 24) names it ERR_SSL_SSL/TLS_ALERT_..., older ones SSLV3_ or TLSV1_. */
+const TLS_ALERT = (alert: string) => new RegExp(`^ERR_SSL_(SSLV3|TLSV1|SSL/TLS)_ALERT_${alert}$`);
 
 /**
  * The secure stack behaves as the relay's production connectivity needs it to, seen from Node
@@ -157,8 +156,8 @@ describe('secure stack: Postgres (TLS only, verify-full)', () => {
 
   it('the certificate user is refused without a certificate, with an expired one, or with one of another CA', async () => {
     expect(await pgFailure({ ...stack.pg('relay_cert'), ssl: stack.tls() })).toEqual({ code: '28000', message: 'connection requires a valid client certificate' });
-    expect((await pgFailure({ ...stack.pg('relay_cert'), ssl: stack.tls({ cert: 'client-expired.crt', key: 'client-expired.key' }) })).code).toBe('ERR_SSL_SSLV3_ALERT_CERTIFICATE_EXPIRED');
-    expect((await pgFailure({ ...stack.pg('relay_cert'), ssl: stack.tls({ cert: 'rogue-client.crt', key: 'rogue-client.key' }) })).code).toBe('ERR_SSL_TLSV1_ALERT_UNKNOWN_CA');
+    expect((await pgFailure({ ...stack.pg('relay_cert'), ssl: stack.tls({ cert: 'client-expired.crt', key: 'client-expired.key' }) })).code).toMatch(TLS_ALERT('CERTIFICATE_EXPIRED'));
+    expect((await pgFailure({ ...stack.pg('relay_cert'), ssl: stack.tls({ cert: 'rogue-client.crt', key: 'rogue-client.key' }) })).code).toMatch(TLS_ALERT('UNKNOWN_CA'));
   });
 
   it('a client trusting another CA refuses the server; a wrong password is 28P01', async () => {
@@ -209,16 +208,5 @@ describe('secure stack: schema registry (HTTPS, basic auth)', () => {
     await expect(registry({ auth: stack.env.registryUser, ca: null }).getLatestSchemaId(subject)).rejects.toThrow(/unable to verify the first certificate/);
     await expect(registry({ auth: stack.env.registryUser, ca: 'rogue-ca.crt' }).getLatestSchemaId(subject)).rejects.toThrow(/unable to verify the first certificate/);
     await expect(registry({ auth: stack.env.registryUser, ca: null, host: stack.env.schemaRegistryUrl.replace('https:', 'http:') }).getLatestSchemaId(subject)).rejects.toThrow(/socket hang up/);
-  });
-
-  it("Node's fetch (the relay's registry client) trusts the CA given by NODE_EXTRA_CA_CERTS, and no other way without undici", async () => {
-    const url = `${stack.env.schemaRegistryUrl}/subjects`;
-    await expect(fetch(url)).rejects.toMatchObject({ cause: { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' } });
-    const script = "fetch(process.argv[1], { headers: { authorization: process.argv[2] } }).then((response) => process.stdout.write(String(response.status)), (error) => { console.error(error); process.exit(1); })";
-    const { username, password } = stack.env.registryUser;
-    const { stdout } = await run(process.execPath, ['-e', script, url, `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`], {
-      env: { ...process.env, NODE_EXTRA_CA_CERTS: `${stack.env.tlsDir}/ca.crt` },
-    });
-    expect(stdout).toBe('200');
   });
 });
