@@ -126,20 +126,7 @@ pg_start() {
   if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$(pg_socket_dir)"; fi
   require_port_free pg "$PG_PORT" PG_
 
-  # After `kill -9` of the postmaster its backends notice and exit on their own,
-  # but a new postmaster refuses to start while they still hold shared memory.
-  # Also, the killed postmaster lingers as a zombie until init reaps it, and
-  # Postgres takes a zombie pid in postmaster.pid for a live postmaster.
-  local i old_pid
-  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
-  for ((i = 0; i < 150; i++)); do
-    if ! pgrep -f "^postgres: $(pg_cluster_name): " >/dev/null \
-       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
-      break
-    fi
-    sleep 0.1
-  done
-
+  pg_wait_postmaster_gone "$(pg_cluster_name)" "$data"
   offset=$(file_size "$log")
   pid=$(cd / && spawn "$log" "${PG_AS[@]}" "$PG_BIN/postgres" -D "$data" -p "$PG_PORT" -k "$(pg_socket_dir)")
   echo "$pid" >"$(pid_file pg)"
@@ -187,6 +174,22 @@ postgres_stop() {
     fi
   fi
   rm -f "$(pid_file "$service")"
+}
+
+# Before starting a postmaster on DATA (cluster_name NAME): after `kill -9` of the old one
+# its backends notice and exit on their own, but a new postmaster refuses to start while
+# they still hold shared memory. Also, the killed postmaster lingers as a zombie until init
+# reaps it, and Postgres takes a zombie pid in postmaster.pid for a live postmaster.
+pg_wait_postmaster_gone() {
+  local name=$1 data=$2 i old_pid
+  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+  for ((i = 0; i < 150; i++)); do
+    if ! pgrep -f "^postgres: $name: " >/dev/null \
+       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
+      return 0
+    fi
+    sleep 0.1
+  done
 }
 
 pg_destroy() {

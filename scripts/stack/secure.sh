@@ -303,16 +303,7 @@ secure_pg_start() {
   tls_ensure
   secure_pg_install_tls
 
-  # As in pg_start: wait for the backends and the zombie of a killed postmaster.
-  local i old_pid
-  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
-  for ((i = 0; i < 150; i++)); do
-    if ! pgrep -f "^postgres: $(secure_pg_cluster_name): " >/dev/null \
-       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
-      break
-    fi
-    sleep 0.1
-  done
+  pg_wait_postmaster_gone "$(secure_pg_cluster_name)" "$data"
 
   pid=$(cd / && spawn "$log" "${PG_AS[@]}" "$PG_BIN/postgres" -D "$data" -p "$SECURE_PG_PORT" -k "$sock")
   echo "$pid" >"$(pid_file secure_pg)"
