@@ -2,6 +2,7 @@ import { DEFAULT_COLUMNS } from '../outbox-table.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../sink/topic-router.js';
+import { parsePostgresUrl } from '../pg-url.js';
 import * as p from './parsers.js';
 
 export interface OptionSpec<T> {
@@ -68,15 +69,10 @@ function optionalSecret(spec: SecretSpec): OptionSpec<Secret | null> {
 }
 
 const postgresUrl: p.Parser<string> = {
-  expected: 'a postgres:// or postgresql:// URL, e.g. postgres://relay:secret@db:5432/billing?sslmode=verify-full',
+  expected: 'a postgres:// or postgresql:// URL, e.g. postgres://relay:secret@db:5432/billing?sslmode=verify-full, or with several hosts (the first primary is used) postgres://relay@db1:5432,db2:5432/billing',
   parse: (raw) => {
     const value = raw.trim();
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      throw new Error('is not a URL');
-    }
+    const url = new URL(parsePostgresUrl(value).urls[0]!);
     if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new Error(`is a ${url.protocol} URL, not postgres://`);
     return value;
   },
@@ -203,7 +199,7 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['format', 'schemaRegistryUrl'], (c, name) => (c.format === 'avro' && c.schemaRegistryUrl === null ? `${name('schemaRegistryUrl')} is required with ${name('format')}=avro` : null)),
   check(['format', 'keySchema'], (c, name) => (c.format !== 'avro' && c.keySchema !== null ? `${name('keySchema')} needs ${name('format')}=avro` : null)),
   // pg lets a password in the URL win over the separate one: two passwords is a mistake to name.
-  check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(c.databaseUrl.reveal()).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
+  check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(parsePostgresUrl(c.databaseUrl.reveal()).urls[0]!).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
   check(['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword'], (c, name) => {
     const usesPassword = c.kafkaSaslMechanism !== null && c.kafkaSaslMechanism !== 'oauthbearer';
     return usesPassword && (c.kafkaSaslUsername === null || c.kafkaSaslPassword === null) ? `${name('kafkaSaslMechanism')}=${c.kafkaSaslMechanism} needs ${name('kafkaSaslUsername')} and ${OPTIONS.kafkaSaslPassword.env} (or ${OPTIONS.kafkaSaslPassword.env}_FILE)` : null;

@@ -4,10 +4,10 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { pruneMarksTable } from '../prune/marks.js';
 import { clearRecovering, markRecovering, unfinishedRecovery } from '../setup/recovery-marker.js';
-import { parseRow, republish, textClientConfig } from './republish.js';
+import { connectForText, parseRow, republish } from './republish.js';
 
 export interface RecoverOptions {
   readonly database: DatabaseAccess;
@@ -57,10 +57,11 @@ const CURSOR = 'outbox_recover_rows';
 export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
   // Rows are read as text (parseRow, as replay does); the slot's facts through a plain client.
-  const sql = new pg.Client(textClientConfig(options.database, 'outbox-relay-recover'));
-  const inspect = new pg.Client(pgConnectionConfig(options.database, 'outbox-relay-recover'));
-  await sql.connect();
-  await inspect.connect();
+  const sql = await connectForText(options.database, 'outbox-relay-recover');
+  const inspect = await connectPostgres(options.database, 'outbox-relay-recover').catch(async (error: unknown) => {
+    await sql.end();
+    throw error;
+  });
   try {
     const slot = await readSlot(inspect, options.slot);
     const table = options.delivery.pipeline.table;
@@ -85,8 +86,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
       await inspect.query('SELECT pg_drop_replication_slot($1)', [options.slot]);
       logger.warn({ slot: options.slot, confirmed: slot.confirmedFlushLsn }, 'recover: dropped the old slot (it can never stream what is missing)');
     }
-    const replication = new pg.Client(pgConnectionConfig(options.database, 'outbox-relay-recover', { replication: true }));
-    await replication.connect();
+    const replication = await connectPostgres(options.database, 'outbox-relay-recover', { replication: true });
     let newSlotAt: string;
     try {
       const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput EXPORT_SNAPSHOT`);

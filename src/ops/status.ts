@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countRecords } from '../sink/kafka-client.js';
@@ -25,8 +25,7 @@ export interface StatusReport {
 
 /** Everything an operator asks first, read from Postgres (and Kafka for the dead letters). */
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
-  const client = new pg.Client(pgConnectionConfig(input.database, 'outbox-relay-status'));
-  await client.connect();
+  const client = await connectPostgres(input.database, 'outbox-relay-status');
   try {
     const table = `${pg.escapeIdentifier(input.table.schema)}.${pg.escapeIdentifier(input.table.name)}`;
     const slot = await readSlot(client, input.slot);

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, overriddenSessionSettings, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
@@ -98,8 +98,7 @@ async function findings(client: pg.Client, target: SetupTarget): Promise<string[
 }
 
 async function withClient<T>(database: DatabaseAccess, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client(pgConnectionConfig(database, 'outbox-relay-setup', { queryTimeoutMs: 0 }));
-  await client.connect();
+  const client = await connectPostgres(database, 'outbox-relay-setup', { queryTimeoutMs: 0 });
   try {
     return await work(client);
   } finally {
