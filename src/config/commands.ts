@@ -68,13 +68,13 @@ export const COMMANDS = {
     summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.',
     options: [
       ...DATABASE, ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
-      'setup', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
+      'setup', 'slotFailover', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
     ],
   }),
   setup: declared({
     summary: 'Create the outbox table, publication and slot if missing (idempotent); print what it did.',
     // The payload column's type is checked and reported.
-    options: [...DATABASE, 'columnPayload'],
+    options: [...DATABASE, 'columnPayload', 'slotFailover'],
     args: {
       printRoles: { description: 'print the SQL of least-privilege roles for the relay, the pruner and writers (sql/003_roles.sql for this table) and exit', switch: true },
       createRoles: { description: 'apply that SQL (as a superuser) after creating the table, publication and slot', switch: true },

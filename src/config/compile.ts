@@ -154,8 +154,8 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   });
 }
 
-export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | 'columnPayload'>): SetupTarget {
-  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload });
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | 'columnPayload' | 'slotFailover'>): SetupTarget {
+  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload, failover: config.slotFailover });
 }
 
 type DeliveryConfig = Pick<

@@ -8,6 +8,7 @@ import { slotMissing } from '../source/slot-errors.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
+import { alignFailover, createSlot, describe, serverVersion, standbySlotsFinding, wantsFailover, type SlotFailover } from './failover-slot.js';
 
 export interface SetupTarget {
   readonly database: DatabaseAccess;
@@ -17,6 +18,8 @@ export interface SetupTarget {
   /** OUTBOX_COLUMN_PAYLOAD: its type is checked (and reported) when given. */
   readonly payloadColumn?: string;
   readonly format?: PayloadColumnTarget['format'];
+  /** OUTBOX_SLOT_FAILOVER (default auto: a failover slot on Postgres 17+). */
+  readonly failover?: SlotFailover;
 }
 
 const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
@@ -38,7 +41,7 @@ export async function setup(target: SetupTarget): Promise<string[]> {
     actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(target.table)}: ${await ensurePruneMarks(client, target.table)}`));
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
     actions.push(...(await findings(client, target)));
-    actions.push(await ensureSlot(client, target));
+    actions.push(...(await ensureSlot(client, target)));
     return actions;
   });
 }
@@ -209,7 +212,18 @@ async function ensurePublication(client: pg.Client, target: SetupTarget): Promis
   return `publication ${target.publication}: created (inserts into ${qualified(target)}${partitioned ? ', published as the partitioned table' : ''})`;
 }
 
-async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string> {
+async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string[]> {
+  const version = await serverVersion(client);
+  const failover = wantsFailover(target.failover ?? 'auto', version);
+  const made = await ensurePlainSlot(client, target, failover, version);
+  // Before 17 there is nothing to align: no slot is a failover slot.
+  const lines = [made ?? (version >= 170_000 ? await alignFailover(target.database, client, target.slot, failover) : `slot ${target.slot}: exists`)];
+  if (failover) lines.push(await standbySlotsFinding(client));
+  return lines;
+}
+
+/** Creates the slot if missing and returns what it did; null if it exists (and is usable). */
+async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string | null> {
   const { rows } = await client.query<{ plugin: string; database: string; current: string; wal_status: string | null }>(
     'SELECT plugin, database, current_database() AS current, wal_status FROM pg_replication_slots WHERE slot_name = $1',
     [target.slot],
@@ -220,13 +234,13 @@ async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<strin
       throw new RelayError('SETUP_PUBLICATION', `replication slot "${target.slot}" exists with plugin ${slot.plugin} on database ${slot.database}; expected pgoutput on ${slot.current}`);
     }
     if (slot.wal_status === 'lost') throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${target.slot}" is lost (wal_status lost); \`outbox-relay recover\` re-creates it and publishes again what it may not have delivered`);
-    return `slot ${target.slot}: exists`;
+    return null;
   }
   // A new slot starts at the current WAL position: rows already in the table would never be
   // streamed. With rows there, the slot was lost or dropped (or never made): recover instead.
   const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} LIMIT 1000000) AS retained`);
   const rowCount = Number(retained[0]!.n);
   if (rowCount > 0) throw slotMissing(target.slot, `and the outbox holds ${rowCount >= 1_000_000 ? 'over a million' : rowCount} rows that a new slot would never stream`);
-  const created = await client.query<{ lsn: string }>("SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", [target.slot]);
-  return `slot ${target.slot}: created at ${created.rows[0]!.lsn}`;
+  const lsn = await createSlot(client, target.slot, failover, version);
+  return `slot ${target.slot}: created at ${lsn}${version >= 170_000 ? ` (${describe(failover)})` : ''}`;
 }
