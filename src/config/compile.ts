@@ -126,7 +126,7 @@ export function compileRecover(config: CommandConfig<'recover'>): RecoverCommand
   return frozen({
     logLevel: config.logLevel,
     // Its own client id, like replay; only inserts reach its pipeline.
-    recover: { database: database(config), slot: config.slot, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail' }) },
+    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail' }) },
     encoder: encoderOptions(config),
     dryRun: config.dryRun,
   });

@@ -6,12 +6,15 @@ import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { pruneMarksTable } from '../prune/marks.js';
+import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { clearRecovering, markRecovering, unfinishedRecovery } from '../setup/recovery-marker.js';
 import { connectForText, parseRow, republish } from './republish.js';
 
 export interface RecoverOptions {
   readonly database: DatabaseAccess;
   readonly slot: string;
+  /** OUTBOX_SLOT_FAILOVER: the re-created slot is a failover slot on Postgres 17+, as setup's. */
+  readonly failover: SlotFailover;
   readonly delivery: DeliveryOptions;
 }
 
@@ -74,6 +77,8 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     const cause = slot.exists && unfinishedSince === null ? 'lost' : 'missing';
     const bound = cause === 'lost' && slot.confirmedFlushLsn ? await deliveredBound(inspect, options, slot.confirmedFlushLsn) : null;
     const order = (await trackCommitTimestamp(inspect)) ? 'commit timestamp' : 'transaction id';
+    // Refused (OUTBOX_SLOT_FAILOVER=true before 17) before anything is changed.
+    const failover = wantsFailover(options.failover, await serverVersion(inspect));
     if (dryRun) {
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       const found = await count(sql, options, bound);
@@ -89,7 +94,8 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     const replication = await connectPostgres(options.database, 'outbox-relay-recover', { replication: true });
     let newSlotAt: string;
     try {
-      const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput EXPORT_SNAPSHOT`);
+      const slotOptions = failover ? "(SNAPSHOT 'export', FAILOVER true)" : 'EXPORT_SNAPSHOT';
+      const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput ${slotOptions}`);
       newSlotAt = rows[0]!.consistent_point;
       // Imported while the exporting connection still holds it; ours from then on.
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');

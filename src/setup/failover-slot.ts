@@ -53,6 +53,18 @@ export async function alignFailover(database: DatabaseAccess, client: pg.ClientB
   return `slot ${slot}: exists, now ${describe(wanted)}`;
 }
 
+/**
+ * For `run` (which creates nothing): a slot on 17+ that is not what OUTBOX_SLOT_FAILOVER asks,
+ * said at start; null when it is, or there is no slot (the stream says so), or before 17.
+ */
+export async function failoverFinding(client: pg.ClientBase, slot: string, option: SlotFailover): Promise<string | null> {
+  const wanted = wantsFailover(option, await serverVersion(client));
+  if (!wanted) return null;
+  const { rows } = await client.query<{ failover: boolean }>('SELECT failover FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+  if (!rows[0] || rows[0].failover) return null;
+  return `slot ${slot} is ${describe(false)}; \`outbox-relay setup\` makes it one while no relay reads it (OUTBOX_SLOT_FAILOVER)`;
+}
+
 export function describe(failover: boolean): string {
   return failover ? 'a failover slot: standbys with sync_replication_slots keep a copy' : 'not a failover slot: a promotion loses it';
 }

@@ -8,7 +8,7 @@ import { slotMissing } from '../source/slot-errors.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
-import { alignFailover, createSlot, describe, serverVersion, standbySlotsFinding, wantsFailover, type SlotFailover } from './failover-slot.js';
+import { alignFailover, createSlot, describe, failoverFinding, serverVersion, standbySlotsFinding, wantsFailover, type SlotFailover } from './failover-slot.js';
 
 export interface SetupTarget {
   readonly database: DatabaseAccess;
@@ -33,6 +33,9 @@ const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
 export async function setup(target: SetupTarget): Promise<string[]> {
   return withClient(target.database, async (client) => {
     await checkServer(client);
+    // OUTBOX_SLOT_FAILOVER=true on a server before 17 is refused before anything is made.
+    const version = await serverVersion(client);
+    const failover = wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
     await refuseDuringRecovery(client, target.table, 'set up');
     const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
@@ -41,7 +44,7 @@ export async function setup(target: SetupTarget): Promise<string[]> {
     actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(target.table)}: ${await ensurePruneMarks(client, target.table)}`));
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
     actions.push(...(await findings(client, target)));
-    actions.push(...(await ensureSlot(client, target)));
+    actions.push(...(await ensureSlot(client, target, failover, version)));
     return actions;
   });
 }
@@ -86,7 +89,8 @@ export async function verify(target: SetupTarget): Promise<string[]> {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
     }
     await refuseDuringRecovery(client, target.table, 'stream');
-    return findings(client, target);
+    const slot = await failoverFinding(client, target.slot, target.failover ?? 'auto');
+    return [...(await findings(client, target)), ...(slot ? [slot] : [])];
   });
 }
 
@@ -212,9 +216,7 @@ async function ensurePublication(client: pg.Client, target: SetupTarget): Promis
   return `publication ${target.publication}: created (inserts into ${qualified(target)}${partitioned ? ', published as the partitioned table' : ''})`;
 }
 
-async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string[]> {
-  const version = await serverVersion(client);
-  const failover = wantsFailover(target.failover ?? 'auto', version);
+async function ensureSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string[]> {
   const made = await ensurePlainSlot(client, target, failover, version);
   // Before 17 there is nothing to align: no slot is a failover slot.
   const lines = [made ?? (version >= 170_000 ? await alignFailover(target.database, client, target.slot, failover) : `slot ${target.slot}: exists`)];
