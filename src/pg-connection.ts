@@ -139,6 +139,16 @@ export async function connectHost(database: DatabaseAccess, index: number, appli
   return client.connect().then(() => client, () => null);
 }
 
+/**
+ * pg's settings for a pool (the demo services'), which cannot choose a host per connection: a
+ * DATABASE_URL of one host only.
+ */
+export function pgConnectionConfig(database: DatabaseAccess, applicationName: string, kind: ConnectionKind = {}): pg.ClientConfig {
+  const configs = pgConnectionConfigs(database, applicationName, kind);
+  if (configs.length > 1) throw new RelayError('CONFIG_INVALID', `DATABASE_URL names ${configs.length} hosts; ${applicationName} takes one (the relay's own connections take several)`);
+  return configs[0]!;
+}
+
 /** pg's settings for each host of DATABASE_URL, in order (one for a one-host URL). */
 export function pgConnectionConfigs(database: DatabaseAccess, applicationName: string, kind: ConnectionKind = {}): pg.ClientConfig[] {
   return parsePostgresUrl(database.url.reveal()).urls.map((url) => hostConnectionConfig(database, url, applicationName, kind));

@@ -37,11 +37,11 @@ pg_data_dir() { printf '%s/data' "$(pg_base)"; }
 # Unix socket dir: inside the stack (not /var/run/postgresql, which belongs to
 # the system cluster). Socket paths are limited to ~107 bytes, so fall back to
 # /tmp for deep checkouts.
-pg_socket_dir() {
-  local d
-  d="$(pg_base)/run"
-  if [ "${#d}" -gt 80 ]; then d="/tmp/outbox-relay-$(stack_hash)/pg-run"; fi
-  printf '%s' "$d"
+pg_socket_dir() { short_socket_dir "$(pg_base)/run" "/tmp/outbox-relay-$(stack_hash)/pg-run"; }
+
+# DIR, or FALLBACK when DIR is too long for a socket path (~107 bytes with the file name).
+short_socket_dir() {
+  if [ "${#1}" -gt 80 ]; then printf '%s' "$2"; else printf '%s' "$1"; fi
 }
 
 # Identifies our postmaster in /proc/PID/cmdline (it runs as `postgres -D DATA`).
@@ -101,14 +101,19 @@ log_min_messages = warning
 log_connections = off
 EOF
   # Port is given on the command line (so OUTBOX_PG_PORT can change between runs).
-  cat >"$data/pg_hba.conf" <<'EOF'
+  pg_write_trust_hba "$data"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$data/postgresql.conf" "$data/pg_hba.conf"; fi
+}
+
+# pg_hba.conf of a throwaway cluster in DATA: trust on loopback only, replication included.
+pg_write_trust_hba() {
+  cat >"$1/pg_hba.conf" <<'EOF'
 # outbox-relay stack: trust on loopback only, including replication connections.
 local   all          all                 trust
 local   replication  all                 trust
 host    all          all    127.0.0.1/32 trust
 host    replication  all    127.0.0.1/32 trust
 EOF
-  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$data/postgresql.conf" "$data/pg_hba.conf"; fi
 }
 
 pg_up() {

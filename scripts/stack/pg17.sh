@@ -64,12 +64,7 @@ pg17_cluster_name() { printf 'outbox-pg17-%s-%s' "$(pg17_role "$1")" "$(stack_ha
 pg17_runtime_dir() { printf '%s/postgres-%s' "$(failover_dir)" "$PG17_VERSION"; }
 pg17_bin() { printf '%s/bin' "$(pg17_runtime_dir)"; }
 
-pg17_socket_dir() {
-  local d
-  d="$(failover_dir)/run"
-  if [ "${#d}" -gt 80 ]; then d="/tmp/outbox-relay-failover-$(stack_hash)/run"; fi
-  printf '%s' "$d"
-}
+pg17_socket_dir() { short_socket_dir "$(failover_dir)/run" "/tmp/outbox-relay-failover-$(stack_hash)/run"; }
 
 pg17_fetch() {
   pg_fetch  # the clients
@@ -156,13 +151,7 @@ log_line_prefix = '%m [%p] %q%u@%d '
 log_min_messages = warning
 include_if_exists = 'outbox-node.conf'
 EOF
-  cat >"$data/pg_hba.conf" <<'EOF'
-# outbox-relay failover pair: trust on loopback only, including replication connections.
-local   all          all                 trust
-local   replication  all                 trust
-host    all          all    127.0.0.1/32 trust
-host    replication  all    127.0.0.1/32 trust
-EOF
+  pg_write_trust_hba "$data"
 }
 
 # A node's own settings. Only the primary waits for the standby, and only once there is

@@ -212,12 +212,7 @@ secure_pg_data_dir() { printf '%s/data' "$(secure_pg_base)"; }
 secure_pg_marker() { secure_pg_data_dir; }
 secure_pg_cluster_name() { printf 'outbox-secure-%s' "$(stack_hash)"; }
 
-secure_pg_socket_dir() {
-  local d
-  d="$(secure_pg_base)/run"
-  if [ "${#d}" -gt 80 ]; then d="/tmp/outbox-relay-secure-$(stack_hash)/pg-run"; fi
-  printf '%s' "$d"
-}
+secure_pg_socket_dir() { short_socket_dir "$(secure_pg_base)/run" "/tmp/outbox-relay-secure-$(stack_hash)/pg-run"; }
 
 secure_pg_fetch() { pg_fetch; }
 
