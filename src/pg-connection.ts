@@ -1,6 +1,9 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { parse } from 'pg-connection-string';
+import { errorMessage, RelayError } from './errors.js';
+import { parsePostgresUrl } from './pg-url.js';
 import { Secret } from './security/secret.js';
+import { explainedPostgresError } from './source/connection-errors.js';
 
 /**
  * How every Postgres connection of the relay is made, in one place.
@@ -41,6 +44,8 @@ export interface ConnectionKind {
   readonly replication?: boolean;
   /** Bound of each query in ms; 0 for none (`setup`, whose slot creation waits for running transactions). */
   readonly queryTimeoutMs?: number;
+  /** pg's type parsers for this connection (default: pg's own). */
+  readonly types?: pg.CustomTypesConfig;
 }
 
 /**
@@ -57,11 +62,103 @@ export function databaseAccess(url: string | Secret, password: Secret | null = n
   return { url: typeof url === 'string' ? Secret.fromValue('DATABASE_URL', url) : url, password };
 }
 
-export function pgConnectionConfig(database: DatabaseAccess, applicationName: string, { replication = false, queryTimeoutMs = QUERY_TIMEOUT_MS }: ConnectionKind = {}): pg.ClientConfig {
+/**
+ * A connected client on the server DATABASE_URL names, or with several hosts on the first of
+ * them that is a primary.
+ *
+ * node-postgres takes one host; libpq takes a list and `target_session_attrs`, and connects to
+ * each host in turn, keeping the first that is what was asked for. The same is done here, on
+ * every connection of the relay (replication, monitor, setup, status, prune): after a
+ * promotion the relay finds the new primary at its next reconnect, with no DNS record or
+ * virtual IP that must move first. A primary is a server that is not in recovery and whose
+ * sessions are not read-only (libpq's `read-write`): the slot is read, and setup and prune
+ * write, only there. A standby is not kept even though 16+ can decode on a standby: the slot
+ * the relay confirms to is the primary's (a synced copy on a 17 standby refuses readers).
+ *
+ * The check runs on the connection that is then used (one query after connecting), not on a
+ * probe before it: what was checked is what is kept. A one-host URL without
+ * target_session_attrs is connected exactly as before, unchecked.
+ *
+ * When no host is kept: a refusal that names its fix (login, certificate) is thrown as it
+ * came, since reconnecting repeats it; otherwise SOURCE_NO_PRIMARY, retriable (a failover in
+ * progress: the old primary is gone and the standby is not promoted yet), naming each host's
+ * answer.
+ */
+export async function connectPostgres(database: DatabaseAccess, applicationName: string, kind: ConnectionKind = {}): Promise<pg.Client> {
+  const { hosts, target } = parsePostgresUrl(database.url.reveal());
+  const configs = pgConnectionConfigs(database, applicationName, kind);
+  const refusals: string[] = [];
+  let explained: unknown = null;
+  for (const [index, host] of hosts.entries()) {
+    const client = new pg.Client(configs[index]);
+    try {
+      await client.connect();
+    } catch (error) {
+      if (target === null) throw error;
+      refusals.push(`${host}: ${errorMessage(error)}`);
+      explained ??= explainedPostgresError(error) ? error : null;
+      continue;
+    }
+    if (target === null) return client;
+    const answer = await sessionKind(client).catch((error: unknown) => `did not answer (${errorMessage(error)})`);
+    if (answer === null || (answer === READ_ONLY && target === 'primary')) return client;
+    refusals.push(`${host}: ${answer}`);
+    await client.end().catch(() => undefined);
+  }
+  if (explained !== null) throw explained;
+  throw new RelayError('SOURCE_NO_PRIMARY', `no server in DATABASE_URL is a primary (target_session_attrs=${target}): ${refusals.join('; ')}`, { details: { hosts } });
+}
+
+const READ_ONLY = 'read-only';
+
+/** null for a read-write primary, else why the session does not qualify. */
+async function sessionKind(client: pg.Client): Promise<string | null> {
+  const noop = () => undefined;
+  client.on('error', noop);
+  try {
+    // Plain SQL: a `replication=database` walsender answers it too.
+    const { rows } = await client.query<{ standby: boolean; read_only: string }>("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS read_only");
+    const row = rows[0]!;
+    return row.standby ? 'a standby (in recovery)' : row.read_only === 'on' ? READ_ONLY : null;
+  } finally {
+    client.off('error', noop);
+  }
+}
+
+/** The hosts of DATABASE_URL, as `host:port`, in order (no credentials). */
+export function databaseHosts(database: DatabaseAccess): readonly string[] {
+  return parsePostgresUrl(database.url.reveal()).hosts;
+}
+
+/**
+ * A connected client on the index-th host of DATABASE_URL, whatever it is (to read a
+ * standby's copy of the slot); null if it cannot be reached.
+ */
+export async function connectHost(database: DatabaseAccess, index: number, applicationName: string): Promise<pg.Client | null> {
+  const client = new pg.Client(pgConnectionConfigs(database, applicationName)[index]);
+  return client.connect().then(() => client, () => null);
+}
+
+/**
+ * pg's settings for a pool (the demo services'), which cannot choose a host per connection: a
+ * DATABASE_URL of one host only.
+ */
+export function pgConnectionConfig(database: DatabaseAccess, applicationName: string, kind: ConnectionKind = {}): pg.ClientConfig {
+  const configs = pgConnectionConfigs(database, applicationName, kind);
+  if (configs.length > 1) throw new RelayError('CONFIG_INVALID', `DATABASE_URL names ${configs.length} hosts; ${applicationName} takes one (the relay's own connections take several)`);
+  return configs[0]!;
+}
+
+/** pg's settings for each host of DATABASE_URL, in order (one for a one-host URL). */
+export function pgConnectionConfigs(database: DatabaseAccess, applicationName: string, kind: ConnectionKind = {}): pg.ClientConfig[] {
+  return parsePostgresUrl(database.url.reveal()).urls.map((url) => hostConnectionConfig(database, url, applicationName, kind));
+}
+
+function hostConnectionConfig(database: DatabaseAccess, url: string, applicationName: string, { replication = false, queryTimeoutMs = QUERY_TIMEOUT_MS, types }: ConnectionKind): pg.ClientConfig {
   const { password } = database;
   // Parsed here rather than given to pg as connectionString: pg lets every key of a connection
   // string, even an absent password, replace the config's, and the relay's settings must win.
-  const parsed = parse(database.url.reveal()) as pg.ClientConfig & { options?: string };
+  const parsed = parse(url) as pg.ClientConfig & { options?: string };
   return {
     ...parsed,
     options: sessionOptions(parsed.options),
@@ -72,6 +169,7 @@ export function pgConnectionConfig(database: DatabaseAccess, applicationName: st
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     ...(replication ? { replication: 'database' } : queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
+    ...(types ? { types } : {}),
   } as pg.ClientConfig;
 }
 
@@ -103,7 +201,7 @@ function startupOptions(settings: Readonly<Record<string, string>>): string {
  * so that an operator who set one knows it has no effect on the relay.
  */
 export function overriddenSessionSettings(database: DatabaseAccess): { readonly source: string; readonly settings: string[] } {
-  const fromUrl = new URL(database.url.reveal()).searchParams.get('options');
+  const fromUrl = new URL(parsePostgresUrl(database.url.reveal()).urls[0]!).searchParams.get('options');
   const operator = fromUrl ?? process.env.PGOPTIONS ?? '';
   const named = new Set<string>();
   // -c name=value, -cname=value or --name=value; Postgres reads names case-insensitively, - as _.

@@ -28,11 +28,13 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # svc FN SERVICE [ARGS...]: runs the service's FN (pg_up, registry_stop, ...); the four
-# cluster nodes share one implementation, knode_FN NODE.
+# cluster nodes share one implementation, knode_FN NODE, and the failover pair pg17_FN NODE.
 svc() {
   local fn=$1 s=$2
   shift 2
-  if is_cluster_node "$s"; then "knode_$fn" "$s" "$@"; else "${s}_$fn" "$@"; fi
+  if is_cluster_node "$s"; then "knode_$fn" "$s" "$@"
+  elif is_failover_node "$s"; then "pg17_$fn" "$s" "$@"
+  else "${s}_$fn" "$@"; fi
 }
 
 pid_file() { printf '%s/%s.pid' "$STACK_DIR" "$1"; }

@@ -37,11 +37,11 @@ pg_data_dir() { printf '%s/data' "$(pg_base)"; }
 # Unix socket dir: inside the stack (not /var/run/postgresql, which belongs to
 # the system cluster). Socket paths are limited to ~107 bytes, so fall back to
 # /tmp for deep checkouts.
-pg_socket_dir() {
-  local d
-  d="$(pg_base)/run"
-  if [ "${#d}" -gt 80 ]; then d="/tmp/outbox-relay-$(stack_hash)/pg-run"; fi
-  printf '%s' "$d"
+pg_socket_dir() { short_socket_dir "$(pg_base)/run" "/tmp/outbox-relay-$(stack_hash)/pg-run"; }
+
+# DIR, or FALLBACK when DIR is too long for a socket path (~107 bytes with the file name).
+short_socket_dir() {
+  if [ "${#1}" -gt 80 ]; then printf '%s' "$2"; else printf '%s' "$1"; fi
 }
 
 # Identifies our postmaster in /proc/PID/cmdline (it runs as `postgres -D DATA`).
@@ -101,14 +101,19 @@ log_min_messages = warning
 log_connections = off
 EOF
   # Port is given on the command line (so OUTBOX_PG_PORT can change between runs).
-  cat >"$data/pg_hba.conf" <<'EOF'
+  pg_write_trust_hba "$data"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$data/postgresql.conf" "$data/pg_hba.conf"; fi
+}
+
+# pg_hba.conf of a throwaway cluster in DATA: trust on loopback only, replication included.
+pg_write_trust_hba() {
+  cat >"$1/pg_hba.conf" <<'EOF'
 # outbox-relay stack: trust on loopback only, including replication connections.
 local   all          all                 trust
 local   replication  all                 trust
 host    all          all    127.0.0.1/32 trust
 host    replication  all    127.0.0.1/32 trust
 EOF
-  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$data/postgresql.conf" "$data/pg_hba.conf"; fi
 }
 
 pg_up() {
@@ -126,20 +131,7 @@ pg_start() {
   if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$(pg_socket_dir)"; fi
   require_port_free pg "$PG_PORT" PG_
 
-  # After `kill -9` of the postmaster its backends notice and exit on their own,
-  # but a new postmaster refuses to start while they still hold shared memory.
-  # Also, the killed postmaster lingers as a zombie until init reaps it, and
-  # Postgres takes a zombie pid in postmaster.pid for a live postmaster.
-  local i old_pid
-  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
-  for ((i = 0; i < 150; i++)); do
-    if ! pgrep -f "^postgres: $(pg_cluster_name): " >/dev/null \
-       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
-      break
-    fi
-    sleep 0.1
-  done
-
+  pg_wait_postmaster_gone "$(pg_cluster_name)" "$data"
   offset=$(file_size "$log")
   pid=$(cd / && spawn "$log" "${PG_AS[@]}" "$PG_BIN/postgres" -D "$data" -p "$PG_PORT" -k "$(pg_socket_dir)")
   echo "$pid" >"$(pid_file pg)"
@@ -187,6 +179,22 @@ postgres_stop() {
     fi
   fi
   rm -f "$(pid_file "$service")"
+}
+
+# Before starting a postmaster on DATA (cluster_name NAME): after `kill -9` of the old one
+# its backends notice and exit on their own, but a new postmaster refuses to start while
+# they still hold shared memory. Also, the killed postmaster lingers as a zombie until init
+# reaps it, and Postgres takes a zombie pid in postmaster.pid for a live postmaster.
+pg_wait_postmaster_gone() {
+  local name=$1 data=$2 i old_pid
+  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+  for ((i = 0; i < 150; i++)); do
+    if ! pgrep -f "^postgres: $name: " >/dev/null \
+       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
+      return 0
+    fi
+    sleep 0.1
+  done
 }
 
 pg_destroy() {

@@ -212,12 +212,7 @@ secure_pg_data_dir() { printf '%s/data' "$(secure_pg_base)"; }
 secure_pg_marker() { secure_pg_data_dir; }
 secure_pg_cluster_name() { printf 'outbox-secure-%s' "$(stack_hash)"; }
 
-secure_pg_socket_dir() {
-  local d
-  d="$(secure_pg_base)/run"
-  if [ "${#d}" -gt 80 ]; then d="/tmp/outbox-relay-secure-$(stack_hash)/pg-run"; fi
-  printf '%s' "$d"
-}
+secure_pg_socket_dir() { short_socket_dir "$(secure_pg_base)/run" "/tmp/outbox-relay-secure-$(stack_hash)/pg-run"; }
 
 secure_pg_fetch() { pg_fetch; }
 
@@ -303,16 +298,7 @@ secure_pg_start() {
   tls_ensure
   secure_pg_install_tls
 
-  # As in pg_start: wait for the backends and the zombie of a killed postmaster.
-  local i old_pid
-  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
-  for ((i = 0; i < 150; i++)); do
-    if ! pgrep -f "^postgres: $(secure_pg_cluster_name): " >/dev/null \
-       && ! { [ -n "$old_pid" ] && [ "$(awk '{print $3}' "/proc/$old_pid/stat" 2>/dev/null)" = Z ]; }; then
-      break
-    fi
-    sleep 0.1
-  done
+  pg_wait_postmaster_gone "$(secure_pg_cluster_name)" "$data"
 
   pid=$(cd / && spawn "$log" "${PG_AS[@]}" "$PG_BIN/postgres" -D "$data" -p "$SECURE_PG_PORT" -k "$sock")
   echo "$pid" >"$(pid_file secure_pg)"

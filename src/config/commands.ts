@@ -68,13 +68,13 @@ export const COMMANDS = {
     summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.',
     options: [
       ...DATABASE, ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
-      'setup', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
+      'setup', 'slotFailover', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
     ],
   }),
   setup: declared({
     summary: 'Create the outbox table, publication and slot if missing (idempotent); print what it did.',
     // The payload column's type is checked and reported.
-    options: [...DATABASE, 'columnPayload'],
+    options: [...DATABASE, 'columnPayload', 'slotFailover'],
     args: {
       printRoles: { description: 'print the SQL of least-privilege roles for the relay, the pruner and writers (sql/003_roles.sql for this table) and exit', switch: true },
       createRoles: { description: 'apply that SQL (as a superuser) after creating the table, publication and slot', switch: true },
@@ -117,7 +117,7 @@ export const COMMANDS = {
   recover: declared({
     summary: 'After the slot was lost or dropped: create it again and publish every retained row it cannot prove delivered, so that nothing is skipped.',
     // replay's options, and the slot it re-creates (the publication must exist: run checks it).
-    options: [...DATABASE_ACCESS, 'table', 'slot', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
   }),
   'drop-slot': declared({

@@ -126,7 +126,7 @@ export function compileRecover(config: CommandConfig<'recover'>): RecoverCommand
   return frozen({
     logLevel: config.logLevel,
     // Its own client id, like replay; only inserts reach its pipeline.
-    recover: { database: database(config), slot: config.slot, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail' }) },
+    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail' }) },
     encoder: encoderOptions(config),
     dryRun: config.dryRun,
   });
@@ -154,8 +154,8 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   });
 }
 
-export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | 'columnPayload'>): SetupTarget {
-  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload });
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | 'columnPayload' | 'slotFailover'>): SetupTarget {
+  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload, failover: config.slotFailover });
 }
 
 type DeliveryConfig = Pick<

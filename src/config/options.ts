@@ -2,6 +2,7 @@ import { DEFAULT_COLUMNS } from '../outbox-table.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../sink/topic-router.js';
+import { parsePostgresUrl } from '../pg-url.js';
 import * as p from './parsers.js';
 
 export interface OptionSpec<T> {
@@ -68,15 +69,10 @@ function optionalSecret(spec: SecretSpec): OptionSpec<Secret | null> {
 }
 
 const postgresUrl: p.Parser<string> = {
-  expected: 'a postgres:// or postgresql:// URL, e.g. postgres://relay:secret@db:5432/billing?sslmode=verify-full',
+  expected: 'a postgres:// or postgresql:// URL, e.g. postgres://relay:secret@db:5432/billing?sslmode=verify-full, or with several hosts (the first primary is used) postgres://relay@db1:5432,db2:5432/billing',
   parse: (raw) => {
     const value = raw.trim();
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      throw new Error('is not a URL');
-    }
+    const url = new URL(parsePostgresUrl(value).urls[0]!);
     if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new Error(`is a ${url.protocol} URL, not postgres://`);
     return value;
   },
@@ -114,10 +110,11 @@ const httpUrl: p.Parser<string> = {
  * table and every `--help` are generated from this.
  */
 export const OPTIONS = {
-  databaseUrl: secret({ group: 'database', env: 'DATABASE_URL', parser: postgresUrl, description: "Postgres connection string (a role with REPLICATION; the table's owner for `setup`). TLS as libpq spells it: sslmode (up to verify-full), sslrootcert, sslcert, sslkey (file paths)." }),
+  databaseUrl: secret({ group: 'database', env: 'DATABASE_URL', parser: postgresUrl, description: "Postgres connection string (a role with REPLICATION; the table's owner for `setup`). TLS as libpq spells it: sslmode (up to verify-full), sslrootcert, sslcert, sslkey (file paths). Several hosts, as libpq takes them (postgres://relay@db1:5432,db2:5432/billing), are tried in order and the first primary is kept (target_session_attrs read-write, or primary), at every connection: the relay follows a promotion (README: Postgres failover)." }),
   databasePassword: optionalSecret({ group: 'database', env: 'DATABASE_PASSWORD', parser: p.text, description: "Password of DATABASE_URL's user, when the URL has none; read at every connection (as DATABASE_PASSWORD_FILE, a rotated password needs no restart)." }),
   table: option({ group: 'database', env: 'OUTBOX_TABLE', parser: p.qualifiedTable, default: 'public.event_outbox', description: 'The outbox table.' }),
   slot: option({ group: 'database', env: 'OUTBOX_SLOT', parser: p.identifier, default: 'outbox_relay', description: 'Logical replication slot (pgoutput).' }),
+  slotFailover: option({ group: 'database', env: 'OUTBOX_SLOT_FAILOVER', parser: p.oneOf('auto', 'true', 'false'), default: 'auto', description: "Whether the slot `setup` (and `recover`) creates is a failover slot (Postgres 17+): a standby with sync_replication_slots keeps a copy, and the relay streams on from it after a promotion (README: Postgres failover). auto: yes on 17 and later, a plain slot before; true: refuse a server before 17; false: a plain slot. `setup` alters an existing slot to match while no relay reads it; `run` says at start when it does not." }),
   publication: option({ group: 'database', env: 'OUTBOX_PUBLICATION', parser: p.identifier, default: 'outbox_relay', description: "Publication covering only the outbox table, publish = 'insert'." }),
   kafkaBrokers: option({ group: 'kafka', env: 'KAFKA_BROKERS', parser: p.list, description: 'Kafka bootstrap servers, comma-separated.' }),
   kafkaClientId: option({ group: 'kafka', env: 'KAFKA_CLIENT_ID', parser: p.text, default: 'outbox-relay', description: 'Kafka client id.' }),
@@ -203,7 +200,7 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['format', 'schemaRegistryUrl'], (c, name) => (c.format === 'avro' && c.schemaRegistryUrl === null ? `${name('schemaRegistryUrl')} is required with ${name('format')}=avro` : null)),
   check(['format', 'keySchema'], (c, name) => (c.format !== 'avro' && c.keySchema !== null ? `${name('keySchema')} needs ${name('format')}=avro` : null)),
   // pg lets a password in the URL win over the separate one: two passwords is a mistake to name.
-  check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(c.databaseUrl.reveal()).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
+  check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(parsePostgresUrl(c.databaseUrl.reveal()).urls[0]!).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
   check(['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword'], (c, name) => {
     const usesPassword = c.kafkaSaslMechanism !== null && c.kafkaSaslMechanism !== 'oauthbearer';
     return usesPassword && (c.kafkaSaslUsername === null || c.kafkaSaslPassword === null) ? `${name('kafkaSaslMechanism')}=${c.kafkaSaslMechanism} needs ${name('kafkaSaslUsername')} and ${OPTIONS.kafkaSaslPassword.env} (or ${OPTIONS.kafkaSaslPassword.env}_FILE)` : null;

@@ -1,8 +1,9 @@
-import pg from 'pg';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import type pg from 'pg';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
+import { readStandbyCopies, syncedStandbys } from './standby-copies.js';
 
 export interface SlotReport {
   readonly slot: string;
@@ -18,6 +19,10 @@ export interface SlotReport {
   /** How long ago the WAL now confirmed was written (pg_stat_replication.flush_lag); null when idle or inactive. */
   readonly flushLagSeconds: number | null;
   readonly reader: { readonly applicationName: string; readonly clientAddress: string | null; readonly since: Date } | null;
+  /** A failover slot (Postgres 17+: standbys with sync_replication_slots keep a copy); null before 17, or no slot. */
+  readonly failover: boolean | null;
+  /** This slot is itself a copy synchronized from a primary (true on a promoted standby); null before 17, or no slot. */
+  readonly synced: boolean | null;
 }
 
 /** What Postgres says about the slot: for `status` and for the relay's slot metrics. */
@@ -25,11 +30,13 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
   const { rows } = await client.query<{
     active: boolean; active_pid: number | null; confirmed: string | null; current: string; lag: string | null;
     wal_status: string | null; safe_wal_size: string | null; flush_lag: number | null;
-    application_name: string | null; client_addr: string | null; backend_start: Date | null;
+    application_name: string | null; client_addr: string | null; backend_start: Date | null; failover: boolean | null; synced: boolean | null;
   }>(
     `SELECT s.active, s.active_pid, s.confirmed_flush_lsn::text AS confirmed, pg_current_wal_lsn()::text AS current,
             (pg_current_wal_lsn() - s.confirmed_flush_lsn)::text AS lag, s.wal_status, s.safe_wal_size::text AS safe_wal_size,
-            extract(epoch FROM r.flush_lag)::float8 AS flush_lag, r.application_name, r.client_addr::text, r.backend_start
+            extract(epoch FROM r.flush_lag)::float8 AS flush_lag, r.application_name, r.client_addr::text, r.backend_start,
+            -- Columns of Postgres 17: absent keys (null) before it.
+            (to_jsonb(s) ->> 'failover')::boolean AS failover, (to_jsonb(s) ->> 'synced')::boolean AS synced
        FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
       WHERE s.slot_name = $1`,
     [slot],
@@ -37,7 +44,7 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
   const row = rows[0];
   if (!row) {
     const current = await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null };
+    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null };
   }
   return {
     slot,
@@ -52,25 +59,36 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
     safeWalSizeBytes: row.wal_status === 'lost' ? 0 : row.safe_wal_size === null ? null : Number(row.safe_wal_size),
     flushLagSeconds: row.flush_lag,
     reader: row.active && row.backend_start ? { applicationName: row.application_name ?? '', clientAddress: row.client_addr, since: row.backend_start } : null,
+    failover: row.failover,
+    synced: row.synced,
   };
 }
 
 /**
  * Polls the slot on an interval and exports what it finds. Runs on a normal connection, in
  * active and standby instances alike: the slot's lag matters most when nobody is reading it.
+ * The connection is kept between polls and made again (to the primary of the moment) after
+ * it failed. With several hosts in DATABASE_URL, the others are asked for their copy of the
+ * slot (standby-copies.ts).
  */
 export class SlotMonitor {
   private timer: NodeJS.Timeout | undefined;
-  private readonly pool: pg.Pool;
+  private client: pg.Client | null = null;
+  /** The poll under way: one at a time (a slow server must not pile connections up). */
+  private polling: Promise<void> | null = null;
 
-  constructor(private readonly options: { database: DatabaseAccess; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {
-    this.pool = new pg.Pool({ ...pgConnectionConfig(options.database, 'outbox-relay-monitor'), max: 1 });
-    this.pool.on('error', () => undefined);
-  }
+  constructor(private readonly options: { database: DatabaseAccess; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {}
 
   start(): void {
     const poll = () => {
-      this.poll().catch((error: unknown) => this.options.logger.debug({ err: (error as Error).message }, 'slot poll failed'));
+      this.polling ??= this.poll()
+        .catch((error: unknown) => {
+          this.options.logger.debug({ err: (error as Error).message }, 'slot poll failed');
+          // Made again at the next poll, to whichever host is the primary then.
+          void this.client?.end().catch(() => undefined);
+          this.client = null;
+        })
+        .finally(() => (this.polling = null));
     };
     poll();
     this.timer = setInterval(poll, this.options.intervalMs);
@@ -78,16 +96,24 @@ export class SlotMonitor {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
-    await this.pool.end();
+    await this.polling;
+    await this.client?.end().catch(() => undefined);
   }
 
   private async poll(): Promise<void> {
-    const { metrics } = this.options;
-    const report = await readSlot(this.pool as unknown as pg.ClientBase, this.options.slot);
+    const { metrics, database, slot } = this.options;
+    if (!this.client) {
+      const client = await connectPostgres(database, 'outbox-relay-monitor');
+      client.on('error', () => undefined);
+      this.client = client;
+    }
+    const report = await readSlot(this.client, slot);
     metrics.slotActive.set(report.active ? 1 : 0);
     if (report.lagBytes !== null) metrics.slotLagBytes.set(report.lagBytes);
     const walStatus = report.exists ? report.walStatus : 'missing';
     for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, walStatus === status ? 1 : 0);
     metrics.slotSafeWalSize.set(report.safeWalSizeBytes ?? -1);
+    metrics.slotFailover.set(report.failover === null ? -1 : report.failover ? 1 : 0);
+    metrics.slotSyncedStandbys.set(syncedStandbys(await readStandbyCopies(database, slot)));
   }
 }

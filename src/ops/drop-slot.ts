@@ -1,5 +1,4 @@
-import pg from 'pg';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 
 /**
@@ -8,8 +7,7 @@ import { RelayError } from '../errors.js';
  * operator knows where to replay from.
  */
 export async function dropSlot(database: DatabaseAccess, slot: string): Promise<{ confirmedFlushLsn: string | null; lagBytes: number | null }> {
-  const client = new pg.Client(pgConnectionConfig(database, 'outbox-relay-drop-slot'));
-  await client.connect();
+  const client = await connectPostgres(database, 'outbox-relay-drop-slot');
   try {
     const { rows } = await client.query<{ active: boolean; confirmed: string | null; lag: string | null }>(
       `SELECT active, confirmed_flush_lsn::text AS confirmed, (pg_current_wal_lsn() - confirmed_flush_lsn)::text AS lag FROM pg_replication_slots WHERE slot_name = $1`,

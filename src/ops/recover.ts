@@ -4,14 +4,17 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { pruneMarksTable } from '../prune/marks.js';
+import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { clearRecovering, markRecovering, unfinishedRecovery } from '../setup/recovery-marker.js';
-import { parseRow, republish, textClientConfig } from './republish.js';
+import { connectForText, parseRow, republish } from './republish.js';
 
 export interface RecoverOptions {
   readonly database: DatabaseAccess;
   readonly slot: string;
+  /** OUTBOX_SLOT_FAILOVER: the re-created slot is a failover slot on Postgres 17+, as setup's. */
+  readonly failover: SlotFailover;
   readonly delivery: DeliveryOptions;
 }
 
@@ -57,10 +60,11 @@ const CURSOR = 'outbox_recover_rows';
 export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
   // Rows are read as text (parseRow, as replay does); the slot's facts through a plain client.
-  const sql = new pg.Client(textClientConfig(options.database, 'outbox-relay-recover'));
-  const inspect = new pg.Client(pgConnectionConfig(options.database, 'outbox-relay-recover'));
-  await sql.connect();
-  await inspect.connect();
+  const sql = await connectForText(options.database, 'outbox-relay-recover');
+  const inspect = await connectPostgres(options.database, 'outbox-relay-recover').catch(async (error: unknown) => {
+    await sql.end();
+    throw error;
+  });
   try {
     const slot = await readSlot(inspect, options.slot);
     const table = options.delivery.pipeline.table;
@@ -73,6 +77,8 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     const cause = slot.exists && unfinishedSince === null ? 'lost' : 'missing';
     const bound = cause === 'lost' && slot.confirmedFlushLsn ? await deliveredBound(inspect, options, slot.confirmedFlushLsn) : null;
     const order = (await trackCommitTimestamp(inspect)) ? 'commit timestamp' : 'transaction id';
+    // Refused (OUTBOX_SLOT_FAILOVER=true before 17) before anything is changed.
+    const failover = wantsFailover(options.failover, await serverVersion(inspect));
     if (dryRun) {
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       const found = await count(sql, options, bound);
@@ -85,11 +91,11 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
       await inspect.query('SELECT pg_drop_replication_slot($1)', [options.slot]);
       logger.warn({ slot: options.slot, confirmed: slot.confirmedFlushLsn }, 'recover: dropped the old slot (it can never stream what is missing)');
     }
-    const replication = new pg.Client(pgConnectionConfig(options.database, 'outbox-relay-recover', { replication: true }));
-    await replication.connect();
+    const replication = await connectPostgres(options.database, 'outbox-relay-recover', { replication: true });
     let newSlotAt: string;
     try {
-      const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput EXPORT_SNAPSHOT`);
+      const slotOptions = failover ? "(SNAPSHOT 'export', FAILOVER true)" : 'EXPORT_SNAPSHOT';
+      const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput ${slotOptions}`);
       newSlotAt = rows[0]!.consistent_point;
       // Imported while the exporting connection still holds it; ours from then on.
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');

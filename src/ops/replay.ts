@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions, ReplayOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
-import { parseRow, republish, textClientConfig } from './republish.js';
+import { parseRow, republish, connectForText } from './republish.js';
 
 /** Which rows; at least one is set (`replay`'s declared check refuses an empty filter). */
 export interface ReplayFilter {
@@ -23,8 +23,7 @@ const CURSOR = 'outbox_replay_cursor';
  */
 export async function replay(options: ReplayOptions, encoder: PayloadEncoder, logger: Logger): Promise<{ published: number }> {
   const { delivery } = options;
-  const client = new pg.Client(textClientConfig(options.database, 'outbox-relay-replay'));
-  await client.connect();
+  const client = await connectForText(options.database, 'outbox-relay-replay');
   try {
     const published = await republish(pages(client, delivery, options.filter), { delivery, encoder, logger, stage: 'replay' });
     return { published };

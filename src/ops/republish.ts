@@ -8,7 +8,7 @@ import { RowDecoder } from '../decode/row-decoder.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { Pipeline } from '../pipeline.js';
 import { createKafkaProducer } from '../sink/kafka-client.js';
 import { KafkaSink } from '../sink/kafka-sink.js';
@@ -76,8 +76,8 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
  * A SQL connection that hands every column over as Postgres's text, for parseRow: a row read
  * from the table then carries the same bytes as the streamed one (a jsonb payload as its text).
  */
-export function textClientConfig(database: DatabaseAccess, applicationName: string): pg.ClientConfig {
-  return { ...pgConnectionConfig(database, applicationName), types: { getTypeParser: () => (text: string) => text } } as pg.ClientConfig;
+export function connectForText(database: DatabaseAccess, applicationName: string): Promise<pg.Client> {
+  return connectPostgres(database, applicationName, { types: { getTypeParser: () => (text: string) => text } as pg.CustomTypesConfig });
 }
 
 /** A row of column texts, each parsed as the replication stream parses that column. */

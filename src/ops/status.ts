@@ -1,6 +1,7 @@
 import pg from 'pg';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
+import { readStandbyCopies, type StandbyCopy } from '../observe/standby-copies.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countRecords } from '../sink/kafka-client.js';
 
@@ -17,6 +18,8 @@ export interface StatusInput {
 
 export interface StatusReport {
   readonly slot: SlotReport;
+  /** Each host of a several-host DATABASE_URL and its copy of the slot; empty for one host. */
+  readonly standbys: readonly StandbyCopy[];
   readonly publication: { readonly name: string; readonly exists: boolean };
   readonly outbox: { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number };
   /** Records in the dead-letter topic, or why it could not be read. */
@@ -25,8 +28,7 @@ export interface StatusReport {
 
 /** Everything an operator asks first, read from Postgres (and Kafka for the dead letters). */
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
-  const client = new pg.Client(pgConnectionConfig(input.database, 'outbox-relay-status'));
-  await client.connect();
+  const client = await connectPostgres(input.database, 'outbox-relay-status');
   try {
     const table = `${pg.escapeIdentifier(input.table.schema)}.${pg.escapeIdentifier(input.table.name)}`;
     const slot = await readSlot(client, input.slot);
@@ -38,6 +40,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
     const row = outbox.rows[0]!;
     return {
       slot,
+      standbys: await readStandbyCopies(input.database, input.slot),
       publication: { name: input.publication, exists: publication.rows.length > 0 },
       outbox: { table: `${input.table.schema}.${input.table.name}`, rows: Number(row.rows), oldestRowAgeSeconds: row.age, totalBytes: Number(row.bytes) },
       deadLetters: await countDeadLetters(input),
@@ -68,6 +71,8 @@ export function formatStatus(report: StatusReport): string {
     ['current wal lsn', slot.currentWalLsn],
     ['lag', `${bytes(slot.lagBytes)} (flush lag ${seconds(slot.flushLagSeconds)})`],
     ['wal status', slot.walStatus ?? '-'],
+    ['failover', slot.failover === null ? (slot.exists ? 'no (Postgres before 17)' : '-') : `${slot.failover ? 'yes' : 'no'}${slot.synced ? ' (this slot was synchronized from a primary: this server was promoted)' : ''}`],
+    ['standby copies', report.standbys.length === 0 ? "unknown: DATABASE_URL names one host (on the standby: SELECT synced, temporary FROM pg_replication_slots)" : report.standbys.filter((copy) => copy.state !== 'primary').map((copy) => `${copy.host} ${copy.state}${copy.confirmedFlushLsn ? ` at ${copy.confirmedFlushLsn}` : ''}`).join(', ') || 'none'],
     ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
     ['publication', `${report.publication.name}${report.publication.exists ? '' : ' (MISSING)'}`],
     ['outbox', `${report.outbox.table}: ${report.outbox.rows} rows, ${bytes(report.outbox.totalBytes)}, oldest ${seconds(report.outbox.oldestRowAgeSeconds)} old`],

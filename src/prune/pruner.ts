@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RelayError, sqlState } from '../errors.js';
@@ -61,8 +61,7 @@ export class Pruner {
   }
 
   async pass(): Promise<PruneResult> {
-    const client = new pg.Client(pgConnectionConfig(this.options.database, 'outbox-relay-prune'));
-    await client.connect();
+    const client = await connectPostgres(this.options.database, 'outbox-relay-prune');
     try {
       await ensurePruneMarks(client, this.options.table);
       await refuseDuringRecovery(client, this.options.table, 'prune');

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { overriddenSessionSettings, pgConnectionConfig, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, overriddenSessionSettings, SESSION_SETTINGS, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
@@ -8,6 +8,7 @@ import { slotMissing } from '../source/slot-errors.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
+import { alignFailover, createSlot, describe, failoverFinding, serverVersion, standbySlotsFinding, wantsFailover, type SlotFailover } from './failover-slot.js';
 
 export interface SetupTarget {
   readonly database: DatabaseAccess;
@@ -17,6 +18,8 @@ export interface SetupTarget {
   /** OUTBOX_COLUMN_PAYLOAD: its type is checked (and reported) when given. */
   readonly payloadColumn?: string;
   readonly format?: PayloadColumnTarget['format'];
+  /** OUTBOX_SLOT_FAILOVER (default auto: a failover slot on Postgres 17+). */
+  readonly failover?: SlotFailover;
 }
 
 const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
@@ -30,6 +33,9 @@ const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
 export async function setup(target: SetupTarget): Promise<string[]> {
   return withClient(target.database, async (client) => {
     await checkServer(client);
+    // OUTBOX_SLOT_FAILOVER=true on a server before 17 is refused before anything is made.
+    const version = await serverVersion(client);
+    const failover = wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
     await refuseDuringRecovery(client, target.table, 'set up');
     const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
@@ -38,7 +44,7 @@ export async function setup(target: SetupTarget): Promise<string[]> {
     actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(target.table)}: ${await ensurePruneMarks(client, target.table)}`));
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
     actions.push(...(await findings(client, target)));
-    actions.push(await ensureSlot(client, target));
+    actions.push(...(await ensureSlot(client, target, failover, version)));
     return actions;
   });
 }
@@ -83,7 +89,8 @@ export async function verify(target: SetupTarget): Promise<string[]> {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
     }
     await refuseDuringRecovery(client, target.table, 'stream');
-    return findings(client, target);
+    const slot = await failoverFinding(client, target.slot, target.failover ?? 'auto');
+    return [...(await findings(client, target)), ...(slot ? [slot] : [])];
   });
 }
 
@@ -98,8 +105,7 @@ async function findings(client: pg.Client, target: SetupTarget): Promise<string[
 }
 
 async function withClient<T>(database: DatabaseAccess, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client(pgConnectionConfig(database, 'outbox-relay-setup', { queryTimeoutMs: 0 }));
-  await client.connect();
+  const client = await connectPostgres(database, 'outbox-relay-setup', { queryTimeoutMs: 0 });
   try {
     return await work(client);
   } finally {
@@ -210,7 +216,16 @@ async function ensurePublication(client: pg.Client, target: SetupTarget): Promis
   return `publication ${target.publication}: created (inserts into ${qualified(target)}${partitioned ? ', published as the partitioned table' : ''})`;
 }
 
-async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<string> {
+async function ensureSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string[]> {
+  const made = await ensurePlainSlot(client, target, failover, version);
+  // Before 17 there is nothing to align: no slot is a failover slot.
+  const lines = [made ?? (version >= 170_000 ? await alignFailover(target.database, client, target.slot, failover) : `slot ${target.slot}: exists`)];
+  if (failover) lines.push(await standbySlotsFinding(client));
+  return lines;
+}
+
+/** Creates the slot if missing and returns what it did; null if it exists (and is usable). */
+async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string | null> {
   const { rows } = await client.query<{ plugin: string; database: string; current: string; wal_status: string | null }>(
     'SELECT plugin, database, current_database() AS current, wal_status FROM pg_replication_slots WHERE slot_name = $1',
     [target.slot],
@@ -221,13 +236,13 @@ async function ensureSlot(client: pg.Client, target: SetupTarget): Promise<strin
       throw new RelayError('SETUP_PUBLICATION', `replication slot "${target.slot}" exists with plugin ${slot.plugin} on database ${slot.database}; expected pgoutput on ${slot.current}`);
     }
     if (slot.wal_status === 'lost') throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${target.slot}" is lost (wal_status lost); \`outbox-relay recover\` re-creates it and publishes again what it may not have delivered`);
-    return `slot ${target.slot}: exists`;
+    return null;
   }
   // A new slot starts at the current WAL position: rows already in the table would never be
   // streamed. With rows there, the slot was lost or dropped (or never made): recover instead.
   const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} LIMIT 1000000) AS retained`);
   const rowCount = Number(retained[0]!.n);
   if (rowCount > 0) throw slotMissing(target.slot, `and the outbox holds ${rowCount >= 1_000_000 ? 'over a million' : rowCount} rows that a new slot would never stream`);
-  const created = await client.query<{ lsn: string }>("SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", [target.slot]);
-  return `slot ${target.slot}: created at ${created.rows[0]!.lsn}`;
+  const lsn = await createSlot(client, target.slot, failover, version);
+  return `slot ${target.slot}: created at ${lsn}${version >= 170_000 ? ` (${describe(failover)})` : ''}`;
 }

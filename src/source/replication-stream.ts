@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
@@ -51,7 +51,8 @@ const UNDEFINED_OBJECT = '42704';
  * position reaches Postgres is `sendStatus(lsn)`, and the wire carries exactly that lsn.
  */
 export class ReplicationStream implements SourceStream {
-  private readonly client: pg.Client;
+  /** Connected by `start` (to the first primary of DATABASE_URL's hosts). */
+  private client: pg.Client | null = null;
   private readonly decoder: PgoutputDecoder;
   private readonly messagesReceived = new Fifo<SourceMessage>();
   private wire: ReplicationWire | null = null;
@@ -70,9 +71,6 @@ export class ReplicationStream implements SourceStream {
 
   constructor(private readonly options: ReplicationStreamOptions) {
     this.decoder = new PgoutputDecoder({ columnParsers: options.columnParsers });
-    // The application name shows in pg_stat_replication and `outbox-relay status`: which
-    // instance (pod) is the active reader.
-    this.client = new pg.Client(pgConnectionConfig(options.database, `outbox-relay@${hostname()}`, { replication: true }));
   }
 
   /**
@@ -80,19 +78,22 @@ export class ReplicationStream implements SourceStream {
    * the point from which Postgres will resend transactions.
    */
   async start(): Promise<Lsn> {
-    this.client.on('error', (error) => this.fail(error));
-    this.client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed')));
-    await this.client.connect();
-    const confirmed = await this.readConfirmedPosition();
-    this.wire = this.client.connection as unknown as ReplicationWire;
+    // The application name shows in pg_stat_replication and `outbox-relay status`: which
+    // instance (pod) is the active reader.
+    const client = await connectPostgres(this.options.database, `outbox-relay@${hostname()}`, { replication: true });
+    this.client = client;
+    client.on('error', (error) => this.fail(error));
+    client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed')));
+    const confirmed = await this.readConfirmedPosition(client);
+    this.wire = client.connection as unknown as ReplicationWire;
     this.wire.on('copyData', ({ chunk }) => this.receive(chunk));
-    const started = new Promise<void>((resolve) => this.client.connection.once('replicationStart', () => resolve()));
+    const started = new Promise<void>((resolve) => client.connection.once('replicationStart', () => resolve()));
     // 0/0 asks the server to start from the slot's confirmed_flush_lsn: the relay never
     // chooses a start point of its own, so it cannot skip past what it has not confirmed.
     const sql =
       `START_REPLICATION SLOT ${pg.escapeIdentifier(this.options.slot)} LOGICAL 0/0 ` +
       `(proto_version '1', publication_names ${pg.escapeLiteral(this.options.publication)})`;
-    this.streaming = this.client.query(sql).then(
+    this.streaming = client.query(sql).then(
       () => {
         this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server'));
         return true;
@@ -174,8 +175,11 @@ export class ReplicationStream implements SourceStream {
     clearInterval(this.watchdog);
     this.ended = true;
     this.wake?.();
-    this.client.removeAllListeners('end');
-    this.client.on('error', () => undefined);
+    const client = this.client;
+    // Never connected (the connect failed): nothing to close.
+    if (!client) return false;
+    client.removeAllListeners('end');
+    client.on('error', () => undefined);
     let answered = false;
     if (this.wire && this.failure === null) {
       this.wire.endCopyFrom();
@@ -184,13 +188,13 @@ export class ReplicationStream implements SourceStream {
       await finishesWithin(this.streaming.then((completed) => (answered = completed)), CLOSE_TIMEOUT_MS);
     }
     if (!answered) this.cutOff();
-    await finishesWithin(this.client.end().catch(() => undefined), CLOSE_TIMEOUT_MS);
+    await finishesWithin(client.end().catch(() => undefined), CLOSE_TIMEOUT_MS);
     return answered;
   }
 
   /** Destroys the socket without waiting for the peer: the only way off a silent connection. */
   private cutOff(): void {
-    (this.client.connection as unknown as ReplicationWire).stream.destroy();
+    (this.client?.connection as unknown as ReplicationWire | undefined)?.stream.destroy();
   }
 
   private checkSilence(): void {
@@ -208,9 +212,9 @@ export class ReplicationStream implements SourceStream {
     this.cutOff();
   }
 
-  private async readConfirmedPosition(): Promise<Lsn> {
+  private async readConfirmedPosition(client: pg.Client): Promise<Lsn> {
     // A replication connection speaks only the simple query protocol: no bind parameters.
-    const result = await this.client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null }>(
+    const result = await client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null }>(
       `SELECT confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = ${pg.escapeLiteral(this.options.slot)}`,
     );
     const row = result.rows[0];

@@ -23,6 +23,8 @@ export class OutboxLoad {
   failedTransactions = 0;
   /** Event ids of rolled-back transactions: none of them may ever reach Kafka. */
   readonly rolledBackIds: string[] = [];
+  /** Event ids of transactions whose COMMIT returned: on the table unless the server lost them (asynchronous standby). */
+  readonly acknowledgedIds: string[] = [];
 
   constructor(private readonly outbox: TestOutbox, private readonly options: LoadOptions) {}
 
@@ -53,6 +55,7 @@ export class OutboxLoad {
         else {
           await this.outbox.insert(rows);
           this.committedTransactions += 1;
+          this.acknowledgedIds.push(...rows.map((row) => row.eventId));
         }
       } catch {
         this.failedTransactions += 1;

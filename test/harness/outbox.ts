@@ -13,6 +13,13 @@ export interface OutboxRow {
   readonly headers?: Record<string, string> | null;
 }
 
+export interface TestOutboxOptions {
+  /** The relay's DATABASE_URL, and setup's (default: the test services' Postgres); may name several hosts. */
+  readonly databaseUrl?: string;
+  /** Where the test's own SQL goes (inserts, the committed-ids oracle); one host; default databaseUrl. */
+  readonly sqlUrl?: string;
+}
+
 /**
  * One test's own outbox: table, publication, slot and topic prefix named after a random id,
  * so test files never see each other's events.
@@ -24,19 +31,32 @@ export class TestOutbox {
   readonly publication = `pub_${this.id}`;
   readonly topicPrefix = `itest-${this.id}`;
   readonly deadLetterTopic = `itest-${this.id}.dead-letter`;
-  readonly databaseUrl = inject('services').databaseUrl;
-  readonly pool = new pg.Pool({ connectionString: this.databaseUrl, max: 8 });
+  readonly databaseUrl: string;
+  private sql: pg.Pool;
 
-  constructor() {
-    // Fault tests restart Postgres under this pool: broken idle clients are dropped, not fatal.
-    this.pool.on('error', () => undefined);
+  constructor(options: TestOutboxOptions = {}) {
+    this.databaseUrl = options.databaseUrl ?? inject('services').databaseUrl;
+    this.sql = sqlPool(options.sqlUrl ?? this.databaseUrl);
+  }
+
+  /** The pool of the test's own SQL. */
+  get pool(): pg.Pool {
+    return this.sql;
+  }
+
+  /** Sends the test's own SQL to another server from now on (a promoted standby). */
+  useServer(url: string): void {
+    const previous = this.sql;
+    this.sql = sqlPool(url);
+    // Its server may be gone: the end is not waited for.
+    void previous.end().catch(() => undefined);
   }
 
   /** The relay's environment for this outbox. */
   relayEnv(extra: Record<string, string> = {}): Record<string, string> {
     const services = inject('services');
     return {
-      DATABASE_URL: services.databaseUrl,
+      DATABASE_URL: this.databaseUrl,
       KAFKA_BROKERS: services.kafkaBrokers,
       SCHEMA_REGISTRY_URL: services.schemaRegistryUrl,
       OUTBOX_TABLE: `public.${this.table}`,
@@ -109,6 +129,13 @@ export class TestOutbox {
     await this.pool.query(`DROP TABLE IF EXISTS ${this.table}`).catch(() => undefined);
     await this.pool.end();
   }
+}
+
+function sqlPool(url: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max: 8 });
+  // Fault tests restart Postgres under this pool: broken idle clients are dropped, not fatal.
+  pool.on('error', () => undefined);
+  return pool;
 }
 
 export function billingEvent(aggregateId: string, sequence: number, eventType = 'invoice.paid'): OutboxRow {

@@ -1,0 +1,131 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseLsn } from '../../src/lsn.js';
+import { databaseAccess } from '../../src/pg-connection.js';
+import { setup } from '../../src/setup/setup.js';
+import { useFailoverPair } from '../harness/failover-pair.js';
+import { expectEveryCommittedEventDelivered, expectOrderPerAggregate } from '../harness/fixture.js';
+import { get, metric } from '../harness/http.js';
+import { createTopics, TopicReader } from '../harness/kafka.js';
+import { OutboxLoad } from '../harness/load.js';
+import { TestOutbox } from '../harness/outbox.js';
+import { freePort } from '../harness/ports.js';
+import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+
+/**
+ * Issue 15 (d): a Postgres 17 primary with a physical standby that synchronizes the relay's
+ * failover slot (scripts/stack/pg17.sh: sync_replication_slots, hot_standby_feedback,
+ * synchronized_standby_slots, and a synchronous standby so that every COMMIT a writer saw
+ * returned is on it). The relay runs with both hosts in DATABASE_URL. Under load the primary
+ * is killed -9 and the standby promoted: the relay reconnects to the new primary by itself,
+ * streams on from the synchronized slot, and every event committed there reaches Kafka —
+ * nothing else, and nothing needs `recover`.
+ */
+describe('Postgres 17 failover: the relay follows a promotion', () => {
+  const pair = useFailoverPair();
+  let outbox: TestOutbox;
+
+  beforeAll(async () => {
+    outbox = new TestOutbox({ databaseUrl: pair.databaseUrl, sqlUrl: pair.primaryUrl });
+    // setup through the two-host URL: it finds the primary, and makes a failover slot there.
+    const done = await setup({ database: databaseAccess(outbox.databaseUrl), table: { schema: 'public', name: outbox.table }, publication: outbox.publication, slot: outbox.slot });
+    expect(done).toContain(`synchronized_standby_slots = 'outbox_standby': the relay is sent only what those standbys have`);
+    expect(done.find((line) => line.startsWith(`slot ${outbox.slot}: created`))).toMatch(/a failover slot: standbys with sync_replication_slots keep a copy/);
+    await createTopics([outbox.topic('invoice')]);
+  });
+
+  afterAll(async () => {
+    await outbox.pool.end().catch(() => undefined);
+  });
+
+  it('kills the primary under load, promotes the standby: the relay streams on from the synced slot and every committed event arrives', { timeout: 300_000 }, async () => {
+    const port = await freePort();
+    const relay = new RelayProcess(outbox.relayEnv({ OUTBOX_HTTP_PORT: String(port), OUTBOX_SLOT_POLL_INTERVAL: '500ms', OUTBOX_RECONNECT_MAX: '1s' })).start();
+    const load = new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 20 }).start();
+    const reader = await new TopicReader().start([outbox.topic('invoice')]);
+    try {
+      await relay.waitActive();
+      // The standby's copy is usable once it is synced and no longer temporary: the primary's
+      // slot had to move past the point where the standby's copy began (the relay confirming).
+      const standby = new pg.Client({ connectionString: pair.standbyUrl });
+      await standby.connect();
+      const syncedAfterMs = await timed(() =>
+        eventually('the standby to hold a synchronized copy of the slot', async () => {
+          const { rows } = await standby.query<{ ready: boolean }>('SELECT synced AND NOT temporary AND invalidation_reason IS NULL AS ready FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
+          return rows[0]?.ready ? true : undefined;
+        }, 120_000, 250),
+      );
+      await standby.end();
+      // The relay sees it too: it asks the other host of DATABASE_URL.
+      await eventually('the relay to count the standby copy', async () => {
+        const { body } = await get(port, '/metrics');
+        return metric(body, 'outbox_relay_slot_failover') === 1 && metric(body, 'outbox_relay_slot_synced_standbys') === 1 ? true : undefined;
+      }, 30_000, 250);
+      await delay(3_000);
+
+      const beforeKill = load.committedTransactions;
+      await pair.node('kill', 'pg17_primary');
+      const killedAt = Date.now();
+      // A failover manager's detection time; meanwhile the relay finds no primary and retries.
+      await delay(2_000);
+      await pair.promote();
+      const promotedAt = Date.now();
+      outbox.useServer(pair.standbyUrl);
+      const promotionLsn = await walLsn(outbox);
+
+      // First event delivered from the new primary: the first record committed there (its
+      // commit LSN is past the promotion) that a consumer reads.
+      const firstNew = await eventually('an event committed on the new primary to arrive', async () => {
+        const found = reader.records.find((record) => parseLsn(record.headers.outbox_commit_lsn ?? '0/0') >= promotionLsn);
+        return found ? Date.now() : undefined;
+      }, 60_000, 20);
+      const resumed = relay.logs.find((line) => /^active:/.test(line.msg) && typeof line.time === 'number' && line.time >= promotedAt);
+      await delay(5_000);
+      await load.stop();
+
+      const afterPromotion = load.committedTransactions - beforeKill;
+      expect(afterPromotion, 'writers committed on the new primary').toBeGreaterThan(50);
+      // The relay looked for a primary while there was none, and said so.
+      expect(relay.logs.some((line) => line.code === 'SOURCE_NO_PRIMARY' && /a standby \(in recovery\)/.test(String(line.err))), relay.tail()).toBe(true);
+      // Synchronous standby: every COMMIT that returned to a writer is on the new primary.
+      const onNewPrimary = new Set(await outbox.committedIds());
+      expect(load.acknowledgedIds.filter((id) => !onNewPrimary.has(id))).toEqual([]);
+      // Every event on the new primary delivered, and nothing else (no event of a transaction
+      // the old primary took with it): expectEveryCommittedEventDelivered reads the new primary.
+      const records = await expectEveryCommittedEventDelivered(outbox, () => relay.tail());
+      const delivered = new Set(records.map((record) => record.headers.event_id));
+      expect(load.rolledBackIds.filter((id) => delivered.has(id))).toEqual([]);
+      expectOrderPerAggregate(records);
+      // The slot on the new primary is the synchronized copy, streamed from: no recover.
+      const slot = await outbox.slotState();
+      expect(slot.confirmed).toBeGreaterThanOrEqual(promotionLsn);
+      expect(relay.logs.some((line) => line.code === 'SOURCE_SLOT_MISSING')).toBe(false);
+      expect(await relay.stop()).toBe(0);
+
+      const figures = {
+        committed: onNewPrimary.size,
+        delivered: delivered.size,
+        duplicates: records.length - delivered.size,
+        syncedAfterMs,
+        killToPromotionMs: promotedAt - killedAt,
+        promotionToStreamingMs: resumed ? Number(resumed.time) - promotedAt : null,
+        promotionToFirstNewEventMs: firstNew - promotedAt,
+      };
+      process.stdout.write(`failover: ${JSON.stringify(figures)}\n`);
+    } finally {
+      await load.stop();
+      await reader.stop();
+      await relay.kill9();
+    }
+  });
+});
+
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = Date.now();
+  await work();
+  return Date.now() - started;
+}
+
+async function walLsn(outbox: TestOutbox): Promise<bigint> {
+  return eventually('the new primary to answer', () => outbox.currentWalLsn(), 30_000, 100);
+}
