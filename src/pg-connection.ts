@@ -89,6 +89,7 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
   const configs = pgConnectionConfigs(database, applicationName, kind);
   const refusals: string[] = [];
   let explained: unknown = null;
+  let explainedCount = 0;
   for (const [index, host] of hosts.entries()) {
     const client = new pg.Client(configs[index]);
     try {
@@ -96,7 +97,10 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
     } catch (error) {
       if (target === null) throw error;
       refusals.push(`${host}: ${errorMessage(error)}`);
-      explained ??= explainedPostgresError(error) ? error : null;
+      if (explainedPostgresError(error)) {
+        explained ??= error;
+        explainedCount += 1;
+      }
       continue;
     }
     if (target === null) return client;
@@ -105,7 +109,9 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
     refusals.push(`${host}: ${answer}`);
     await client.end().catch(() => undefined);
   }
-  if (explained !== null) throw explained;
+  // A login or certificate refused by every host is a configuration error: stop. Refused by some
+  // while the others are down or standbys (a restart, a failover under way): wait and retry.
+  if (explained !== null && explainedCount === hosts.length) throw explained;
   throw new RelayError('SOURCE_NO_PRIMARY', `no server in DATABASE_URL is a primary (target_session_attrs=${target}): ${refusals.join('; ')}`, { details: { hosts } });
 }
 

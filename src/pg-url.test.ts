@@ -19,8 +19,8 @@ describe('DATABASE_URL with several hosts (libpq multi-host URLs)', () => {
       'postgresql://relay:s3cret@db2/billing?sslmode=require',
       'postgresql://relay:s3cret@[::1]:5433/billing?sslmode=require',
     ]);
-    // With several hosts the relay keeps the first read-write primary, as libpq's read-write.
-    expect(parsed.target).toBe('read-write');
+    // With several hosts the relay keeps the first primary (not in recovery), as libpq's read-write.
+    expect(parsed.target).toBe('primary');
   });
 
   it('takes target_session_attrs=read-write or primary (also for one host, then checked) and leaves it out of what pg sees', () => {
@@ -30,7 +30,7 @@ describe('DATABASE_URL with several hosts (libpq multi-host URLs)', () => {
 
   it('refuses what would connect the relay to a standby, and host lists it cannot read', () => {
     for (const attrs of ['any', 'read-only', 'standby', 'prefer-standby']) {
-      expect(() => parsePostgresUrl(`postgres://db1,db2/x?target_session_attrs=${attrs}`)).toThrow(/the relay needs the primary: read-write or primary/);
+      expect(() => parsePostgresUrl(`postgres://db1,db2/x?target_session_attrs=${attrs}`)).toThrow(/the relay needs the primary: primary \(the default with several hosts\) or read-write/);
     }
     expect(() => parsePostgresUrl('postgres://db1,,db2/x')).toThrow(/empty host/);
     expect(() => parsePostgresUrl('postgres://db1:port,db2/x')).toThrow(/is not a URL/);

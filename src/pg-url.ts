@@ -35,12 +35,14 @@ export function parsePostgresUrl(value: string): PostgresUrl {
   });
   const asked = parsed[0]!.searchParams.get('target_session_attrs');
   if (asked !== null && !TARGETS.includes(asked)) {
-    throw new Error(`asks for target_session_attrs=${asked}; the relay needs the primary: read-write or primary (the default with several hosts is read-write)`);
+    throw new Error(`asks for target_session_attrs=${asked}; the relay needs the primary: primary (the default with several hosts) or read-write`);
   }
   return {
     urls: asked === null ? urls : parsed.map((url) => withoutParameter(url, 'target_session_attrs')),
     hosts: parsed.map((url) => url.host || url.searchParams.get('host') || 'localhost'),
-    target: (asked as SessionTarget | null) ?? (urls.length > 1 ? 'read-write' : null),
+    // primary, not read-write, by default: the relay writes nothing, and a role hardened with
+    // default_transaction_read_only must still find the primary.
+    target: (asked as SessionTarget | null) ?? (urls.length > 1 ? 'primary' : null),
   };
 }
 

@@ -117,7 +117,8 @@ export const COMMANDS = {
   recover: declared({
     summary: 'After the slot was lost or dropped: create it again and publish every retained row it cannot prove delivered, so that nothing is skipped.',
     // replay's options, and the slot it re-creates (the publication must exist: run checks it).
-    options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
+    options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
   }),
   'drop-slot': declared({

@@ -90,7 +90,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
         silenceTimeoutMs: config.replicationTimeout,
         columnParsers: { table: config.table, parserFor: columnParsers(config) },
       },
-      delivery: deliveryOptions(config, { clientId: config.kafkaClientId, onUnexpectedChange: config.onUnexpectedChange }),
+      delivery: deliveryOptions(config, { clientId: config.kafkaClientId, onUnexpectedChange: config.onUnexpectedChange, onPoison: config.onPoison }),
       statusIntervalMs: config.statusInterval,
       shutdownTimeoutMs: config.shutdownTimeout,
       stallTimeoutMs: config.stallTimeout,
@@ -111,7 +111,7 @@ export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
     encoder: encoderOptions(config),
     // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
     // inserts reach its pipeline: there is no unexpected change to fail on.
-    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail' }),
+    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison }),
   });
 }
 
@@ -122,11 +122,17 @@ export interface RecoverCommandOptions {
   readonly dryRun: boolean;
 }
 
+/**
+ * `recover` dead-letters a poison row whatever OUTBOX_ON_POISON says: stopping there would leave
+ * the recovery unfinished (run, setup and prune refusing) with the same row in the way next time.
+ */
+const RECOVER_ON_POISON = 'dead-letter';
+
 export function compileRecover(config: CommandConfig<'recover'>): RecoverCommandOptions {
   return frozen({
     logLevel: config.logLevel,
     // Its own client id, like replay; only inserts reach its pipeline.
-    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail' }) },
+    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON }) },
     encoder: encoderOptions(config),
     dryRun: config.dryRun,
   });
@@ -160,12 +166,12 @@ export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databaseP
 
 type DeliveryConfig = Pick<
   RelayConfig,
-  | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'onPoison' | 'format'
+  | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
   | 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt'
   | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents'
 >;
 
-function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: string; readonly onUnexpectedChange: PipelineOptions['onUnexpectedChange'] }): DeliveryOptions {
+function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: string; readonly onUnexpectedChange: PipelineOptions['onUnexpectedChange']; readonly onPoison: RecordBuilderOptions['onPoison'] }): DeliveryOptions {
   return {
     columns: {
       eventId: config.columnEventId,
@@ -181,7 +187,7 @@ function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: strin
     builder: {
       tableName: `${config.table.schema}.${config.table.name}`,
       deadLetterTopic: config.deadLetterTopic,
-      onPoison: config.onPoison,
+      onPoison: own.onPoison,
       maxMessageBytes: config.maxMessageBytes,
       columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
     },

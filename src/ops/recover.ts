@@ -60,7 +60,8 @@ const CURSOR = 'outbox_recover_rows';
 export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
   // Rows are read as text (parseRow, as replay does); the slot's facts through a plain client.
-  const sql = await connectForText(options.database, 'outbox-relay-recover');
+  // No per-query bound: counting and reading a large outbox after a long outage may take minutes.
+  const sql = await connectForText(options.database, 'outbox-relay-recover', 0);
   const inspect = await connectPostgres(options.database, 'outbox-relay-recover').catch(async (error: unknown) => {
     await sql.end();
     throw error;
@@ -91,24 +92,25 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
       await inspect.query('SELECT pg_drop_replication_slot($1)', [options.slot]);
       logger.warn({ slot: options.slot, confirmed: slot.confirmedFlushLsn }, 'recover: dropped the old slot (it can never stream what is missing)');
     }
+    // The connection that creates the slot holds it until recovery ends: a relay that reconnects
+    // meanwhile finds the slot busy and waits as a standby, rather than stream ahead of the rows.
     const replication = await connectPostgres(options.database, 'outbox-relay-recover', { replication: true });
-    let newSlotAt: string;
     try {
       const slotOptions = failover ? "(SNAPSHOT 'export', FAILOVER true)" : 'EXPORT_SNAPSHOT';
       const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput ${slotOptions}`);
-      newSlotAt = rows[0]!.consistent_point;
+      const newSlotAt = rows[0]!.consistent_point;
       // Imported while the exporting connection still holds it; ours from then on.
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       await sql.query(`SET TRANSACTION SNAPSHOT ${pg.escapeLiteral(rows[0]!.snapshot_name)}`);
+      const found = await count(sql, options, bound);
+      logger.info({ slot: options.slot, cause, newSlotAt, republish: found.republish, provablyDelivered: found.provablyDelivered, order }, `recover: new slot at ${newSlotAt}; publishing ${found.republish.rows} retained rows again, then \`run\` streams what commits after it`);
+      const published = await republish(rowsInSnapshot(sql, options, bound, order), { delivery: options.delivery, encoder: context.encoder!, logger, stage: 'recover' });
+      await sql.query('COMMIT');
+      await clearRecovering(inspect, table);
+      return { cause, provablyDelivered: found.provablyDelivered, republish: { ...found.republish, rows: published }, order, newSlotAt };
     } finally {
       await replication.end();
     }
-    const found = await count(sql, options, bound);
-    logger.info({ slot: options.slot, cause, newSlotAt, republish: found.republish, provablyDelivered: found.provablyDelivered, order }, `recover: new slot at ${newSlotAt}; publishing ${found.republish.rows} retained rows again, then \`run\` streams what commits after it`);
-    const published = await republish(rowsInSnapshot(sql, options, bound, order), { delivery: options.delivery, encoder: context.encoder!, logger, stage: 'recover' });
-    await sql.query('COMMIT');
-    await clearRecovering(inspect, table);
-    return { cause, provablyDelivered: found.provablyDelivered, republish: { ...found.republish, rows: published }, order, newSlotAt };
   } finally {
     await sql.end();
     await inspect.end();
@@ -139,7 +141,7 @@ async function trackCommitTimestamp(sql: pg.Client): Promise<boolean> {
 async function deliveredCondition(sql: pg.Client, options: RecoverOptions, bound: DeliveredBound | null): Promise<{ sql: string; values: unknown[] }> {
   if (!bound) return { sql: 'false', values: [] };
   const createdAt = pg.escapeIdentifier(options.delivery.columns.createdAt);
-  return { sql: `($1::bigint - age(xmin) < $2::bigint AND ${createdAt} < $3)`, values: [await ownXid(sql), bound.oldestRunningXid, bound.takenAt] };
+  return { sql: `($1::bigint - age(xmin) < $2::bigint AND coalesce(${createdAt} < $3, false))`, values: [await ownXid(sql), bound.oldestRunningXid, bound.takenAt] };
 }
 
 async function ownXid(sql: pg.Client): Promise<string> {

@@ -76,8 +76,8 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
  * A SQL connection that hands every column over as Postgres's text, for parseRow: a row read
  * from the table then carries the same bytes as the streamed one (a jsonb payload as its text).
  */
-export function connectForText(database: DatabaseAccess, applicationName: string): Promise<pg.Client> {
-  return connectPostgres(database, applicationName, { types: { getTypeParser: () => (text: string) => text } as pg.CustomTypesConfig });
+export function connectForText(database: DatabaseAccess, applicationName: string, queryTimeoutMs?: number): Promise<pg.Client> {
+  return connectPostgres(database, applicationName, { types: { getTypeParser: () => (text: string) => text } as pg.CustomTypesConfig, ...(queryTimeoutMs === undefined ? {} : { queryTimeoutMs }) });
 }
 
 /** A row of column texts, each parsed as the replication stream parses that column. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { ConnectionOptions } from 'node:tls';
+import { createSecureContext, type ConnectionOptions } from 'node:tls';
 import { RelayError } from '../errors.js';
 import { readPem } from './pem.js';
 import type { Secret } from './secret.js';
@@ -55,7 +55,7 @@ export function kafkaClientSecurity(security: KafkaSecurity): KafkaClientSecurit
 }
 
 function tlsOptions(tls: NonNullable<KafkaSecurity['tls']>): ConnectionOptions {
-  return {
+  const options: ConnectionOptions = {
     rejectUnauthorized: true,
     ...(tls.caFile ? { ca: readPem('KAFKA_SSL_CA_FILE', tls.caFile) } : {}),
     ...(tls.certFile ? { cert: readPem('KAFKA_SSL_CERT_FILE', tls.certFile) } : {}),
@@ -64,6 +64,14 @@ function tlsOptions(tls: NonNullable<KafkaSecurity['tls']>): ConnectionOptions {
     // The chain is still verified against the CA; only the name check is skipped, on request.
     ...(tls.verifyHostname ? {} : { checkServerIdentity: () => undefined }),
   };
+  // A wrong key passphrase or a key that is not the certificate's fails inside kafkajs's connect,
+  // which retries it forever as a connection error: found here, it stops the relay saying so.
+  try {
+    createSecureContext(options);
+  } catch (error) {
+    throw new RelayError('SINK_TLS', `KAFKA_SSL_CERT_FILE / KAFKA_SSL_KEY_FILE / KAFKA_SSL_KEY_PASSWORD cannot be used: ${(error as Error).message}`, { cause: error });
+  }
+  return options;
 }
 
 function saslOptions(sasl: NonNullable<KafkaSecurity['sasl']>): NonNullable<KafkaClientSecurity['sasl']> {

@@ -40,6 +40,14 @@ describe('redactConnectionString', () => {
     expect(shown).toContain('sslrootcert=%2Ftls%2Fca.pem');
   });
 
+  it('masks a password that URL parsers would take for a host, port or query (unencoded / ? #)', () => {
+    for (const url of ['postgres://relay:12345/x@db:5432/billing', 'postgres://relay:?tok=s3cr3t@db/billing', 'postgres://relay:/abc#def@db/billing']) {
+      const shown = redactConnectionString(url);
+      expect(shown, url).not.toMatch(/12345|s3cr3t|abc/);
+      expect(shown, url).toContain('relay:***@db');
+    }
+  });
+
   it('shows nothing of a value that is not a URL', () => {
     expect(redactConnectionString('host=db password=pw1')).toBe('(redacted: not a URL)');
   });

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { RelayError } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import type { RelationRef } from '../source/messages.js';
@@ -23,7 +23,8 @@ export async function clearRecovering(client: pg.ClientBase, table: RelationRef)
 
 /** When an unfinished recovery began, or null. */
 export async function unfinishedRecovery(client: pg.ClientBase, table: RelationRef): Promise<string | null> {
-  const { rows } = await client.query<{ comment: string | null }>('SELECT obj_description(to_regclass($1), \'pg_class\') AS comment', [pruneMarksTable(table)]);
+  // Inlined, not bound: a replication connection (the stream's check) speaks only simple queries.
+  const { rows } = await client.query<{ comment: string | null }>(`SELECT obj_description(to_regclass(${pg.escapeLiteral(pruneMarksTable(table))}), 'pg_class') AS comment`);
   const comment = rows[0]?.comment ?? null;
   return comment?.startsWith(MARK) ? comment.slice(MARK.length) : null;
 }

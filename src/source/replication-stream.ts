@@ -6,6 +6,7 @@ import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
@@ -222,6 +223,9 @@ export class ReplicationStream implements SourceStream {
       throw slotMissing(this.options.slot, 'for the relay to stream from');
     }
     if (row.wal_status === 'lost') throw slotLost(this.options.slot, row.confirmed_flush_lsn, 'its wal_status is "lost": Postgres removed WAL the slot still needed (max_slot_wal_keep_size)');
+    // Every session, not only at start: a relay that was reconnecting while a recover died must
+    // not stream from the slot that recover left behind.
+    if (this.options.columnParsers) await refuseDuringRecovery(client, this.options.columnParsers.table, 'stream');
     return row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : ZERO_LSN;
   }
 
