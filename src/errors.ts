@@ -21,6 +21,8 @@ export const ERROR_CODES = {
   /** A `recover` began and did not finish: streaming or pruning now could skip rows it has not published. */
   SOURCE_RECOVERY_UNFINISHED: { retriable: false, poison: false },
   SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },
+  /** Exactly-once progress in Kafka was written from WAL this server's history does not contain (a failover to a standby that lacked it). */
+  SOURCE_TIMELINE_DIVERGED: { retriable: false, poison: false },
   /** Postgres refused the login (password, pg_hba.conf, client certificate): retrying repeats the refusal. */
   SOURCE_AUTHENTICATION: { retriable: false, poison: false },
   /** Postgres's certificate is not trusted, or TLS could not be set up as DATABASE_URL asks. */
@@ -45,6 +47,12 @@ export const ERROR_CODES = {
   SINK_NOT_AUTHORIZED: { retriable: false, poison: false },
   /** The broker's certificate is not trusted (CA, expiry, host name), or the broker refused ours. */
   SINK_TLS: { retriable: false, poison: false },
+  /** OUTBOX_DELIVERY=exactly-once cannot be kept with this broker or topic (no transactions, a progress topic that loses records, a refused transaction timeout). */
+  SINK_EXACTLY_ONCE: { retriable: false, poison: false },
+  /** Another instance took over the transactional id: this session ends (and waits as a standby if that instance holds the slot). */
+  SINK_FENCED: { retriable: true, poison: false },
+  /** The exactly-once progress record in Kafka cannot be read: resuming on a guess could skip events. */
+  SINK_PROGRESS: { retriable: false, poison: false },
   /** A broken invariant of the relay's own: a bug. The process stops (exit 1) instead of looping. */
   INTERNAL: { retriable: false, poison: false },
 } as const satisfies Record<string, { readonly retriable: boolean; readonly poison: boolean }>;

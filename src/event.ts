@@ -25,6 +25,8 @@ export interface OutgoingMessage {
   /** Estimated bytes in a record batch (see sink/record-size.ts): what batching is bounded by. */
   readonly size: number;
   readonly transaction: TrackedTransaction;
+  /** Its place among the transaction's outbox rows, from 1: with the commit LSN, what identifies it across restarts (sink/progress.ts). */
+  readonly position: number;
   /** For metrics: event type, or the dead-letter reason code. */
   readonly label: string;
   readonly deadLetter: boolean;

@@ -2,9 +2,11 @@ import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
 import { RelayError } from './errors.js';
+import { formatLsn } from './lsn.js';
 import type { OutgoingMessage } from './event.js';
 import type { RelationRef, RowValues, SourceMessage } from './source/messages.js';
 import type { EventSink } from './sink/kafka-sink.js';
+import { covers, type ResumePoint } from './sink/progress.js';
 import { PoisonStop, type RecordBuilder } from './sink/record-builder.js';
 
 export interface PipelineOptions {
@@ -22,6 +24,11 @@ export interface PipelineStages {
   readonly builder: RecordBuilder;
   readonly sink: EventSink;
   readonly logger: Logger;
+  /**
+   * Exactly-once: the last event a committed Kafka transaction holds. Events up to it are not
+   * sent again (their transactions still reach the checkpoint); null: nothing to skip.
+   */
+  readonly resumeAfter?: ResumePoint | null;
 }
 
 /**
@@ -31,6 +38,10 @@ export interface PipelineStages {
  */
 export class Pipeline {
   private transaction: TrackedTransaction | null = null;
+  /** Outbox rows seen in the open transaction: the next row's place is this plus one. */
+  private rowsInTransaction = 0;
+  /** Events skipped as already in Kafka (exactly-once), reported once the stream passes them. */
+  private skipped = 0;
   private readonly tableName: string;
 
   constructor(
@@ -50,9 +61,15 @@ export class Pipeline {
     switch (message.kind) {
       case 'begin':
         this.transaction = tracker.begin(message.commitLsn, message.commitTime);
+        this.rowsInTransaction = 0;
         return;
       case 'insert':
-        if (this.isOutbox(message.relation)) return this.publish(message.row, this.requireTransaction());
+        if (this.isOutbox(message.relation)) {
+          const transaction = this.requireTransaction();
+          const position = ++this.rowsInTransaction;
+          if (this.alreadyPublished(transaction, position)) return;
+          return this.publish(message.row, transaction, position);
+        }
         this.unexpected('insert', message.relation);
         return;
       case 'change':
@@ -68,10 +85,25 @@ export class Pipeline {
     }
   }
 
-  private publish(row: RowValues, transaction: TrackedTransaction): Promise<void> | undefined {
+  /** Exactly-once: whether a committed Kafka transaction already holds this event. */
+  private alreadyPublished(transaction: TrackedTransaction, position: number): boolean {
+    const { resumeAfter } = this.stages;
+    if (!resumeAfter) return false;
+    if (covers(resumeAfter, transaction.commitLsn, position)) {
+      this.skipped += 1;
+      return true;
+    }
+    if (this.skipped > 0) {
+      this.stages.logger.info({ skipped: this.skipped, upTo: `${formatLsn(resumeAfter.commitLsn)} #${resumeAfter.position}` }, `exactly-once: skipped ${this.skipped} events that committed Kafka transactions already hold`);
+      this.skipped = 0;
+    }
+    return false;
+  }
+
+  private publish(row: RowValues, transaction: TrackedTransaction, position: number): Promise<void> | undefined {
     let built;
     try {
-      built = this.stages.builder.build(row, transaction);
+      built = this.stages.builder.build(row, transaction, position);
     } catch (error) {
       return this.stopAtPoison(error);
     }

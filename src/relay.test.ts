@@ -12,7 +12,7 @@ import { createRelayMetrics } from './observe/metrics.js';
 import { Relay } from './relay.js';
 import type { RecordProducer, TopicDescription } from './sink/producer.js';
 import type { SourceMessage } from './source/messages.js';
-import type { SourceStream } from './source/source.js';
+import type { SourceStream, StreamStart } from './source/source.js';
 
 const at = (n: number) => BigInt(n) as Lsn;
 const TABLE = { schema: 'public', name: 'event_outbox' };
@@ -29,8 +29,8 @@ class FakeSource implements SourceStream {
 
   constructor(private readonly startWith: () => Promise<Lsn>) {}
 
-  start(): Promise<Lsn> {
-    return this.startWith();
+  async start(): Promise<StreamStart> {
+    return { confirmed: await this.startWith(), origin: { systemId: '7000000000000000001', timeline: 1, timelineEnds: new Map() } };
   }
 
   push(...messages: SourceMessage[]): void {
@@ -82,7 +82,7 @@ class FakeProducer implements RecordProducer {
   async connect(): Promise<void> {}
   async disconnect(): Promise<void> {}
   async describeTopic(): Promise<TopicDescription> {
-    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588 };
+    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588, cleanupPolicy: 'delete' };
   }
   async produce(messages: readonly OutgoingMessage[]): Promise<void> {
     if (this.failWith) throw this.failWith;

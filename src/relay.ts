@@ -13,13 +13,14 @@ import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline } from './pipeline.js';
 import { postgresFailure } from './source/connection-errors.js';
 import { RecordBuilder } from './sink/record-builder.js';
-import { createKafkaProducer, type KafkaProducerOptions } from './sink/kafka-client.js';
+import { createKafkaProducer, type KafkaProducerOptions, type ProgressRecordOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
 import { KafkaSink } from './sink/kafka-sink.js';
 import { TopicCatalog } from './sink/topic-catalog.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
-import type { SourceStream } from './source/source.js';
+import type { SourceOrigin, SourceStream } from './source/source.js';
+import { checkTimeline, parseProgress, progressKey, progressValue, type ResumePoint } from './sink/progress.js';
 import { finishesWithin, sleep } from './time.js';
 
 export interface RelayDependencies {
@@ -145,9 +146,9 @@ export class Relay {
     let closed = false;
     const stopReading = () => stream.stopReading();
     try {
-      let startLsn;
+      let start;
       try {
-        startLsn = await stream.start();
+        start = await stream.start();
       } catch (error) {
         if (error instanceof RelayError && error.code === 'SOURCE_SLOT_BUSY') {
           if (this.lifecycle.state !== 'standby') logger.info({ slot: options.source.slot }, 'standby: the slot is read by another instance; taking over when it is free');
@@ -157,11 +158,17 @@ export class Relay {
         }
         throw error;
       }
+      const { confirmed: startLsn, origin } = start;
       const tracker = new CommitTracker(startLsn);
       const sessionCheckpointer = new Checkpointer(tracker, stream, options.statusIntervalMs);
       checkpointer = sessionCheckpointer;
       const sinkLogger = logger.child({ stage: 'sink' });
-      const producer = openProducer({ ...delivery.producer, logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
+      const exactlyOnce = delivery.exactlyOnce && {
+        transactionalId: delivery.exactlyOnce.transactionalId,
+        transactionTimeoutMs: delivery.exactlyOnce.transactionTimeoutMs,
+        progress: progressRecord(options.progressTopic, options.source.slot, origin),
+      };
+      const producer = openProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
       const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
       sink = new KafkaSink({
         ...delivery.sink,
@@ -175,9 +182,10 @@ export class Relay {
         onFailure: (error) => stream.abort(error),
       });
       await sink.start();
+      const resumeAfter = exactlyOnce ? await this.resumePoint(producer, exactlyOnce.progress.key, origin) : null;
       const pipelineLogger = logger.child({ stage: 'pipeline' });
       const builder = new RecordBuilder(delivery.builder, { topics, decoder: this.decoder, router: this.router, encoder, metrics, logger: pipelineLogger });
-      const pipeline = new Pipeline(delivery.pipeline, { checkpointer: sessionCheckpointer, tracker, builder, sink, logger: pipelineLogger });
+      const pipeline = new Pipeline(delivery.pipeline, { checkpointer: sessionCheckpointer, tracker, builder, sink, logger: pipelineLogger, resumeAfter });
       this.lifecycle.transition('active');
       logger.info({ slot: options.source.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();
@@ -218,6 +226,23 @@ export class Relay {
       }
       await sink?.stop();
     }
+  }
+
+  /**
+   * Exactly-once: the last event Kafka's committed transactions hold for this slot and server.
+   * Read after the producer fenced every earlier one: nothing of theirs can commit later.
+   */
+  private async resumePoint(producer: RecordProducer, key: string, origin: SourceOrigin): Promise<ResumePoint | null> {
+    const { logger } = this.deps;
+    const value = await producer.readProgress!();
+    if (value === undefined || value === null) {
+      logger.info({ progressKey: key }, 'exactly-once: Kafka holds no progress for this slot; publishing from the confirmed position');
+      return null;
+    }
+    const resume = parseProgress(value, key);
+    checkTimeline(resume, origin, key);
+    logger.info({ progressKey: key, commitLsn: formatLsn(resume.commitLsn), position: resume.position }, 'exactly-once: events up to this point are in Kafka; the stream skips them');
+    return resume;
   }
 
   /** One info line a minute while streaming: an operator reading the log sees it flow (or not). */
@@ -266,4 +291,9 @@ export class Relay {
     metrics.inFlight.set(sink?.buffered ?? 0);
     metrics.lagSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
   }
+}
+
+/** The progress record of this slot on this server, written in every exactly-once transaction. */
+function progressRecord(topic: string, slot: string, origin: SourceOrigin): ProgressRecordOptions {
+  return { topic, key: progressKey(slot, origin), value: (batch) => progressValue(batch, slot, origin) };
 }

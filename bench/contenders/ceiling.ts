@@ -29,7 +29,7 @@ const stream = new ReplicationStream({
 
 let inserts = 0;
 let firstAt = 0;
-let lastEnd = await stream.start();
+let lastEnd = (await stream.start()).confirmed;
 process.stdout.write(`${JSON.stringify({ active: true })}\n`);
 const status = setInterval(() => stream.sendStatus(lastEnd), 1_000);
 const progress = setInterval(() => process.stdout.write(`${JSON.stringify({ count: inserts })}\n`), 2_000);

@@ -52,6 +52,8 @@ export const KAFKA_SECURITY = [
 export type KafkaSecurityKey = (typeof KAFKA_SECURITY)[number];
 const COLUMNS = ['columnEventId', 'columnAggregateType', 'columnAggregateId', 'columnEventType', 'columnPayload', 'columnHeaders', 'columnCreatedAt'] as const;
 const KAFKA = ['kafkaBrokers', 'kafkaClientId', 'kafkaFastEncoder', 'kafkaAutoCreateTopics', ...KAFKA_SECURITY] as const;
+/** How records are delivered; `replay` and `recover` derive their own transactional id from the slot's. */
+const DELIVERY = ['delivery', 'transactionalId', 'transactionTimeout'] as const;
 const ENCODING = ['format', 'schemaRegistryUrl', 'schemaRegistryCaFile', 'schemaRegistryUsername', 'schemaRegistryPassword', 'schemasDir', 'subjectStrategy', 'autoRegister', 'keySchema'] as const;
 const BATCHING = ['linger', 'batchMaxEvents', 'maxMessageBytes', 'maxBufferedEvents'] as const;
 /** The encoder's start-up retries while the schema registry is down. */
@@ -67,7 +69,7 @@ export const COMMANDS = {
   run: declared({
     summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.',
     options: [
-      ...DATABASE, ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
+      ...DATABASE, ...KAFKA, ...DELIVERY, 'progressTopic', ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
       'setup', 'slotFailover', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
     ],
   }),
@@ -97,7 +99,7 @@ export const COMMANDS = {
     summary: 'Publish retained outbox rows again (by time range, event type or event id), with their original event_id.',
     // Rows come from the table, not the slot: no slot, publication or stream timing. The
     // pipeline sees inserts only, so OUTBOX_ON_UNEXPECTED_CHANGE never applies.
-    options: [...DATABASE_ACCESS, 'table', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: {
       since: { description: 'created_at at or after this ISO time', parser: p.time },
       until: { description: 'created_at before this ISO time', parser: p.time },
@@ -118,7 +120,7 @@ export const COMMANDS = {
     summary: 'After the slot was lost or dropped: create it again and publish every retained row it cannot prove delivered, so that nothing is skipped.',
     // replay's options, and the slot it re-creates (the publication must exist: run checks it).
     // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
-    options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
   }),
   'drop-slot': declared({

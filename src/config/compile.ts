@@ -35,11 +35,15 @@ export interface DeliveryOptions {
   readonly producer: Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics' | 'security'>;
   readonly sink: Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'>;
   readonly topics: Omit<TopicCatalogOptions, 'logger'>;
+  /** OUTBOX_DELIVERY=exactly-once; null: at-least-once. */
+  readonly exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number } | null;
 }
 
 export interface RelayOptions {
   readonly source: Omit<ReplicationStreamOptions, 'logger' | 'highWaterMessages'>;
   readonly delivery: DeliveryOptions;
+  /** Exactly-once: where each transaction records the last event it holds. */
+  readonly progressTopic: string;
   /** How often the confirmed position goes to Postgres, and progress to the metrics. */
   readonly statusIntervalMs: number;
   readonly shutdownTimeoutMs: number;
@@ -90,7 +94,8 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
         silenceTimeoutMs: config.replicationTimeout,
         columnParsers: { table: config.table, parserFor: columnParsers(config) },
       },
-      delivery: deliveryOptions(config, { clientId: config.kafkaClientId, onUnexpectedChange: config.onUnexpectedChange, onPoison: config.onPoison }),
+      delivery: deliveryOptions(config, { clientId: config.kafkaClientId, onUnexpectedChange: config.onUnexpectedChange, onPoison: config.onPoison, transactionalId: streamTransactionalId(config) }),
+      progressTopic: config.progressTopic,
       statusIntervalMs: config.statusInterval,
       shutdownTimeoutMs: config.shutdownTimeout,
       stallTimeoutMs: config.stallTimeout,
@@ -111,7 +116,8 @@ export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
     encoder: encoderOptions(config),
     // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
     // inserts reach its pipeline: there is no unexpected change to fail on.
-    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison }),
+    // Exactly-once: its own transactional id, so that it never fences the stream (it republishes on purpose).
+    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison, transactionalId: `${config.transactionalId ?? `outbox-relay.${config.table.schema}.${config.table.name}`}.replay` }),
   });
 }
 
@@ -132,7 +138,7 @@ export function compileRecover(config: CommandConfig<'recover'>): RecoverCommand
   return frozen({
     logLevel: config.logLevel,
     // Its own client id, like replay; only inserts reach its pipeline.
-    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON }) },
+    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON, transactionalId: `${streamTransactionalId(config)}.recover` }) },
     encoder: encoderOptions(config),
     dryRun: config.dryRun,
   });
@@ -168,10 +174,23 @@ type DeliveryConfig = Pick<
   RelayConfig,
   | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
   | 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt'
-  | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents'
+  | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents' | 'delivery' | 'transactionTimeout'
 >;
 
-function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: string; readonly onUnexpectedChange: PipelineOptions['onUnexpectedChange']; readonly onPoison: RecordBuilderOptions['onPoison'] }): DeliveryOptions {
+interface DeliveryOwn {
+  readonly clientId: string;
+  readonly onUnexpectedChange: PipelineOptions['onUnexpectedChange'];
+  readonly onPoison: RecordBuilderOptions['onPoison'];
+  /** Exactly-once: the producer's transactional id. */
+  readonly transactionalId: string;
+}
+
+/** Shared by every instance on the slot: a new one fences the old (a standby taking over). */
+function streamTransactionalId(config: Pick<RelayConfig, 'transactionalId' | 'slot'>): string {
+  return config.transactionalId ?? `outbox-relay.${config.slot}`;
+}
+
+function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOptions {
   return {
     columns: {
       eventId: config.columnEventId,
@@ -196,6 +215,13 @@ function deliveryOptions(config: DeliveryConfig, own: { readonly clientId: strin
     // A request is bounded like a record: the broker refuses a partition's batch above max.message.bytes.
     sink: { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger },
     topics: { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics },
+    exactlyOnce:
+      config.delivery === 'exactly-once'
+        ? {
+            transactionalId: own.transactionalId,
+            transactionTimeoutMs: config.transactionTimeout,
+          }
+        : null,
   };
 }
 

@@ -34,7 +34,9 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   const tracker = new CommitTracker(ZERO_LSN);
   const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
-  const producer = createKafkaProducer({ ...delivery.producer, logger: sinkLogger });
+  // Exactly-once: each request a transaction under replay's or recover's own id; no progress (nothing is confirmed).
+  const exactlyOnce = delivery.exactlyOnce && { transactionalId: delivery.exactlyOnce.transactionalId, transactionTimeoutMs: delivery.exactlyOnce.transactionTimeoutMs, progress: null };
+  const producer = createKafkaProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger });
   const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
   const sink = new KafkaSink({
     ...delivery.sink,

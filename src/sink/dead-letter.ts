@@ -12,6 +12,8 @@ export interface DeadLetterInput {
   readonly row: RowValues;
   readonly error: unknown;
   readonly transaction: TrackedTransaction;
+  /** The row's place in its transaction (see OutgoingMessage). */
+  readonly position: number;
   readonly table: string;
   /** Column names, to carry the event id and key when the row has them. */
   readonly eventIdColumn: string;
@@ -47,6 +49,7 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
     size: recordSize(key, value, headers),
     headers,
     transaction: input.transaction,
+    position: input.position,
     label: code,
     deadLetter: true,
     batchLimit: input.maxBytes,

@@ -1,13 +1,15 @@
 // First: the relay's replacements go into kafkajs's module cache before kafkajs loads.
 import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
-import kafkajs, { Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type TopicMessages } from 'kafkajs';
+import kafkajs, { Kafka, logLevel as kafkaLogLevel, Partitioners, type Admin, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from 'kafkajs';
 import type { Logger } from 'pino';
 import { RelayError, type ErrorCode } from '../errors.js';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
 import { isTlsTrustError } from '../security/tls-errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
+import { readLastCommitted } from './kafkajs-progress-reader.js';
 import { partitionForKey } from './partitioner.js';
+import { durabilityProblems } from './topic-durability.js';
 import type { ProducerEvents, RecordProducer, TopicDescription } from './producer.js';
 import { finishesWithin } from '../time.js';
 
@@ -26,7 +28,24 @@ export interface KafkaProducerOptions extends ProducerEvents {
   readonly autoCreateTopics: boolean;
   /** TLS and SASL; files and secrets are read when the producer is made (each session). */
   readonly security?: KafkaSecurity;
+  /** OUTBOX_DELIVERY=exactly-once: each produce request is one Kafka transaction; absent: idempotent sends. */
+  readonly exactlyOnce?: ExactlyOnceOptions | null;
   readonly logger: Logger;
+}
+
+export interface ExactlyOnceOptions {
+  /** A second producer with the same id fences this one: derived from the slot, so a standby taking over fences the old active. */
+  readonly transactionalId: string;
+  readonly transactionTimeoutMs: number;
+  /** The progress record written in every transaction; null for `replay` and `recover`, which keep none. */
+  readonly progress: ProgressRecordOptions | null;
+}
+
+export interface ProgressRecordOptions {
+  readonly topic: string;
+  readonly key: string;
+  /** The record's value for a batch (its last event). */
+  readonly value: (batch: readonly OutgoingMessage[]) => string;
 }
 
 /** Each send waits this long for acks=all before the request counts as failed and is retried. */
@@ -61,49 +80,103 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     // to the new one within 2 s of the metadata naming it.
     retry: { initialRetryTime: 200, retries: 14, maxRetryTime: 2_000 },
   });
-  const producer = kafka.producer({ createPartitioner: keyHashPartitioner, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: options.autoCreateTopics });
+  const { exactlyOnce } = options;
+  const producer = kafka.producer({
+    createPartitioner: keyHashPartitioner,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: options.autoCreateTopics,
+    ...(exactlyOnce && { transactionalId: exactlyOnce.transactionalId, transactionTimeout: exactlyOnce.transactionTimeoutMs }),
+  });
   const admin = kafka.admin();
   let adminConnected: Promise<void> | null = null;
+  const connectAdmin = async () => {
+    adminConnected ??= admin.connect();
+    await adminConnected;
+  };
+
+  const describeTopic = async (topic: string): Promise<TopicDescription | null> => {
+    await connectAdmin();
+    let metadata;
+    try {
+      metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+    } catch (error) {
+      if (kafkaErrorName(error) === 'UNKNOWN_TOPIC_OR_PARTITION') return null;
+      throw error;
+    }
+    const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes', 'cleanup.policy'] }] });
+    const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
+    return {
+      replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
+      minInsyncReplicas: Number(entries.get('min.insync.replicas') ?? 1),
+      uncleanLeaderElection: entries.get('unclean.leader.election.enable') === 'true',
+      // Kafka's default when a topic does not say (1 MB minus the batch overhead it allows for).
+      maxMessageBytes: Number(entries.get('max.message.bytes') ?? KAFKA_DEFAULT_MAX_MESSAGE_BYTES),
+      cleanupPolicy: entries.get('cleanup.policy') ?? 'delete',
+    };
+  };
+
+  const sendBatch = (messages: readonly OutgoingMessage[], send: (request: ProducerBatch) => Promise<unknown>) =>
+    send({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
 
   return {
     async connect() {
-      logger.info({ kafkajs: KAFKAJS_VERSION, replacements }, "producer: kafkajs with the relay's replacements");
+      logger.info({ kafkajs: KAFKAJS_VERSION, replacements, transactionalId: exactlyOnce?.transactionalId }, "producer: kafkajs with the relay's replacements");
       try {
+        if (exactlyOnce?.progress) await prepareProgressTopic(exactlyOnce.progress.topic, { describeTopic, admin: async () => (await connectAdmin(), admin), logger });
         await producer.connect();
+        // kafkajs sends the transactional InitProducerId only at the first transaction, not at
+        // connect: begin (and end) one now. It fences every earlier producer with this id and
+        // aborts the transaction one left open, so nothing of theirs can commit after this, and
+        // their open transaction no longer hides later records from read_committed readers.
+        if (exactlyOnce) await (await producer.transaction()).abort();
       } catch (error) {
-        throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`);
+        throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`, exactlyOnce);
       }
     },
 
     async produce(messages) {
+      if (!exactlyOnce) {
+        try {
+          await sendBatch(messages, (request) => producer.sendBatch(request));
+          outage.acknowledged(messages.length);
+        } catch (error) {
+          throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length}`);
+        }
+        return;
+      }
+      const { progress } = exactlyOnce;
+      const started = Date.now();
+      let transaction: Transaction | null = null;
       try {
-        await producer.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
+        transaction = await producer.transaction();
+        const withProgress = progress ? [...messages, progressMessage(progress, messages)] : messages;
+        await sendBatch(withProgress, (request) => transaction!.sendBatch(request));
+        await transaction.commit();
         outage.acknowledged(messages.length);
       } catch (error) {
-        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length}`);
+        // Aborting ends the transaction before its timeout, so read_committed consumers of these
+        // partitions are not held back; if it fails, the next session's producer aborts it.
+        if (transaction?.isActive()) await finishesWithin(transaction.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+        const took = Date.now() - started;
+        const timedOut = took >= exactlyOnce.transactionTimeoutMs ? `; the transaction took ${took}ms, over OUTBOX_TRANSACTION_TIMEOUT (${exactlyOnce.transactionTimeoutMs}ms), so the broker aborted it` : '';
+        throw kafkaFailure(error, `Kafka did not commit a transaction of ${messages.length} events${timedOut}`, exactlyOnce);
       }
     },
 
-    async describeTopic(topic): Promise<TopicDescription | null> {
-      adminConnected ??= admin.connect();
-      await adminConnected;
-      let metadata;
-      try {
-        metadata = await admin.fetchTopicMetadata({ topics: [topic] });
-      } catch (error) {
-        if (kafkaErrorName(error) === 'UNKNOWN_TOPIC_OR_PARTITION') return null;
-        throw error;
-      }
-      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes'] }] });
-      const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
-      return {
-        replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
-        minInsyncReplicas: Number(entries.get('min.insync.replicas') ?? 1),
-        uncleanLeaderElection: entries.get('unclean.leader.election.enable') === 'true',
-        // Kafka's default when a topic does not say (1 MB minus the batch overhead it allows for).
-        maxMessageBytes: Number(entries.get('max.message.bytes') ?? KAFKA_DEFAULT_MAX_MESSAGE_BYTES),
-      };
-    },
+    describeTopic,
+
+    ...(exactlyOnce?.progress && {
+      readProgress: async () => {
+        const { topic, key } = exactlyOnce.progress!;
+        try {
+          // Transactions open on the topic end within their timeout: wait that long, and a little more.
+          return await readLastCommitted(kafka, topic, key, exactlyOnce.transactionTimeoutMs + PRODUCE_TIMEOUT_MS);
+        } catch (error) {
+          throw kafkaFailure(error, `cannot read the exactly-once progress of ${key} from ${topic}`, exactlyOnce);
+        }
+      },
+    }),
 
     async disconnect() {
       // A broker that stopped answering must not hold the session's end.
@@ -113,6 +186,52 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
   };
 }
 
+/** The progress record as a message of the transaction: keyed by slot and server, on the progress topic. */
+function progressMessage(progress: ProgressRecordOptions, batch: readonly OutgoingMessage[]): OutgoingMessage {
+  const value = progress.value(batch);
+  // Only topic, key and value reach Kafka; the rest is what the batch's type asks of a message.
+  return { ...batch.at(-1)!, topic: progress.topic, key: progress.key, value, headers: {}, deadLetter: false, label: 'progress' };
+}
+
+interface ProgressTopicAccess {
+  describeTopic(topic: string): Promise<TopicDescription | null>;
+  admin(): Promise<Admin>;
+  logger: Logger;
+}
+
+/**
+ * The progress topic: created compacted, one partition, as replicated as the cluster allows, if
+ * missing; refused if no write to it can ever be acknowledged. Warned about if a record could be
+ * deleted by retention (the relay then resends everything after its confirmed position: duplicates,
+ * not loss) or lost with one broker.
+ */
+async function prepareProgressTopic(topic: string, access: ProgressTopicAccess): Promise<void> {
+  let description = await access.describeTopic(topic);
+  if (description === null) {
+    const admin = await access.admin();
+    const brokers = (await admin.describeCluster()).brokers.length;
+    const replicationFactor = Math.min(3, brokers);
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: 1, replicationFactor, configEntries: [{ name: 'cleanup.policy', value: 'compact' }, { name: 'min.insync.replicas', value: String(Math.max(1, replicationFactor - 1)) }] }],
+    });
+    access.logger.info({ topic, replicationFactor }, `created the exactly-once progress topic ${topic} (compacted, one partition)`);
+    description = await access.describeTopic(topic);
+    if (description === null) throw new RelayError('SINK_EXACTLY_ONCE', `the progress topic ${topic} was created but the broker does not describe it`);
+  }
+  if (description.minInsyncReplicas > description.replicationFactor) {
+    throw new RelayError('SINK_EXACTLY_ONCE', `the progress topic ${topic} has min.insync.replicas=${description.minInsyncReplicas} above its replication factor ${description.replicationFactor}: no transaction could ever commit; lower min.insync.replicas or add replicas`);
+  }
+  const problems = durabilityProblems(description);
+  if (!description.cleanupPolicy.split(',').includes('compact')) problems.push(`cleanup.policy=${description.cleanupPolicy} may delete the relay's last progress record (then a restart resends what it covered: duplicates); use cleanup.policy=compact`);
+  if (problems.length > 0) access.logger.warn({ topic, problems }, `the exactly-once progress topic ${topic}: ${problems.join('; ')}`);
+}
+
+/** Kafka's answers that mean another producer with this transactional id took over. */
+const FENCED_ERRORS = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'KafkaJSNonRetriableError']);
+/** Kafka's answers that mean the broker cannot keep exactly-once as configured. */
+const EXACTLY_ONCE_REFUSALS = new Set(['INVALID_TRANSACTION_TIMEOUT', 'UNSUPPORTED_VERSION', 'KafkaJSNotImplemented', 'UNSUPPORTED_FOR_MESSAGE_FORMAT']);
+
 const AUTHENTICATION_ERRORS = new Set(['KafkaJSSASLAuthenticationError', 'SASL_AUTHENTICATION_FAILED', 'ILLEGAL_SASL_STATE', 'UNSUPPORTED_SASL_MECHANISM']);
 const AUTHORIZATION_ERRORS = new Set(['TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'GROUP_AUTHORIZATION_FAILED', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED']);
 
@@ -121,7 +240,7 @@ const AUTHORIZATION_ERRORS = new Set(['TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUT
  * certificate stop the relay with what to fix (retrying repeats the refusal); anything else is a
  * retriable SINK_PUBLISH.
  */
-export function kafkaFailure(error: unknown, what: string): RelayError {
+export function kafkaFailure(error: unknown, what: string, exactlyOnce?: Pick<ExactlyOnceOptions, 'transactionalId'> | null): RelayError {
   const names: string[] = [];
   for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
     // The relay's own, raised inside kafkajs (e.g. by the OAUTHBEARER token provider): keep its code.
@@ -137,6 +256,16 @@ export function kafkaFailure(error: unknown, what: string): RelayError {
   } else if (names.some((name) => AUTHORIZATION_ERRORS.has(name))) {
     code = 'SINK_NOT_AUTHORIZED';
     hint = "; the relay's principal needs WRITE and DESCRIBE (and DESCRIBE_CONFIGS) on its topics, CREATE if they are auto-created (README: Security, Kafka ACLs)";
+  } else if (exactlyOnce && names.some((name) => EXACTLY_ONCE_REFUSALS.has(name))) {
+    code = 'SINK_EXACTLY_ONCE';
+    hint = names.includes('INVALID_TRANSACTION_TIMEOUT')
+      ? "; OUTBOX_TRANSACTION_TIMEOUT exceeds the broker's transaction.max.timeout.ms: lower it, or raise the broker's limit"
+      : '; OUTBOX_DELIVERY=exactly-once needs brokers with transactions (Kafka 0.11 or later, with transaction.state.log settings the cluster can meet)';
+  } else if (exactlyOnce && names.some((name) => FENCED_ERRORS.has(name))) {
+    code = 'SINK_FENCED';
+    hint = `; another relay instance started with transactional id ${exactlyOnce.transactionalId} and took over (this session ends; it waits as a standby while the other holds the slot)`;
+  } else if (exactlyOnce && names.includes('COORDINATOR_NOT_AVAILABLE')) {
+    hint = "; the transaction coordinator is not available: the brokers' transaction.state.log.replication.factor and transaction.state.log.min.isr must be met by the live brokers";
   } else if (isTlsTrustError(error)) {
     code = 'SINK_TLS';
     hint = '; check KAFKA_SSL_CA_FILE (the CA that signed the brokers) and, for mutual TLS, KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE';

@@ -15,7 +15,7 @@ class FakeProducer implements RecordProducer {
   async connect(): Promise<void> {}
   async disconnect(): Promise<void> {}
   async describeTopic(): Promise<TopicDescription> {
-    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588 };
+    return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588, cleanupPolicy: 'delete' };
   }
 
   produce(messages: readonly OutgoingMessage[]): Promise<void> {
@@ -34,7 +34,7 @@ class FakeProducer implements RecordProducer {
 }
 
 const transaction = {} as TrackedTransaction;
-const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, label: 'invoice.paid', deadLetter: false, batchLimit });
+const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, position: i, label: 'invoice.paid', deadLetter: false, batchLimit });
 
 function sinkWith(overrides: Partial<KafkaSinkOptions> = {}) {
   const producer = new FakeProducer();

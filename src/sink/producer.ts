@@ -11,6 +11,8 @@ export interface TopicDurability {
 export interface TopicDescription extends TopicDurability {
   /** The largest record batch the topic accepts (max.message.bytes). */
   readonly maxMessageBytes: number;
+  /** cleanup.policy: delete, compact, or both. */
+  readonly cleanupPolicy: string;
 }
 
 /**
@@ -24,6 +26,12 @@ export interface RecordProducer {
   produce(messages: readonly OutgoingMessage[]): Promise<void>;
   /** A topic's settings, or null if it does not exist. */
   describeTopic(topic: string): Promise<TopicDescription | null>;
+  /**
+   * Exactly-once only: the value of the last progress record a committed transaction wrote for
+   * this relay (null: a tombstone; undefined: none). Call after `connect`, which fenced every
+   * earlier producer of the transactional id.
+   */
+  readProgress?(): Promise<Buffer | null | undefined>;
   disconnect(): Promise<void>;
 }
 

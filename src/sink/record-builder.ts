@@ -55,8 +55,11 @@ export class RecordBuilder {
     private readonly stages: RecordBuilderStages,
   ) {}
 
-  /** Synchronous unless the encoder or the topic lookup must wait: no promise per event on the common path. */
-  build(row: RowValues, transaction: TrackedTransaction): OutgoingMessage | Promise<OutgoingMessage> {
+  /**
+   * `position`: the row's place among its transaction's outbox rows, from 1. Synchronous unless
+   * the encoder or the topic lookup must wait: no promise per event on the common path.
+   */
+  build(row: RowValues, transaction: TrackedTransaction, position: number): OutgoingMessage | Promise<OutgoingMessage> {
     const { decoder, router, encoder, topics } = this.stages;
     try {
       const event = decoder.decode(row);
@@ -64,20 +67,20 @@ export class RecordBuilder {
       const limit = topics.recordLimit(topic);
       const value = encoder.encode(event, topic);
       const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
-      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(event, topic, key, value, limit, transaction);
+      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(event, topic, key, value, limit, transaction, position);
       return Promise.all([key, value, limit]).then(
-        ([readyKey, readyValue, readyLimit]) => this.assemble(event, topic, readyKey, readyValue, readyLimit, transaction),
-      ).catch((error: unknown) => this.poisonOrThrow(row, transaction, error));
+        ([readyKey, readyValue, readyLimit]) => this.assemble(event, topic, readyKey, readyValue, readyLimit, transaction, position),
+      ).catch((error: unknown) => this.poisonOrThrow(row, transaction, position, error));
     } catch (error) {
-      return this.poisonOrThrow(row, transaction, error);
+      return this.poisonOrThrow(row, transaction, position, error);
     }
   }
 
-  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction): OutgoingMessage {
+  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction, position: number): OutgoingMessage {
     const headers = eventHeaders(event, transaction.commitLsnText);
     const size = recordSize(key, value, headers);
     this.checkSize(size, limit, topic);
-    return { topic, key, value, headers, size, transaction, label: event.eventType, deadLetter: false, batchLimit: limit };
+    return { topic, key, value, headers, size, transaction, position, label: event.eventType, deadLetter: false, batchLimit: limit };
   }
 
   /**
@@ -91,17 +94,17 @@ export class RecordBuilder {
     }
   }
 
-  private poisonOrThrow(row: RowValues, transaction: TrackedTransaction, error: unknown): OutgoingMessage {
+  private poisonOrThrow(row: RowValues, transaction: TrackedTransaction, position: number, error: unknown): OutgoingMessage {
     if (!(error instanceof PoisonEventError)) throw error;
     const { options, stages } = this;
-    const position = { commitLsn: transaction.commitLsnText, table: options.tableName, code: error.code, eventId: row[options.columns.eventId] };
+    const where = { commitLsn: transaction.commitLsnText, table: options.tableName, code: error.code, eventId: row[options.columns.eventId] };
     if (options.onPoison === 'fail') {
-      throw new PoisonStop(new RelayError(error.code, `poison event at ${position.commitLsn}: ${error.message}`, { cause: error }), position);
+      throw new PoisonStop(new RelayError(error.code, `poison event at ${where.commitLsn}: ${error.message}`, { cause: error }), where);
     }
     // A schema mismatch names the offending value, which is billing data: only at debug.
     const reason = error.code === 'ENCODE_SCHEMA_MISMATCH' ? 'the payload does not fit its schema (the path is in the dead-letter headers)' : error.message;
-    stages.logger.warn({ ...position, reason }, 'poison event sent to the dead-letter topic');
-    stages.logger.debug({ ...position, reason: error.message }, 'poison event reason');
+    stages.logger.warn({ ...where, reason }, 'poison event sent to the dead-letter topic');
+    stages.logger.debug({ ...where, reason: error.message }, 'poison event reason');
     stages.metrics.deadLettered.inc({ reason: error.code });
     return deadLetterMessage({
       maxBytes: options.maxMessageBytes,
@@ -109,6 +112,7 @@ export class RecordBuilder {
       row,
       error,
       transaction,
+      position,
       table: options.tableName,
       eventIdColumn: options.columns.eventId,
       aggregateIdColumn: options.columns.aggregateId,

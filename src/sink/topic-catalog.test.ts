@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { TopicDescription } from './producer.js';
 import { TopicCatalog } from './topic-catalog.js';
 
-const safe: TopicDescription = { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 50_000 };
+const safe: TopicDescription = { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 50_000, cleanupPolicy: 'delete' };
 
 function catalogOf(topics: Record<string, TopicDescription | null | Error>, autoCreate = true) {
   const calls: string[] = [];

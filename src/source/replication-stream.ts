@@ -10,7 +10,8 @@ import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
 import type { SourceMessage } from './messages.js';
-import type { SourceStream } from './source.js';
+import { readOrigin } from './origin.js';
+import type { SourceStream, StreamStart } from './source.js';
 import { PgoutputDecoder, type PgoutputDecoderOptions } from './pgoutput.js';
 
 /** The part of pg's Connection that a replication client needs; pg does not type it. */
@@ -76,9 +77,9 @@ export class ReplicationStream implements SourceStream {
 
   /**
    * Connects and starts streaming from the slot's confirmed position. Returns that position,
-   * the point from which Postgres will resend transactions.
+   * the point from which Postgres will resend transactions, and which server it is on.
    */
-  async start(): Promise<Lsn> {
+  async start(): Promise<StreamStart> {
     // The application name shows in pg_stat_replication and `outbox-relay status`: which
     // instance (pod) is the active reader.
     const client = await connectPostgres(this.options.database, `outbox-relay@${hostname()}`, { replication: true });
@@ -86,6 +87,7 @@ export class ReplicationStream implements SourceStream {
     client.on('error', (error) => this.fail(error));
     client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed')));
     const confirmed = await this.readConfirmedPosition(client);
+    const origin = await readOrigin(client);
     this.wire = client.connection as unknown as ReplicationWire;
     this.wire.on('copyData', ({ chunk }) => this.receive(chunk));
     const started = new Promise<void>((resolve) => client.connection.once('replicationStart', () => resolve()));
@@ -107,7 +109,7 @@ export class ReplicationStream implements SourceStream {
     await Promise.race([started, this.streaming]);
     if (this.failure) throw this.failure;
     this.watchdog = setInterval(() => this.checkSilence(), Math.min(1_000, this.options.silenceTimeoutMs / 4));
-    return confirmed;
+    return { confirmed, origin };
   }
 
   /**

@@ -2,13 +2,28 @@ import type { StatusReporter } from '../checkpoint/checkpointer.js';
 import type { Lsn } from '../lsn.js';
 import type { SourceMessage } from './messages.js';
 
+/** Which server the positions belong to: LSNs compare only within one system's history. */
+export interface SourceOrigin {
+  /** pg_control's system identifier: the same on a physical standby, new after initdb or a restore. */
+  readonly systemId: string;
+  readonly timeline: number;
+  /** Where each earlier timeline of this server's history ended (TIMELINE_HISTORY): timeline -> switch LSN. */
+  readonly timelineEnds: ReadonlyMap<number, Lsn>;
+}
+
+/** Where a session starts: the slot's confirmed position, on which server. */
+export interface StreamStart {
+  readonly confirmed: Lsn;
+  readonly origin: SourceOrigin;
+}
+
 /**
  * One replication session as the relay sees it: ReplicationStream implements it on Postgres;
  * unit tests of the relay use a fake.
  */
 export interface SourceStream extends StatusReporter {
-  /** Connects and starts streaming; resolves to the slot's confirmed position. */
-  start(): Promise<Lsn>;
+  /** Connects and starts streaming; resolves to the slot's confirmed position and the server's identity. */
+  start(): Promise<StreamStart>;
   /** The next message, undefined when none is buffered or reading stopped; throws what ended the stream. */
   take(): SourceMessage | undefined;
   /** Resolves when a message is buffered, the stream failed, or reading stopped. */

@@ -37,12 +37,18 @@ export class TopicReader {
   readonly records: ConsumedRecord[] = [];
   private consumer: Consumer | null = null;
 
-  /** `source`: the test Kafka unless given brokers, or a client (e.g. of the secured Kafka). */
-  constructor(private readonly source?: string | Kafka) {}
+  /**
+   * `source`: the test Kafka unless given brokers, or a client (e.g. of the secured Kafka).
+   * `readUncommitted`: also records of open and aborted transactions (kafkajs reads committed by default).
+   */
+  constructor(
+    private readonly source?: string | Kafka,
+    private readonly readUncommitted = false,
+  ) {}
 
   async start(topics: readonly string[]): Promise<this> {
     const kafka = typeof this.source === 'object' ? this.source : kafkaClient(this.source);
-    this.consumer = kafka.consumer({ groupId: `reader-${randomUUID()}`, retry: { retries: 50, maxRetryTime: 2_000 } });
+    this.consumer = kafka.consumer({ groupId: `reader-${randomUUID()}`, readUncommitted: this.readUncommitted, retry: { retries: 50, maxRetryTime: 2_000 } });
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await this.consumer.run({

@@ -1,0 +1,118 @@
+import { createRequire } from 'node:module';
+import type { Kafka } from 'kafkajs';
+import { RelayError } from '../errors.js';
+import { sleep } from '../time.js';
+import { partitionForKey } from './partitioner.js';
+
+/**
+ * Reads the last committed record of one key from a topic, as a read_committed consumer would,
+ * without joining a consumer group (no group ACL, no rebalance delay at each start): kafkajs's
+ * own cluster and fetch, and its filter of aborted transactions.
+ */
+
+const require = createRequire(import.meta.url);
+const Batch = require('kafkajs/src/consumer/batch.js') as new (topic: string, fetchedOffset: string, partitionData: FetchedPartition) => FetchedBatch;
+
+const READ_UNCOMMITTED = 0;
+const READ_COMMITTED = 1;
+const LATEST = -1;
+const EARLIEST = -2;
+/** The first window read back from the end; it grows fourfold while the key is not found. */
+const FIRST_WINDOW = 512n;
+const FETCH_MAX_BYTES = 1_048_576;
+
+interface FetchedPartition {
+  readonly partition: number;
+  readonly errorCode: number;
+  readonly highWatermark: string;
+  readonly messages: unknown[];
+}
+
+interface FetchedBatch {
+  readonly messages: readonly { readonly offset: string; readonly key: Buffer | null; readonly value: Buffer | null }[];
+  isEmptyIncludingFiltered(): boolean;
+  lastOffset(): string;
+}
+
+interface ClusterBroker {
+  listOffsets(request: { isolationLevel: number; topics: { topic: string; partitions: { partition: number; timestamp: number }[] }[] }): Promise<{ responses: { partitions: { offset: string }[] }[] }>;
+  fetch(request: { isolationLevel: number; maxWaitTime: number; minBytes: number; maxBytes: number; topics: { topic: string; partitions: { partition: number; fetchOffset: string; maxBytes: number }[] }[] }): Promise<{ responses: { partitions: FetchedPartition[] }[] }>;
+}
+
+interface Cluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  addTargetTopic(topic: string): Promise<void>;
+  findTopicPartitionMetadata(topic: string): { partitionId: number; leader: number }[];
+  findBroker(args: { nodeId: string }): Promise<ClusterBroker>;
+}
+
+type CreateCluster = (options: { allowAutoTopicCreation: boolean; isolationLevel: number }) => Cluster;
+
+/** The value (null: a tombstone) of the last committed record with `key`, or undefined if it has none. */
+export async function readLastCommitted(kafka: Kafka, topic: string, key: string, settleTimeoutMs: number): Promise<Buffer | null | undefined> {
+  const cluster = createCluster(kafka)({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED });
+  await cluster.connect();
+  try {
+    await cluster.addTargetTopic(topic);
+    const partitions = cluster.findTopicPartitionMetadata(topic);
+    const partition = partitionForKey(key, partitions.length);
+    const leader = partitions.find((entry) => entry.partitionId === partition)?.leader;
+    if (leader === undefined || leader < 0) throw new RelayError('SINK_PUBLISH', `no leader known for ${topic}-${partition}`, { details: { topic, partition } });
+    const broker = await cluster.findBroker({ nodeId: String(leader) });
+    const offset = async (isolationLevel: number, timestamp: number) =>
+      BigInt((await broker.listOffsets({ isolationLevel, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0]!.partitions[0]!.offset);
+
+    // Transactions still open on this partition (another relay's, sharing the topic) hide
+    // every later record from a read_committed reader: wait until all that were open when
+    // reading began have ended, so that no committed progress of this key is missed.
+    const end = await offset(READ_UNCOMMITTED, LATEST);
+    const deadline = Date.now() + settleTimeoutMs;
+    while ((await offset(READ_COMMITTED, LATEST)) < end) {
+      if (Date.now() > deadline) throw new RelayError('SINK_PUBLISH', `${topic}-${partition} has a transaction open for over ${settleTimeoutMs}ms: its last stable offset stays below ${end}`, { details: { topic, partition } });
+      await sleep(20);
+    }
+    const start = await offset(READ_COMMITTED, EARLIEST);
+    let window = FIRST_WINDOW;
+    for (let to = end; to > start; window *= 4n) {
+      const from = to - window > start ? to - window : start;
+      const found = await lastValueOf(broker, topic, partition, key, from, to);
+      if (found !== undefined) return found;
+      to = from;
+    }
+    return undefined;
+  } finally {
+    await cluster.disconnect().catch(() => undefined);
+  }
+}
+
+async function lastValueOf(broker: ClusterBroker, topic: string, partition: number, key: string, from: bigint, to: bigint): Promise<Buffer | null | undefined> {
+  let found: Buffer | null | undefined;
+  for (let next = from; next < to; ) {
+    const fetchOffset = String(next);
+    const response = await broker.fetch({
+      isolationLevel: READ_COMMITTED,
+      maxWaitTime: 0,
+      minBytes: 0,
+      maxBytes: FETCH_MAX_BYTES,
+      topics: [{ topic, partitions: [{ partition, fetchOffset, maxBytes: FETCH_MAX_BYTES }] }],
+    });
+    const data = response.responses[0]!.partitions[0]!;
+    const batch = new Batch(topic, fetchOffset, data);
+    // Below the last stable offset there is always a record to read: an empty answer means the range was read.
+    if (batch.isEmptyIncludingFiltered()) break;
+    for (const message of batch.messages) {
+      if (BigInt(message.offset) >= to) return found;
+      if (message.key?.toString() === key) found = message.value;
+    }
+    next = BigInt(batch.lastOffset()) + 1n;
+  }
+  return found;
+}
+
+function createCluster(kafka: Kafka): CreateCluster {
+  const symbol = Object.getOwnPropertySymbols(kafka).find((candidate) => candidate.description === 'private:Kafka:createCluster');
+  const create = symbol === undefined ? undefined : (kafka as unknown as Record<symbol, unknown>)[symbol];
+  if (typeof create !== 'function') throw new RelayError('SINK_CLIENT', 'kafkajs has no cluster factory where 2.2.4 has it: the exactly-once progress cannot be read with this kafkajs version');
+  return create as CreateCluster;
+}
