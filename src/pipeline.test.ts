@@ -11,6 +11,7 @@ import type { Lsn } from './lsn.js';
 import { createRelayMetrics } from './observe/metrics.js';
 import { Pipeline } from './pipeline.js';
 import type { EventSink } from './sink/kafka-sink.js';
+import type { ResumePoint } from './sink/progress.js';
 import { RecordBuilder, type RecordBuilderOptions } from './sink/record-builder.js';
 import { compileTopicTemplate } from './sink/topic-router.js';
 import type { SourceMessage } from './source/messages.js';
@@ -39,7 +40,7 @@ class RecordingSink implements EventSink {
   }
 }
 
-function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: number } = {}) {
+function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: number; resumeAfter?: ResumePoint } = {}) {
   const sink = new RecordingSink();
   const tracker = new CommitTracker(at(0));
   const statuses: Lsn[] = [];
@@ -51,7 +52,7 @@ function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: n
   );
   const pipeline = new Pipeline(
     { table: TABLE, onUnexpectedChange: 'warn', maxBufferedEvents: 10_000 },
-    { checkpointer: new Checkpointer(tracker, { sendStatus: (lsn) => statuses.push(lsn) }, 0), tracker, builder, sink, logger },
+    { checkpointer: new Checkpointer(tracker, { sendStatus: (lsn) => statuses.push(lsn) }, 0), tracker, builder, sink, logger, resumeAfter: options.resumeAfter ?? null },
   );
   return { pipeline, sink, tracker, metrics, statuses };
 }
@@ -116,5 +117,22 @@ describe('Pipeline', () => {
     expect(sink.sent.map((m) => [m.headers.event_id, m.deadLetter])).toEqual([['small', false], ['big', true]]);
     expect(sink.sent[1]!.headers.dead_letter_code).toBe('SINK_TOO_LARGE');
     expect(sink.sent[1]!.headers.dead_letter_reason).toMatch(/topic outbox\.invoice's max\.message\.bytes \(400\)/);
+  });
+
+  it("numbers each row by its place in the transaction, poison rows included", async () => {
+    const { pipeline, sink } = pipelineWith();
+    await feed(pipeline, [...transaction(100, [row('e1'), row('e2', { not: 'json text' }), row('e3')]), ...transaction(200, [row('e4')])]);
+    expect(sink.sent.map((m) => [m.headers.event_id, m.position])).toEqual([['e1', 1], ['e2', 2], ['e3', 3], ['e4', 1]]);
+  });
+
+  it('exactly-once: skips the events a committed transaction holds, and still confirms their transactions', async () => {
+    // Kafka holds the transaction at 100 up to its second row.
+    const { pipeline, sink, tracker } = pipelineWith({ resumeAfter: { commitLsn: at(100), position: 2, timeline: 1 } });
+    await feed(pipeline, [...transaction(50, [row('e0')]), ...transaction(100, [row('e1'), row('e2'), row('e3')]), ...transaction(200, [row('e4')])]);
+    expect(sink.sent.map((m) => [m.headers.event_id, m.position])).toEqual([['e3', 3], ['e4', 1]]);
+    // The transaction at 50 had nothing left to send: confirmable at once; 100 waits for e3.
+    expect(tracker.confirmed).toBe(at(60));
+    for (const message of sink.sent) tracker.acknowledge(message.transaction);
+    expect(tracker.confirmed).toBe(at(210));
   });
 });

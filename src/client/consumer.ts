@@ -63,8 +63,8 @@ export interface IdempotentConsumerOptions<P> {
    * @default 1
    */
   readonly partitionsConsumedConcurrently?: number;
-  /** kafkajs consumer settings (session timeout, retry, ...). `groupId` comes from above. */
-  readonly consumerConfig?: Omit<ConsumerConfig, 'groupId'>;
+  /** kafkajs consumer settings (session timeout, retry, ...). `groupId` comes from above; it always reads committed records only. */
+  readonly consumerConfig?: Omit<ConsumerConfig, 'groupId' | 'readUncommitted'>;
   /**
    * A record that cannot become an event (no `event_id` header, a value that does not decode).
    * Left out: the consumer stops on it (kafkajs retries, then crashes) — nothing is skipped
@@ -107,7 +107,9 @@ export function createIdempotentConsumer<P = unknown>(options: IdempotentConsume
     if (!options.schemaRegistryUrl) throw new OutboxClientError('CLIENT_CONFIG_INVALID', 'format "avro" needs schemaRegistryUrl or registry');
     registry = avroRegistry(options.schemaRegistryUrl);
   }
-  const consumer = options.kafka.consumer({ ...options.consumerConfig, groupId: options.groupId });
+  // isolation.level=read_committed, whatever consumerConfig says: records of aborted transactions
+  // (OUTBOX_DELIVERY=exactly-once, after a crash) are never events, and must not be handled.
+  const consumer = options.kafka.consumer({ ...options.consumerConfig, groupId: options.groupId, readUncommitted: false });
   const stats = { applied: 0, duplicates: 0, failures: 0, undecodable: 0 };
 
   const commitAfter = ({ topic, partition, message }: Pick<EachMessagePayload, 'topic' | 'partition' | 'message'>) =>

@@ -228,7 +228,7 @@ async function prepareProgressTopic(topic: string, access: ProgressTopicAccess):
 }
 
 /** Kafka's answers that mean another producer with this transactional id took over. */
-const FENCED_ERRORS = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'KafkaJSNonRetriableError']);
+const FENCED_ERRORS = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH']);
 /** Kafka's answers that mean the broker cannot keep exactly-once as configured. */
 const EXACTLY_ONCE_REFUSALS = new Set(['INVALID_TRANSACTION_TIMEOUT', 'UNSUPPORTED_VERSION', 'KafkaJSNotImplemented', 'UNSUPPORTED_FOR_MESSAGE_FORMAT']);
 
