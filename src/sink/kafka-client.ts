@@ -219,10 +219,8 @@ async function prepareProgressTopic(topic: string, access: ProgressTopicAccess):
     description = await access.describeTopic(topic);
     if (description === null) throw new RelayError('SINK_EXACTLY_ONCE', `the progress topic ${topic} was created but the broker does not describe it`);
   }
-  if (description.minInsyncReplicas > description.replicationFactor) {
-    throw new RelayError('SINK_EXACTLY_ONCE', `the progress topic ${topic} has min.insync.replicas=${description.minInsyncReplicas} above its replication factor ${description.replicationFactor}: no transaction could ever commit; lower min.insync.replicas or add replicas`);
-  }
   const problems = durabilityProblems(description);
+  if (description.minInsyncReplicas > description.replicationFactor) throw new RelayError('SINK_EXACTLY_ONCE', `the progress topic ${topic}: ${problems.join('; ')}; no transaction could commit`);
   if (!description.cleanupPolicy.split(',').includes('compact')) problems.push(`cleanup.policy=${description.cleanupPolicy} may delete the relay's last progress record (then a restart resends what it covered: duplicates); use cleanup.policy=compact`);
   if (problems.length > 0) access.logger.warn({ topic, problems }, `the exactly-once progress topic ${topic}: ${problems.join('; ')}`);
 }

@@ -7,6 +7,9 @@ import type { TopicDurability } from './producer.js';
  */
 export function durabilityProblems({ replicationFactor, minInsyncReplicas, uncleanLeaderElection }: TopicDurability): string[] {
   const problems: string[] = [];
+  if (minInsyncReplicas > replicationFactor) {
+    return [`no write can ever be acknowledged (min.insync.replicas=${minInsyncReplicas} exceeds replication.factor=${replicationFactor}): every produce fails with NOT_ENOUGH_REPLICAS; lower min.insync.replicas or add replicas`];
+  }
   const copiesAtAck = Math.min(replicationFactor, minInsyncReplicas);
   if (copiesAtAck < 2) {
     problems.push(`an acknowledged record may exist on one broker only (replication.factor=${replicationFactor}, min.insync.replicas=${minInsyncReplicas}; need both >= 2) and is lost with that broker's disk`);
