@@ -35,6 +35,8 @@ export class LoadRig {
   private readonly prefix: string;
   private readonly insert: string;
   child: Child | null = null;
+  /** Set by stop(): an offer still running (the soak failed early) issues nothing more. */
+  private stopped = false;
 
   constructor(
     private readonly db: Database,
@@ -81,7 +83,7 @@ export class LoadRig {
     let issued = 0;
     let inFlight = 0;
     let failure: unknown = null;
-    while (issued < total && failure === null && Date.now() < deadline) {
+    while (issued < total && failure === null && Date.now() < deadline && !this.stopped) {
       const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * rate));
       while (issued < due && inFlight < 64) {
         const i = issued++;
@@ -122,6 +124,7 @@ export class LoadRig {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.consumer.stop().catch(() => undefined);
     await this.child?.stop();
     await this.kafka.deleteTopics(this.prefix);

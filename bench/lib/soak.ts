@@ -93,6 +93,7 @@ export async function soak(db: Database, kafkaFor: KafkaFor, services: Services,
   const rig = new LoadRig(db, kafkaFor(contender), contender);
   const title = `soak ${rate}/s`;
   const rows: SoakMinute[] = [];
+  let load: Promise<unknown> | null = null;
   try {
     const child = await rig.start(services, title);
     const pgCpu = await PostgresCpu.find(db);
@@ -103,9 +104,10 @@ export async function soak(db: Database, kafkaFor: KafkaFor, services: Services,
     const first = { autovacuums: table.autovacuums, autoanalyzes: table.autoanalyzes };
     const start = Date.now();
     // Time-bound: a database that falls behind shows as fewer events per minute, not as a longer run.
-    const load = rig.offer(rate, minutes * 60, { idPrefix: 'k', timeBound: true });
+    const offered = rig.offer(rate, minutes * 60, { idPrefix: 'k', timeBound: true });
+    load = offered;
     let loadDone = false;
-    void load.then(
+    void offered.then(
       () => (loadDone = true),
       () => (loadDone = true),
     );
@@ -113,6 +115,7 @@ export async function soak(db: Database, kafkaFor: KafkaFor, services: Services,
       const end = start + minute * 60_000;
       while (Date.now() < end && !loadDone) await sleep(Math.min(200, end - Date.now()));
       if (Date.now() < end) break;
+      if (!child.running) throw new Error(`${label(contender)} ended (${child.ended}) in minute ${minute}`);
       // Table statistics reach the shared counters up to a second after a commit; read them
       // at the boundary anyway: a second's lag is the same for every minute.
       const [nextTable, nextCpu] = await Promise.all([tableSample(db, rig.table), pgCpu.sample()]);
@@ -151,11 +154,12 @@ export async function soak(db: Database, kafkaFor: KafkaFor, services: Services,
       cpu = nextCpu;
       contenderCpu = nextContenderCpu;
     }
-    const { events: total } = await load;
+    const { events: total } = await offered;
     await rig.matched(total, 60_000);
     const minutesWithLatency = rows.map((row) => ({ ...row, ...minuteLatency(rig, start + (row.minute - 1) * 60_000, start + row.minute * 60_000) }));
     const usage = child.usage();
-    if (rig.consumer.latencies.length < total) progress(`${title}: only ${rig.consumer.latencies.length}/${total} matched; contender ${child.running ? 'running' : 'exited'}:\n${child.tail(10)}`);
+    if (rig.consumer.latencies.length < total) progress(`${title}: only ${rig.consumer.latencies.length}/${total} matched; contender ${child.running ? 'running' : `ended (${child.ended})`}:\n${child.tail(10)}`);
+    if (!child.running) throw new Error(`${label(contender)} ended (${child.ended}) before the soak's end`);
     return { contender, offeredPerSecond: rate, minutes: minutesWithLatency, events: total, matched: rig.consumer.latencies.length, peakRssMb: usage?.peakRssMb ?? NaN };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
@@ -163,6 +167,8 @@ export async function soak(db: Database, kafkaFor: KafkaFor, services: Services,
     return { contender, offeredPerSecond: rate, minutes: rows, events: 0, matched: 0, peakRssMb: NaN, error: message.split('\n')[0]! };
   } finally {
     await rig.stop();
+    // A soak that failed early: its load stops issuing (rig.stop) and finishes what it issued.
+    await load?.catch(() => undefined);
   }
 }
 
