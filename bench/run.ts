@@ -1,6 +1,7 @@
 /**
- * `npm run bench [-- --quick] [-- --only relay-json,ceiling] [-- --no-debezium] [-- --profile]
- * [-- --secure] [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]`
+ * `npm run bench [-- --quick] [-- --only relay-json,pg-recvlogical] [-- --no-debezium] [-- --profile]
+ * [-- --secure] [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]
+ * [-- --soak] [-- --soak-minutes N] [-- --no-soak]`
  *
  * Starts its own stack (scripts/stack.sh up; by default in a temp dir on ports apart from the
  * test stack's, overridable with the OUTBOX_STACK_DIR / OUTBOX_*_PORT variables), builds the
@@ -8,6 +9,9 @@
  * bench/results/<date>.md, .png and .json (raw figures; `--render <json>` redraws the others).
  * `--secure` adds relay-json-sasl-ssl: the relay JSON against the stack's secured broker
  * (secure_kafka: SASL_SSL, SCRAM-SHA-512, ACLs), started for the run unless it runs already.
+ * The full run ends with the soak (SOAK_RATE events/s for --soak-minutes, default 10, for the
+ * relay JSON and then the polling relay); `--soak` runs only the soak, `--no-soak` skips it.
+ * Postgres runs with fsync on (OUTBOX_PG_FSYNC=off for quick runs; the report says which).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -16,14 +20,16 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { OPTIONS } from '../src/config/options.js';
 import * as p from '../src/config/parsers.js';
-import { BUILD_DIR, isRelay, type ContenderName, type Services } from './lib/contenders.js';
+import { BUILD_DIR, CONTENDERS as REGISTRY, isCeiling, isRelay, RENAMED, type ContenderName, type Services } from './lib/contenders.js';
 import { Database } from './lib/db.js';
 import { fetchDebezium } from './lib/debezium.js';
 import { KafkaTools } from './lib/kafka.js';
 import { drain, steady, type DrainResult, type DrainWorkload, type KafkaFor, type SteadyResult } from './lib/measure.js';
 import { progress, run } from './lib/proc.js';
+import { findRecvlogical } from './lib/recvlogical.js';
+import { soak, type SoakResult } from './lib/soak.js';
 import { SecureKafka, STACK_SCRIPT, stackEnv } from './lib/stack.js';
-import { renderChart } from './lib/chart.js';
+import { renderChart, renderSoakChart } from './lib/chart.js';
 import { renderReport, type BenchRun } from './lib/report.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -47,7 +53,10 @@ const OWN_STACK_SECURE_PORTS: Record<string, string> = {
 };
 
 const SECURE = 'relay-json-sasl-ssl';
-const CONTENDERS = ['ceiling', 'relay-json', SECURE, 'relay-avro', 'polling', 'debezium'] as const satisfies readonly ContenderName[];
+const CONTENDERS = Object.keys(REGISTRY) as ContenderName[];
+/** The soak's contenders and offered rate. */
+const SOAK_CONTENDERS: readonly ContenderName[] = ['relay-json', 'polling'];
+const SOAK_RATE = 2000;
 
 /** The command line: a mistyped flag or a bad value stops the bench before it builds anything. */
 function benchFlags() {
@@ -62,14 +71,19 @@ function benchFlags() {
       events: { type: 'string' },
       payload: { type: 'string' },
       render: { type: 'string' },
+      soak: { type: 'boolean', default: false },
+      'soak-minutes': { type: 'string' },
+      'no-soak': { type: 'boolean', default: false },
     },
     strict: true,
     allowPositionals: false,
   });
-  const only = values.only === undefined ? null : new Set(flag('only', values.only, p.commaList('relay-json,ceiling')));
+  const only = values.only === undefined ? null : new Set(flag('only', values.only, p.commaList('relay-json,pg-recvlogical')));
   for (const name of only ?? []) if (!(CONTENDERS as readonly string[]).includes(name)) throw new Error(`--only ${name}: no such contender (${CONTENDERS.join(', ')})`);
   if (only?.has(SECURE) && !values.secure) throw new Error(`--only ${SECURE} needs --secure (which starts the secured broker)`);
   if (only && !only.has(SECURE) && values.secure) throw new Error(`--secure runs ${SECURE}, which --only leaves out`);
+  if (values.soak && values['no-soak']) throw new Error('--soak and --no-soak contradict each other');
+  if (values.soak && values.quick) throw new Error('--soak runs only the soak: leave out --quick (shorten it with --soak-minutes)');
   return {
     quick: values.quick,
     noDebezium: values['no-debezium'],
@@ -82,6 +96,10 @@ function benchFlags() {
     events: values.events === undefined ? null : flag('events', values.events, p.integer(1, 100_000_000)),
     /** Payload bytes of the --quick drains (default 300). */
     payload: values.payload === undefined ? 300 : flag('payload', values.payload, p.integer(1, 1_000_000)),
+    /** Only the soak (--soak); the full run ends with it (not --quick, not --no-soak). */
+    soakOnly: values.soak,
+    soak: values.soak || (!values.quick && !values['no-soak']),
+    soakMinutes: values['soak-minutes'] === undefined ? 10 : flag('soak-minutes', values['soak-minutes'], p.integer(1, 24 * 60)),
   };
 }
 
@@ -101,13 +119,16 @@ try {
   progress(`usage: ${(error as Error).message}`);
   process.exit(2);
 }
-const { quick, noDebezium, profile, secure, note, only, events: eventsOverride, payload: quickPayload } = flags;
+const { quick, noDebezium, profile, secure, note, only, events: eventsOverride, payload: quickPayload, soakOnly, soakMinutes } = flags;
 
 async function main(): Promise<void> {
   if (flags.render !== undefined) return render(flags.render);
   const began = Date.now();
   const ownStack = process.env.OUTBOX_STACK_DIR === undefined;
   for (const [key, value] of Object.entries({ ...STACK_DEFAULTS, ...(ownStack ? OWN_STACK_SECURE_PORTS : {}) })) process.env[key] ??= value;
+  // Commits cost what they cost on a real disk (scripts/stack/pg.sh: off for the tests).
+  process.env.OUTBOX_PG_FSYNC ??= 'on';
+  if (!['on', 'off'].includes(process.env.OUTBOX_PG_FSYNC)) throw new Error(`OUTBOX_PG_FSYNC=${process.env.OUTBOX_PG_FSYNC}: expected on or off`);
 
   progress('building the relay (npm run build) and the bench processes');
   await run('npm', ['run', 'build'], { cwd: REPO });
@@ -128,12 +149,12 @@ async function main(): Promise<void> {
   const outDir = join(REPO, 'bench', 'results');
   mkdirSync(outDir, { recursive: true });
   // A second run on the same day gets -2, -3...: earlier results stay for comparison.
-  const base = `${results.date}${quick ? '-quick' : ''}`;
+  const base = `${results.date}${quick ? '-quick' : soakOnly ? '-soak' : ''}`;
   let stem = base;
   for (let n = 2; existsSync(join(outDir, `${stem}.json`)); n++) stem = `${base}-${n}`;
   writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
   writeResults(outDir, stem, results);
-  progress(`wrote bench/results/${stem}.md and .png in ${results.minutes.toFixed(1)} min${profile ? `; CPU profiles in ${join(BUILD_DIR, 'profiles')}` : ''}`);
+  progress(`wrote bench/results/${stem}.md and its charts in ${results.minutes.toFixed(1)} min${profile ? `; CPU profiles in ${join(BUILD_DIR, 'profiles')}` : ''}`);
   progress(`the stack is still up; stop it with: OUTBOX_STACK_DIR=${process.env.OUTBOX_STACK_DIR} scripts/stack.sh down`);
 }
 
@@ -141,7 +162,7 @@ async function main(): Promise<void> {
 async function measure(env: Record<string, string>, secureKafka: SecureKafka | null, began: number): Promise<BenchRun> {
   let debeziumHome: string | null = null;
   let debeziumNote = '';
-  if (!noDebezium && want('debezium')) {
+  if (!soakOnly && !noDebezium && want('debezium')) {
     try {
       debeziumHome = await fetchDebezium();
     } catch (error) {
@@ -150,8 +171,13 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     }
   } else debeziumNote = 'Debezium skipped (--no-debezium or --only).';
 
-  const contenders = CONTENDERS.filter((c) => want(c) && (c !== 'debezium' || debeziumHome));
+  const contenders = soakOnly ? [] : CONTENDERS.filter((c) => want(c) && (c !== 'debezium' || debeziumHome));
   const db = new Database(env.DATABASE_URL!);
+  // The stack's cluster keeps the fsync it was created with (initdb): set the run's for the run.
+  const restoreFsync = await db.setForRun('fsync', process.env.OUTBOX_PG_FSYNC!);
+  const serverMajor = Math.floor(Number(await db.setting('server_version_num')) / 10_000);
+  const recvlogical = contenders.includes('pg-recvlogical') ? findRecvlogical(serverMajor) : null;
+  if (contenders.includes('pg-recvlogical')) progress(recvlogical ? `ceiling: ${recvlogical.path} (${recvlogical.version})` : 'ceiling: no pg_recvlogical found: the × ceiling column stays empty');
   const kafka = new KafkaTools({ brokers: env.KAFKA_BROKERS!.split(',') });
   const kafkaFor: KafkaFor = (contender) => (contender === SECURE && secureKafka ? secureKafka.kafka : kafka);
   // Made by the contender that needs it (Debezium), not here: the stack dir may be shared.
@@ -167,6 +193,7 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     pollingBatch: 1000,
     pollingIdleMs: 10,
     relayNodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+    recvlogical: recvlogical?.path ?? null,
     avroEnv: avroEnv(),
     secureKafkaEnv: secureKafka?.relayEnv ?? null,
   };
@@ -189,8 +216,8 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
 
   const small = eventsOverride ?? (quick ? 20_000 : 200_000);
   const all = contenders;
-  const cdcOnly = contenders.filter((c) => c === 'ceiling' || isRelay(c));
-  const workloads: DrainWorkload[] = [
+  const cdcOnly = contenders.filter((c) => isCeiling(c) || isRelay(c));
+  const workloads: DrainWorkload[] = contenders.length === 0 ? [] : [
     { events: small, rowsPerTx: 1, payloadBytes: quickPayload, contenders: all },
     { events: small, rowsPerTx: 100, payloadBytes: quickPayload, contenders: all },
     ...(quick
@@ -208,10 +235,13 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
   const rates = quick ? [1000] : [1000, 5000];
   const seconds = quick ? 8 : 20;
   for (const rate of rates) {
-    for (const contender of contenders.filter((c) => c !== 'ceiling')) {
-      steadyResults.push(await steady(db, kafkaFor, services, contender as ContenderName, rate, seconds));
+    for (const contender of contenders.filter((c) => !isCeiling(c))) {
+      steadyResults.push(await steady(db, kafkaFor, services, contender, rate, seconds));
     }
   }
+
+  const soakResults: SoakResult[] = [];
+  if (flags.soak) for (const contender of SOAK_CONTENDERS.filter(want)) soakResults.push(await soak(db, kafkaFor, services, contender, SOAK_RATE, soakMinutes));
 
   const results: BenchRun = {
     date: new Date().toISOString().slice(0, 10),
@@ -220,6 +250,7 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     minutes: (Date.now() - began) / 60_000,
     machine: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
     postgres: `${(await db.setting('server_version')).split(' ')[0]}, fsync=${await db.setting('fsync')}, synchronous_commit=${await db.setting('synchronous_commit')}, wal_level=${await db.setting('wal_level')}`,
+    ...(recvlogical ? { ceiling: recvlogical.version } : {}),
     // This build has the Avro format (the report of an older run may say otherwise).
     avro: true,
     debeziumNote,
@@ -228,24 +259,31 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     drains,
     steady: steadyResults,
     settled: true,
+    ...(soakResults.length > 0 ? { soak: soakResults } : {}),
     ...(secureKafka ? { secureTls: secureKafka.tls } : {}),
   };
   await db.clear(true);
+  await restoreFsync();
   await db.close();
   await kafka.close();
   return results;
 }
 
 function writeResults(outDir: string, stem: string, results: BenchRun): void {
-  writeFileSync(join(outDir, `${stem}.png`), renderChart(results));
-  writeFileSync(join(outDir, `${stem}.md`), renderReport(results, `${stem}.png`));
+  const main = results.drains.length + results.steady.length > 0;
+  const charts = { main: main ? `${stem}.png` : null, soak: results.soak?.length ? `${stem}${main ? '-soak' : ''}.png` : null };
+  if (charts.main) writeFileSync(join(outDir, charts.main), renderChart(results));
+  if (charts.soak) writeFileSync(join(outDir, charts.soak), renderSoakChart(results));
+  writeFileSync(join(outDir, `${stem}.md`), renderReport(results, charts));
 }
 
 /** `--render bench/results/<stem>.json`: the report and chart again from a run's raw results. */
 function render(file: string): void {
-  const results = JSON.parse(readFileSync(file, 'utf8')) as BenchRun;
+  // Runs before the pg_recvlogical ceiling called the relay-stages contender `ceiling`.
+  const raw = JSON.parse(readFileSync(file, 'utf8'), (key, value: unknown) => (key === 'contender' && typeof value === 'string' ? (RENAMED[value] ?? value) : value)) as BenchRun;
+  const results: BenchRun = { ...raw, drains: raw.drains ?? [], steady: raw.steady ?? [] };
   writeResults(dirname(file), basename(file, '.json'), results);
-  progress(`wrote ${file.replace(/\.json$/, '')}.md and .png`);
+  progress(`wrote ${file.replace(/\.json$/, '')}.md and its charts`);
 }
 
 function want(contender: string): boolean {

@@ -2,42 +2,87 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { CDC_TABLE, PUBLICATION } from './db.js';
 import { startDebezium } from './debezium.js';
+import type { Rgb } from './png.js';
 import { Child } from './proc.js';
+import { Recvlogical } from './recvlogical.js';
 
-export type ContenderName = 'ceiling' | 'relay-json' | 'relay-json-sasl-ssl' | 'relay-avro' | 'polling' | 'debezium';
+/**
+ * What runs a contender: `recvlogical` is Postgres's own pg_recvlogical (the ceiling every
+ * figure is divided by), `stages` the relay's own source and decode stages without Kafka,
+ * `relay` the relay itself (`node dist/cli.js run`) with the contender's variables.
+ */
+export type ContenderKind = 'recvlogical' | 'stages' | 'relay' | 'polling' | 'debezium';
+
+interface Contender {
+  readonly kind: ContenderKind;
+  /** In the report's tables. */
+  readonly label: string;
+  /** In the charts. */
+  readonly short: string;
+  readonly color: Rgb;
+  /** Relay only: its variables on top of the bench's (and of `relayEnv` below, for those known only at run time). */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+function relay(label: string, short: string, color: Rgb, env: Record<string, string> = {}): Contender {
+  return { kind: 'relay', label, short, color, env };
+}
+
+/**
+ * Every contender, in the order they run and are reported. A relay that differs only by its
+ * variables is one line here, e.g.
+ * `'relay-json-eos': relay('outbox-relay JSON, exactly-once', 'relay JSON EOS', [255, 127, 14], { OUTBOX_EXACTLY_ONCE: 'true' }),`
+ * (then it drains every workload and runs every steady load like relay-json; --only takes its name).
+ */
+export const CONTENDERS = {
+  'pg-recvlogical': { kind: 'recvlogical', label: 'pg_recvlogical ceiling (Postgres, no Kafka)', short: 'pg_recvlogical', color: [110, 110, 110] },
+  'relay-stages': { kind: 'stages', label: 'relay stages: source + decode (no Kafka)', short: 'relay stages', color: [180, 180, 180] },
+  'relay-json': relay('outbox-relay JSON', 'relay JSON', [31, 119, 180]),
+  'relay-json-sasl-ssl': relay('outbox-relay JSON, SASL_SSL broker', 'relay JSON, SASL_SSL', [148, 103, 189]),
+  'relay-avro': relay('outbox-relay Avro', 'relay Avro', [23, 190, 207], { OUTBOX_FORMAT: 'avro' }),
+  polling: { kind: 'polling', label: 'polling relay', short: 'polling relay', color: [214, 39, 40] },
+  debezium: { kind: 'debezium', label: 'Debezium 3.6 + EventRouter', short: 'Debezium', color: [44, 160, 44] },
+} as const satisfies Record<string, Contender>;
+
+export type ContenderName = keyof typeof CONTENDERS;
+
+/** The ceiling every contender's events/s is divided by. */
+export const CEILING = 'pg-recvlogical' satisfies ContenderName;
+
+/** Names of results written before the pg_recvlogical ceiling (--render of an old run). */
+export const RENAMED: Readonly<Record<string, ContenderName>> = { ceiling: 'relay-stages' };
+
+export function spec(name: ContenderName): Contender {
+  return CONTENDERS[name];
+}
+
+export function kind(name: ContenderName): ContenderKind {
+  return CONTENDERS[name].kind;
+}
 
 /** The contenders that are the relay itself (`node dist/cli.js run`). */
 export function isRelay(name: ContenderName): boolean {
-  return name.startsWith('relay-');
+  return kind(name) === 'relay';
 }
 
-export const LABEL: Record<ContenderName, string> = {
-  ceiling: 'decode ceiling (no Kafka)',
-  'relay-json': 'outbox-relay JSON',
-  'relay-json-sasl-ssl': 'outbox-relay JSON, SASL_SSL broker',
-  'relay-avro': 'outbox-relay Avro',
-  polling: 'polling relay',
-  debezium: 'Debezium 3.6 + EventRouter',
-};
+/** The contenders that publish nothing to Kafka (they only read the WAL). */
+export function isCeiling(name: ContenderName): boolean {
+  return kind(name) === 'recvlogical' || kind(name) === 'stages';
+}
+
+export function label(name: ContenderName): string {
+  return CONTENDERS[name].label;
+}
 
 /** Header carrying the event id in each contender's records (Debezium's EventRouter: `id`). */
-export const ID_HEADER: Record<ContenderName, string> = {
-  ceiling: 'event_id',
-  'relay-json': 'event_id',
-  'relay-json-sasl-ssl': 'event_id',
-  'relay-avro': 'event_id',
-  polling: 'event_id',
-  debezium: 'id',
-};
+export function idHeader(name: ContenderName): string {
+  return kind(name) === 'debezium' ? 'id' : 'event_id';
+}
 
-export const SLOT: Record<ContenderName, string> = {
-  ceiling: 'bench_ceiling',
-  'relay-json': 'bench_relay_json',
-  'relay-json-sasl-ssl': 'bench_relay_json_sasl_ssl',
-  'relay-avro': 'bench_relay_avro',
-  polling: '',
-  debezium: 'bench_debezium',
-};
+/** The contender's own replication slot (none for the polling relay). */
+export function slot(name: ContenderName): string {
+  return kind(name) === 'polling' ? '' : `bench_${name.replace(/-/g, '_')}`;
+}
 
 export interface Services {
   readonly databaseUrl: string;
@@ -49,9 +94,22 @@ export interface Services {
   readonly pollingBatch: number;
   readonly pollingIdleMs: number;
   readonly relayNodeArgs: readonly string[];
+  /** pg_recvlogical of the server's major version (findRecvlogical), null if there is none. */
+  readonly recvlogical: string | null;
+  /** relay-avro: the schema directory and registry settings (OUTBOX_FORMAT=avro comes from its entry above). */
   readonly avroEnv: Record<string, string>;
   /** relay-json-sasl-ssl: the relay's KAFKA_* variables for the secured broker (null without --secure). */
   readonly secureKafkaEnv: Record<string, string> | null;
+}
+
+/** What one start of a contender needs besides the services. */
+export interface StartOptions {
+  /** relay-stages: the inserts to count before it reports done. */
+  readonly count?: number;
+  /** pg-recvlogical: the LSN it stops at (--endpos), the backlog's end. */
+  readonly endLsn?: string;
+  /** Relays: settings of this workload on top of the contender's. */
+  readonly relayEnv?: Record<string, string>;
 }
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -61,26 +119,29 @@ export const BUILD_DIR = join(REPO, 'node_modules', '.cache', 'outbox-relay-benc
 /** Starts a contender that publishes to `<topicPrefix>.<aggregate_type>`. */
 export const RELAY_HTTP_PORT = Number(process.env.BENCH_RELAY_HTTP_PORT ?? 60084);
 
-export function startContender(name: ContenderName, services: Services, topicPrefix: string, count = 0, relayEnv: Record<string, string> = {}): Child {
-  switch (name) {
-    case 'ceiling':
+export function startContender(name: ContenderName, services: Services, topicPrefix: string, options: StartOptions = {}): Child {
+  const contender = spec(name);
+  switch (contender.kind) {
+    case 'recvlogical':
+      if (!options.endLsn) throw new Error(`${name} needs the backlog's end LSN`);
+      if (!services.recvlogical) throw new Error('no pg_recvlogical binary found (set OUTBOX_PG_BIN)');
+      return new Recvlogical(services.recvlogical, services.databaseUrl, slot(name), PUBLICATION, options.endLsn);
+    case 'stages':
       return new Child(name, process.execPath, [join(BUILD_DIR, 'bench', 'contenders', 'ceiling.js')], {
         DATABASE_URL: services.databaseUrl,
-        BENCH_SLOT: SLOT.ceiling,
+        BENCH_SLOT: slot(name),
         BENCH_PUBLICATION: PUBLICATION,
-        BENCH_COUNT: String(count),
+        BENCH_COUNT: String(options.count ?? 0),
         BENCH_TABLE: `public.${CDC_TABLE}`,
       });
-    case 'relay-json':
-    case 'relay-json-sasl-ssl':
-    case 'relay-avro':
+    case 'relay':
       if (name === 'relay-json-sasl-ssl' && !services.secureKafkaEnv) throw new Error('the secured broker is not started (--secure)');
       return new Child(name, process.execPath, [...services.relayNodeArgs, CLI, 'run'], {
         DATABASE_URL: services.databaseUrl,
         KAFKA_BROKERS: services.kafkaBrokers,
         SCHEMA_REGISTRY_URL: services.schemaRegistryUrl,
         OUTBOX_TABLE: `public.${CDC_TABLE}`,
-        OUTBOX_SLOT: SLOT[name],
+        OUTBOX_SLOT: slot(name),
         OUTBOX_PUBLICATION: PUBLICATION,
         OUTBOX_TOPIC_TEMPLATE: `${topicPrefix}.{aggregate_type}`,
         OUTBOX_DEAD_LETTER_TOPIC: `${topicPrefix}.dead-letter`,
@@ -88,8 +149,9 @@ export function startContender(name: ContenderName, services: Services, topicPre
         // Not the default 9464, which other relays on the machine may hold.
         OUTBOX_HTTP_PORT: String(RELAY_HTTP_PORT),
         ...(name === 'relay-json-sasl-ssl' ? services.secureKafkaEnv : {}),
-        ...relayEnv,
-        ...(name === 'relay-avro' ? { OUTBOX_FORMAT: 'avro', ...services.avroEnv } : {}),
+        ...options.relayEnv,
+        ...contender.env,
+        ...(contender.env?.OUTBOX_FORMAT === 'avro' ? services.avroEnv : {}),
       });
     case 'polling':
       return new Child(name, process.execPath, [join(BUILD_DIR, 'bench', 'contenders', 'polling.js')], {
@@ -107,7 +169,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
         kafkaBrokers: services.kafkaBrokers,
         pgPort: services.pgPort,
         database: new URL(services.databaseUrl).pathname.slice(1),
-        slot: SLOT.debezium,
+        slot: slot(name),
         publication: PUBLICATION,
         table: CDC_TABLE,
         topicPrefix,

@@ -9,6 +9,8 @@ export const CDC_TABLE = 'event_outbox';
 /** The polling relay's outbox: the same columns plus the status it needs. */
 export const POLLING_TABLE = 'polling_outbox';
 export const PUBLICATION = 'bench_pub';
+/** application_name of the bench's own sessions (the load, its queries). */
+export const BENCH_APPLICATION = 'bench';
 
 export const EVENT_TYPE = 'PaymentRecorded';
 export const AGGREGATE_TYPE = 'payment';
@@ -65,7 +67,8 @@ export class Database {
   readonly pool: pg.Pool;
 
   constructor(readonly url: string) {
-    this.pool = new pg.Pool({ connectionString: url, max: 12 });
+    // Named, so that the soak can tell the load's backends from the contender's (pg-cpu.ts).
+    this.pool = new pg.Pool({ connectionString: url, max: 12, application_name: BENCH_APPLICATION });
     this.pool.on('error', () => undefined);
   }
 
@@ -175,6 +178,11 @@ export class Database {
     return this.counters(table);
   }
 
+  async currentLsn(): Promise<string> {
+    const [row] = await this.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+    return row!.lsn;
+  }
+
   async checkpoint(): Promise<void> {
     await this.query('CHECKPOINT');
   }
@@ -190,6 +198,24 @@ export class Database {
     await this.query(`VACUUM (ANALYZE) ${table}`);
     await this.checkpoint();
     await run('sync', []);
+  }
+
+  /**
+   * Sets a reloadable setting for the run (ALTER SYSTEM, reload) unless the server has it
+   * already; returns what puts the server's own value back.
+   */
+  async setForRun(name: string, value: string): Promise<() => Promise<void>> {
+    if ((await this.setting(name)) === value) return async () => undefined;
+    await this.query(`ALTER SYSTEM SET ${name} = '${value.replace(/'/g, "''")}'`);
+    await this.query('SELECT pg_reload_conf()');
+    for (let attempt = 0; (await this.setting(name)) !== value; attempt += 1) {
+      if (attempt > 50) throw new Error(`${name} is still not ${value} 5 s after ALTER SYSTEM and a reload`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return async () => {
+      await this.query(`ALTER SYSTEM RESET ${name}`);
+      await this.query('SELECT pg_reload_conf()');
+    };
   }
 
   async setting(name: string): Promise<string> {

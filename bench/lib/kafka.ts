@@ -95,6 +95,8 @@ export function drainRate(timing: DrainTiming, startedAt: number): number {
 export class LatencyConsumer {
   private consumer: Consumer;
   readonly latencies: number[] = [];
+  /** The commit time of each of `latencies` (same index). */
+  readonly commitAts: number[] = [];
   /** Commit to the record's CreateTime (set by the producer when it built the request). */
   readonly toProduce: number[] = [];
   private readonly seenBeforeCommit = new Map<string, number>();
@@ -128,7 +130,10 @@ export class LatencyConsumer {
           const committed = this.commitTimes.get(id);
           if (committed === undefined) this.seenBeforeCommit.set(id, now);
           else {
+            // Matched once: a long run (the soak) keeps no map of every event it committed.
+            this.commitTimes.delete(id);
             this.latencies.push(now - committed);
+            this.commitAts.push(committed);
             this.toProduce.push(Number(message.timestamp) - committed);
           }
         }
@@ -141,7 +146,9 @@ export class LatencyConsumer {
     const seen = this.seenBeforeCommit.get(id);
     if (seen === undefined) return;
     this.seenBeforeCommit.delete(id);
+    this.commitTimes.delete(id);
     this.latencies.push(Math.max(0, seen - at));
+    this.commitAts.push(at);
   }
 
   async stop(): Promise<void> {

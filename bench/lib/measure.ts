@@ -1,6 +1,8 @@
-import { AGGREGATE_TYPE, CDC_TABLE, Database, EVENT_TYPE, POLLING_TABLE } from './db.js';
-import { ID_HEADER, isRelay, LABEL, RELAY_HTTP_PORT, SLOT, startContender, type ContenderName, type Services } from './contenders.js';
-import { drainRate, KafkaTools, LatencyConsumer, percentile } from './kafka.js';
+import { AGGREGATE_TYPE, CDC_TABLE, Database, POLLING_TABLE } from './db.js';
+import { LoadRig, topicPrefix } from './load.js';
+import { isCeiling, isRelay, kind, label, RELAY_HTTP_PORT, slot, startContender, type ContenderName, type Services } from './contenders.js';
+import type { Recvlogical } from './recvlogical.js';
+import { drainRate, KafkaTools, percentile } from './kafka.js';
 import { type Child, machineBusyPercent, machineCpu, progress, sleep } from './proc.js';
 
 /** The Kafka a contender publishes to (the secured broker for relay-json-sasl-ssl), with admin rights. */
@@ -67,15 +69,6 @@ export function formatCount(n: number): string {
   return n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : String(n);
 }
 
-/** Every topic the bench makes starts with this. */
-export const TOPIC_ROOT = 'bench.';
-
-let runCounter = 0;
-function topicPrefix(contender: ContenderName): string {
-  runCounter += 1;
-  return `${TOPIC_ROOT}${Date.now().toString(36)}${runCounter}.${contender}`;
-}
-
 /**
  * One backlog drain: the CDC contenders share one load (each reads its own slot, created
  * before the load, so each sees the same WAL); the polling relay gets its own table and load.
@@ -86,12 +79,14 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
   const cdc = workload.contenders.filter((c) => c !== 'polling');
   if (cdc.length > 0) {
     await db.reset();
-    await db.freshCdcOutbox(SLOT[cdc[0]!]);
-    for (const contender of cdc.slice(1)) await db.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [SLOT[contender]]);
+    await db.freshCdcOutbox(slot(cdc[0]!));
+    for (const contender of cdc.slice(1)) await db.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot(contender)]);
     const before = await db.counters(CDC_TABLE);
     const loadStart = Date.now();
     progress(`${name}: loading for ${cdc.join(', ')}`);
     await db.load(CDC_TABLE, 'e', workload.events, workload.rowsPerTx, workload.payloadBytes);
+    // The backlog's end, where pg_recvlogical stops (--endpos).
+    const endLsn = await db.currentLsn();
     const after = await db.settledCounters(CDC_TABLE);
     progress(`${name}: loaded in ${((Date.now() - loadStart) / 1000).toFixed(1)} s`);
     const walPerEvent = Number(after.walLsn - before.walLsn) / workload.events;
@@ -99,8 +94,8 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
     await db.settle(CDC_TABLE);
     for (const contender of cdc) {
       await db.checkpoint();
-      results.push(await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent }));
-      await db.dropSlot(SLOT[contender]);
+      results.push(await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent, endLsn }));
+      await db.dropSlot(slot(contender));
     }
   }
   if (workload.contenders.includes('polling')) {
@@ -109,7 +104,7 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
     progress(`${name}: loading for polling`);
     await db.load(POLLING_TABLE, 'e', workload.events, workload.rowsPerTx, workload.payloadBytes);
     await db.checkpoint();
-    const result = await drainOne(kafka('polling'), services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN });
+    const result = await drainOne(kafka('polling'), services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN, endLsn: '' });
     const after = await db.settledCounters(POLLING_TABLE);
     results.push({
       ...result,
@@ -125,7 +120,7 @@ async function drainOne(
   services: Services,
   workload: DrainWorkload,
   contender: ContenderName,
-  db: { walPerEvent: number; rowsPerEvent: number },
+  db: { walPerEvent: number; rowsPerEvent: number; endLsn: string },
 ): Promise<DrainResult> {
   const name = workloadName(workload);
   const prefix = topicPrefix(contender);
@@ -133,22 +128,25 @@ async function drainOne(
   const relay = isRelay(contender);
   const settings = relay && workload.relayEnv ? Object.entries(workload.relayEnv).map(([k, v]) => `${k}=${v}`).join(' ') : undefined;
   const base = { settings, workload: name, contender, events: workload.events, rowsPerTx: workload.rowsPerTx, payloadBytes: workload.payloadBytes, walBytesPerEvent: db.walPerEvent, rowsWrittenPerEvent: db.rowsPerEvent };
-  if (contender !== 'ceiling') await kafka.createTopic(topic);
-  progress(`${name}: ${LABEL[contender]} draining`);
+  if (!isCeiling(contender)) await kafka.createTopic(topic);
+  progress(`${name}: ${label(contender)} draining`);
   const started = Date.now();
   const cpuAtStart = machineCpu();
   let child: Child | null = null;
   try {
-    child = startContender(contender, services, prefix, workload.events, workload.relayEnv);
+    child = startContender(contender, services, prefix, { count: workload.events, endLsn: db.endLsn, relayEnv: workload.relayEnv });
     const running = child;
     let timing;
-    if (contender === 'ceiling') timing = await ceilingTiming(running, workload.events, name);
+    if (kind(contender) === 'recvlogical') {
+      const { streamingAt, doneAt } = await (running as Recvlogical).finished(30 * 60_000);
+      timing = { firstAt: streamingAt, firstCount: 0, doneAt, count: workload.events };
+    } else if (kind(contender) === 'stages') timing = await stagesTiming(running, workload.events);
     else {
       timing = await kafka.waitForRecords(topic, workload.events, {
         timeoutMs: 30 * 60_000,
         stallMs: 90_000,
         alive: () => running.running,
-        onProgress: (count, rate) => progress(`  ${LABEL[contender]}: ${count}/${workload.events} (${Math.round(rate)}/s)`),
+        onProgress: (count, rate) => progress(`  ${label(contender)}: ${count}/${workload.events} (${Math.round(rate)}/s)`),
       });
     }
     const usage = running.usage();
@@ -163,17 +161,17 @@ async function drainOne(
       machineBusyPct: machineBusyPercent(cpuAtStart),
       ...(relay ? await relayHealth(running) : {}),
     };
-    if (result.restarts) progress(`  ${LABEL[contender]} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
-    progress(`${name}: ${LABEL[contender]}: ${Math.round(eventsPerSecond)} events/s, peak RSS ${result.peakRssMb.toFixed(0)} MB, CPU ${result.cpuSeconds.toFixed(1)} s, start-up ${result.startupSeconds.toFixed(1)} s`);
+    if (result.restarts) progress(`  ${label(contender)} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
+    progress(`${name}: ${label(contender)}: ${Math.round(eventsPerSecond)} events/s, peak RSS ${result.peakRssMb.toFixed(0)} MB, CPU ${result.cpuSeconds.toFixed(1)} s, start-up ${result.startupSeconds.toFixed(1)} s`);
     return result;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    progress(`${name}: ${LABEL[contender]} FAILED: ${message}\n${child?.tail() ?? ''}`);
+    progress(`${name}: ${label(contender)} FAILED: ${message}\n${child?.tail() ?? ''}`);
     const health = relay && child ? await relayHealth(child) : {};
     return { ...base, ...health, eventsPerSecond: NaN, drainSeconds: NaN, startupSeconds: NaN, peakRssMb: NaN, cpuSeconds: NaN, machineBusyPct: NaN, error: message.split('\n')[0]! };
   } finally {
     await child?.stop();
-    if (contender !== 'ceiling') await kafka.deleteTopics(prefix);
+    if (!isCeiling(contender)) await kafka.deleteTopics(prefix);
   }
 }
 
@@ -202,7 +200,8 @@ async function relayHealth(child: Child): Promise<{ restarts?: number; firstWarn
   return { restarts, firstWarning };
 }
 
-async function ceilingTiming(child: Child, events: number, name: string) {
+/** relay-stages prints its count every 2 s and one line when it decoded them all. */
+async function stagesTiming(child: Child, events: number) {
   let reported = 0;
   for (;;) {
     const done = child.output.find((line) => line.includes('"done"'));
@@ -210,13 +209,12 @@ async function ceilingTiming(child: Child, events: number, name: string) {
       const parsed = JSON.parse(done) as { count: number; firstAt: number; lastAt: number };
       return { firstAt: parsed.firstAt, firstCount: 1, doneAt: parsed.lastAt, count: parsed.count };
     }
-    if (!child.running) throw new Error(`ceiling exited early:\n${child.tail()}`);
+    if (!child.running) throw new Error(`relay-stages exited early:\n${child.tail()}`);
     const progressLines = child.output.filter((line) => line.includes('"count"'));
     if (progressLines.length > reported) {
       reported = progressLines.length;
-      progress(`  ${LABEL.ceiling}: ${(JSON.parse(progressLines.at(-1)!) as { count: number }).count}/${events}`);
+      progress(`  ${label('relay-stages')}: ${(JSON.parse(progressLines.at(-1)!) as { count: number }).count}/${events}`);
     }
-    void name;
     await sleep(50);
   }
 }
@@ -227,65 +225,21 @@ async function ceilingTiming(child: Child, events: number, name: string) {
  * time its COMMIT returned.
  */
 export async function steady(db: Database, kafkaFor: KafkaFor, services: Services, contender: ContenderName, rate: number, seconds: number): Promise<SteadyResult> {
-  const kafka = kafkaFor(contender);
-  const polling = contender === 'polling';
-  const table = polling ? POLLING_TABLE : CDC_TABLE;
-  await db.reset();
-  if (polling) await db.freshPollingOutbox();
-  else await db.freshCdcOutbox(SLOT[contender]);
-  await db.query(`CALL bench_load($1, 'warm', 1, 0, 1, 300)`, [table]);
-  const prefix = topicPrefix(contender);
-  const topic = `${prefix}.${AGGREGATE_TYPE}`;
-  await kafka.createTopic(topic);
-  const commitTimes = new Map<string, number>();
-  const consumer = new LatencyConsumer(kafka.kafka, topic, ID_HEADER[contender], commitTimes);
-  const label = `steady ${rate}/s`;
-  let child: Child | null = null;
-  const insert = `INSERT INTO ${table} (event_id, aggregate_type, aggregate_id, event_type, payload)
-    SELECT $1, '${AGGREGATE_TYPE}', $2, '${EVENT_TYPE}', p.payload || jsonb_build_object('invoice_id', $1::text)
-      FROM bench_payloads p WHERE p.size = 300 AND p.k = $3`;
+  const rig = new LoadRig(db, kafkaFor(contender), contender);
+  const title = `steady ${rate}/s`;
   try {
-    child = startContender(contender, services, prefix);
-    await consumer.start();
-    // Ready = a warm-up event made it to the topic (Debezium needs its JVM and task up).
-    progress(`${label}: ${LABEL[contender]} starting`);
-    await db.query(insert, ['warm-1', 'acct-0', 0]);
-    const running = child;
-    await kafka.waitForRecords(topic, 1, { timeoutMs: 120_000, stallMs: 120_000, alive: () => running.running, onProgress: () => undefined });
-    await sleep(2_000);
+    const child = await rig.start(services, title);
+    const { consumer } = rig;
     const cpuBefore = child.usage()?.cpuSeconds ?? 0;
     const machineAtStart = machineCpu();
-    progress(`${label}: ${LABEL[contender]} offered load for ${seconds} s`);
+    progress(`${title}: ${label(contender)} offered load for ${seconds} s`);
     const total = rate * seconds;
-    const start = Date.now();
-    let issued = 0;
-    let inFlight = 0;
-    const pending: Promise<void>[] = [];
-    while (issued < total) {
-      const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * rate));
-      while (issued < due && inFlight < 64) {
-        const i = issued++;
-        const id = `s-${i}`;
-        inFlight += 1;
-        pending.push(
-          db.pool.query(insert, [id, `acct-${i % 1000}`, i % 1000]).then(() => {
-            const at = Date.now();
-            commitTimes.set(id, at);
-            consumer.committed(id, at);
-            inFlight -= 1;
-          }),
-        );
-      }
-      await sleep(2);
-    }
-    await Promise.all(pending);
-    const elapsed = (Date.now() - start) / 1000;
-    const deadline = Date.now() + 60_000;
-    while (consumer.latencies.length < total && Date.now() < deadline) await sleep(100);
+    const { seconds: elapsed } = await rig.offer(rate, seconds);
+    await rig.matched(total, 60_000);
     const usage = child.usage();
-    const inTopic = await kafka.count(topic);
+    const inTopic = await rig.kafka.count(rig.topic);
     if (consumer.latencies.length < total) {
-      progress(`${label}: only ${consumer.latencies.length}/${total} matched; ${inTopic} records in the topic; consumer received ${consumer.received}${consumer.crash ? `, consumer crashed: ${consumer.crash}` : ''}; contender ${child.running ? 'running' : 'exited'}:\n${child.tail(10)}`);
+      progress(`${title}: only ${consumer.latencies.length}/${total} matched; ${inTopic} records in the topic; consumer received ${consumer.received}${consumer.crash ? `, consumer crashed: ${consumer.crash}` : ''}; contender ${child.running ? 'running' : 'exited'}:\n${child.tail(10)}`);
     }
     const sorted = [...consumer.latencies].sort((a, b) => a - b);
     const toProduce = [...consumer.toProduce].sort((a, b) => a - b);
@@ -307,15 +261,13 @@ export async function steady(db: Database, kafkaFor: KafkaFor, services: Service
       peakRssMb: usage?.peakRssMb ?? NaN,
       cpuSeconds: (usage?.cpuSeconds ?? NaN) - cpuBefore,
     };
-    progress(`${label}: ${LABEL[contender]}: p50 ${result.p50} ms, p99 ${result.p99} ms, max ${result.max} ms; commit to CreateTime p50 ${result.toProduceP50} / p99 ${result.toProduceP99} ms (${result.received}/${total} matched, offered ${result.achievedPerSecond.toFixed(0)}/s)`);
+    progress(`${title}: ${label(contender)}: p50 ${result.p50} ms, p99 ${result.p99} ms, max ${result.max} ms; commit to CreateTime p50 ${result.toProduceP50} / p99 ${result.toProduceP99} ms (${result.received}/${total} matched, offered ${result.achievedPerSecond.toFixed(0)}/s)`);
     return result;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    progress(`${label}: ${LABEL[contender]} FAILED: ${message}\n${child?.tail() ?? ''}`);
+    progress(`${title}: ${label(contender)} FAILED: ${message}\n${rig.child?.tail() ?? ''}`);
     return { contender, offeredPerSecond: rate, achievedPerSecond: NaN, seconds: NaN, events: 0, received: 0, inTopic: NaN, p50: NaN, p95: NaN, p99: NaN, max: NaN, toProduceP50: NaN, toProduceP99: NaN, machineBusyPct: NaN, peakRssMb: NaN, cpuSeconds: NaN, error: message.split('\n')[0]! };
   } finally {
-    await consumer.stop().catch(() => undefined);
-    await child?.stop();
-    await kafka.deleteTopics(prefix);
+    await rig.stop();
   }
 }

@@ -47,12 +47,15 @@ export class Child {
   readonly process: ChildProcess;
   readonly exited: Promise<number | null>;
   private done = false;
+  /** How it ended, e.g. "exit code 1" or "signal SIGKILL" (null while it runs). */
+  ended: string | null = null;
 
   constructor(readonly name: string, command: string, args: readonly string[], env: Record<string, string | undefined>, cwd?: string) {
     this.process = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd });
     this.exited = new Promise((resolve) =>
-      this.process.once('exit', (code) => {
+      this.process.once('exit', (code, signal) => {
         this.done = true;
+        this.ended = signal ? `signal ${signal}` : `exit code ${code}`;
         resolve(code);
       }),
     );

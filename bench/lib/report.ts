@@ -1,6 +1,9 @@
-import { LABEL, type ContenderName } from './contenders.js';
+import { CEILING, isCeiling, label } from './contenders.js';
 import { CONNECT_VERSION, DEBEZIUM_VERSION } from './debezium.js';
-import { formatCount, type DrainResult, type SteadyResult } from './measure.js';
+import { floors, rate } from './floors.js';
+import type { DrainResult, SteadyResult } from './measure.js';
+import { soakSection } from './report-soak.js';
+import type { SoakResult } from './soak.js';
 
 export interface BenchRun {
   readonly date: string;
@@ -21,44 +24,65 @@ export interface BenchRun {
   readonly settled?: boolean;
   /** --secure: TLS version and cipher suite negotiated with the secured broker. */
   readonly secureTls?: string;
+  /** `pg_recvlogical --version` of the ceiling (older runs: no such ceiling). */
+  readonly ceiling?: string;
+  /** The soak, contender by contender (older runs and --quick: none). */
+  readonly soak?: readonly SoakResult[];
 }
 
-interface Floor {
-  readonly name: string;
-  readonly measured: string;
-  readonly pass: boolean | null;
+/** The charts' file names, next to the report (null: not drawn, nothing to show). */
+export interface Charts {
+  readonly main: string | null;
+  readonly soak: string | null;
 }
 
-export function renderReport(run: BenchRun, chart: string): string {
+export function renderReport(run: BenchRun, charts: Charts): string {
   const out: string[] = [];
   out.push(`# outbox-relay benchmark, ${run.date}${run.quick ? ' (quick)' : ''}`, '');
   const args = run.args ?? (run.quick ? '--quick' : '');
   out.push(`\`npm run bench${args ? ` -- ${args}` : ''}\` — ${run.minutes.toFixed(1)} minutes. Machine: ${run.machine}. ` +
-    `Postgres ${run.postgres}${run.postgres.includes('fsync=off') ? ' (**fsync is off** in the bench stack: commits cost less than on a real disk, for every contender alike; OUTBOX_PG_FSYNC=on turns it on)' : ''}, ` +
+    `Postgres ${run.postgres}${run.postgres.includes('fsync=off') ? ' (**fsync is off** in this run, OUTBOX_PG_FSYNC=off: commits cost less than on a real disk, for every contender alike; the default is on)' : ' (fsync on: every commit waits for the disk, as in production)'}, ` +
     `Kafka 4.4.0 KRaft single node on loopback, every contender and the load generator on the same 2 cores.`, '');
   if (run.note) out.push(`**Note:** ${run.note}`, '');
-  out.push(`![chart](${chart})`, '');
-  out.push('## Floors', '', '| floor | measured | result |', '| --- | --- | --- |');
-  for (const floor of floors(run)) out.push(`| ${floor.name} | ${floor.measured} | ${floor.pass === null ? 'not measured' : floor.pass ? 'PASS' : '**FAIL**'} |`);
-  out.push('', '## Backlog drain', '');
-  out.push('Events pre-loaded, then the contender started; events/s counts from the first record in Kafka (acks=all) to the last, so start-up is shown apart. ' +
+  if (charts.main) out.push(`![chart](${charts.main})`, '');
+  if (run.drains.length + run.steady.length > 0) {
+    out.push('## Floors', '', `Issue 16's floors; throughput against the pg_recvlogical ceiling and the other contenders of the same run${run.ceiling ? ` (${run.ceiling})` : ''}.`, '');
+    out.push('| floor | workload | measured | result |', '| --- | --- | --- | --- |');
+    for (const floor of floors(run)) out.push(`| ${floor.name} | ${floor.workload} | ${floor.measured} | ${floor.pass === null ? 'not measured' : floor.pass ? 'PASS' : '**FAIL**'} |`);
+    out.push(...drainSection(run), ...steadySection(run));
+  }
+  if (run.soak?.length) out.push(...soakSection(run.soak, charts.soak));
+  out.push(...contendersSection(run));
+  out.push('');
+  return out.join('\n');
+}
+
+function drainSection(run: BenchRun): string[] {
+  const out = ['', '## Backlog drain', ''];
+  out.push('Events pre-loaded, then the contender started; events/s counts from the first record in Kafka (acks=all) to the last, so start-up is shown apart ' +
+    '(pg_recvlogical: from "streaming initiated", i.e. START_REPLICATION accepted, to its exit at the backlog\'s end LSN; relay stages: first to last decoded insert). ' +
+    '× ceiling divides by pg_recvlogical\'s events/s on the same workload. ' +
     'CPU and peak RSS are the contender process only (/proc VmHWM, utime+stime, start to last record); machine CPU busy is all cores, all processes (/proc/stat), during the drain. WAL and rows written per event are the database side of the whole run ' +
     '(the load, plus for the polling relay its mark-sent UPDATEs; the CDC contenders share one load and write nothing themselves).', '');
   out.push('| workload | contender | events/s | × ceiling | relay JSON ÷ this | drain s | start-up s | peak RSS MB | CPU s | CPU µs/event | WAL B/event | rows written/event | machine CPU busy |');
   out.push('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const d of run.drains) {
-    const ceiling = find(run, d.workload, 'ceiling');
-    const relay = find(run, d.workload, 'relay-json');
+    const ceiling = rate(run, d.workload, CEILING);
+    const relay = rate(run, d.workload, 'relay-json');
     if (d.error) {
-      out.push(`| ${d.workload} | ${LABEL[d.contender]} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | |`);
+      out.push(`| ${d.workload} | ${label(d.contender)} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | |`);
       continue;
     }
-    const label = `${LABEL[d.contender]}${d.settings ? ` (${d.settings})` : ''}${d.restarts ? `, ${d.restarts} session restarts: ${d.firstWarning ?? ''}` : ''}`;
-    out.push(`| ${d.workload} | ${label} | ${int(d.eventsPerSecond)} | ${ratio(d.eventsPerSecond, ceiling)} | ${d.contender === 'relay-json' || d.contender === 'ceiling' ? '' : ratio(relay, d.eventsPerSecond)} | ` +
+    const name = `${label(d.contender)}${d.settings ? ` (${d.settings})` : ''}${d.restarts ? `, ${d.restarts} session restarts: ${d.firstWarning ?? ''}` : ''}`;
+    out.push(`| ${d.workload} | ${name} | ${int(d.eventsPerSecond)} | ${ratio(d.eventsPerSecond, ceiling)} | ${d.contender === 'relay-json' || isCeiling(d.contender) ? '' : ratio(relay, d.eventsPerSecond)} | ` +
       `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num(cpuPerEvent(d), 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |`);
   }
   if (run.drains.some((d) => d.contender === 'relay-json-sasl-ssl')) out.push(...secureSection(run));
-  out.push('', '## Steady offered load', '');
+  return out;
+}
+
+function steadySection(run: BenchRun): string[] {
+  const out = ['', '## Steady offered load', ''];
   out.push('Single-row transactions (~300 B payload) from 8 sessions at a fixed rate, synchronous_commit on; a kafkajs consumer in the bench process matches each record ' +
     '(event id header) to the moment its COMMIT returned. The consumer and the generator share the 2 cores with everything else. ' +
     'commit→CreateTime is the part until the producer built the request (the record timestamp); the rest is Kafka and the consumer. ' +
@@ -66,13 +90,19 @@ export function renderReport(run: BenchRun, chart: string): string {
   out.push('| offered/s | contender | achieved/s | events | in topic | matched | p50 ms | p95 ms | p99 ms | max ms | commit→CreateTime p50 / p99 ms | peak RSS MB | CPU s | machine CPU busy |', '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const s of run.steady) {
     if (s.error) {
-      out.push(`| ${s.offeredPerSecond} | ${LABEL[s.contender]} | failed: ${s.error.replace(/\|/g, '/')} | | | | | | | | | | | |`);
+      out.push(`| ${s.offeredPerSecond} | ${label(s.contender)} | failed: ${s.error.replace(/\|/g, '/')} | | | | | | | | | | | |`);
       continue;
     }
-    out.push(`| ${s.offeredPerSecond} | ${LABEL[s.contender]} | ${int(s.achievedPerSecond)} | ${s.events} | ${s.inTopic} | ${s.received} | ${s.p50} | ${s.p95} | ${s.p99} | ${s.max} | ${s.toProduceP50} / ${s.toProduceP99} | ${num(s.peakRssMb, 0)} | ${num(s.cpuSeconds, 1)} | ${pct(s.machineBusyPct / 100)} |`);
+    out.push(`| ${s.offeredPerSecond} | ${label(s.contender)} | ${int(s.achievedPerSecond)} | ${s.events} | ${s.inTopic} | ${s.received} | ${s.p50} | ${s.p95} | ${s.p99} | ${s.max} | ${s.toProduceP50} / ${s.toProduceP99} | ${num(s.peakRssMb, 0)} | ${num(s.cpuSeconds, 1)} | ${pct(s.machineBusyPct / 100)} |`);
   }
-  out.push('', '## Contenders and settings', '');
-  out.push('- **Decode ceiling**: `bench/contenders/ceiling.ts` — the relay\'s own source and decode stages (`src/source/replication-stream.ts`, its pgoutput decoder and column parsers, `src/decode/row-decoder.ts`), counting decoded events; no Kafka.');
+  return out;
+}
+
+function contendersSection(run: BenchRun): string[] {
+  const out = ['', '## Contenders and settings', ''];
+  out.push(`- **pg_recvlogical ceiling**: \`bench/lib/recvlogical.ts\` — Postgres's own client${run.ceiling ? ` (${run.ceiling})` : ''}: \`pg_recvlogical --start -P pgoutput -o proto_version=1 -o publication_names=bench_pub -f /dev/null -F 0 --endpos <the backlog's end LSN>\` on its own slot. ` +
+    'The walsender decodes the same WAL through the same plugin as for the relay and Debezium; the client writes it to /dev/null. No code of this project is in it: the most a pgoutput client can get on this machine.');
+  out.push('- **Relay stages**: `bench/contenders/ceiling.ts` — the relay\'s own source and decode stages (`src/source/replication-stream.ts`, its pgoutput decoder and column parsers, `src/decode/row-decoder.ts`), counting decoded events; no Kafka. Secondary: what the relay\'s WAL side alone reaches.');
   out.push('- **outbox-relay**: `node dist/cli.js run` with its defaults (batch up to 4,000 events and OUTBOX_MAX_MESSAGE_BYTES, 10,000 buffered, 5 ms linger, kafkajs idempotent producer with the relay\'s Produce request encoder and partitioner, acks=-1, one request in flight).' +
     (run.avro ? ' Avro: `OUTBOX_FORMAT=avro` with the schema registry of the stack.' : ' **Avro not measured**: this build\'s `run --help` does not list an avro format yet.'));
   const tuning = run.polling.tuning.map((t) => `${t.batch}: ${int(t.eventsPerSecond)}/s`).join(', ');
@@ -86,8 +116,7 @@ export function renderReport(run: BenchRun, chart: string): string {
   out.push('- Loads: server-side procedure committing every 1 or 100 rows (synchronous_commit off for the loader only), payloads of ~300 B / ~2 KB of JSON that pglz cannot compress; ' +
     'the CDC contenders each read their own slot created before the shared load' +
     (run.settled ? '; after the load VACUUM (ANALYZE), CHECKPOINT and sync, so that autovacuum and the kernel\'s writeback do not land in the first drain, and a CHECKPOINT before each drain.' : '.'));
-  out.push('');
-  return out.join('\n');
+  return out;
 }
 
 /** --secure: relay-json-sasl-ssl beside relay-json, workload by workload, and what the ratio means. */
@@ -119,43 +148,6 @@ function secureSection(run: BenchRun): string[] {
 
 function cpuPerEvent(d: DrainResult): number {
   return (d.cpuSeconds * 1e6) / d.events;
-}
-
-function floors(run: BenchRun): Floor[] {
-  const result: Floor[] = [];
-  const oneRow = run.drains.filter((d) => d.rowsPerTx === 1 && d.payloadBytes === 300);
-  const biggest = Math.max(0, ...oneRow.filter((d) => d.contender === 'relay-json').map((d) => d.events));
-  const w = oneRow.find((d) => d.events === biggest)?.workload ?? '';
-  const relay = find(run, w, 'relay-json');
-  const ceiling = find(run, w, 'ceiling');
-  result.push({ name: 'relay JSON drain ≥ 60% of the decode ceiling (1-row tx)', measured: `${w}: ${int(relay)} vs ${int(ceiling)} events/s = ${pct(relay / ceiling)}`, pass: ok(relay / ceiling >= 0.6, relay, ceiling) });
-  const avro = find(run, w, 'relay-avro');
-  result.push({ name: 'Avro within 20% of JSON', measured: run.avro ? `${int(avro)} vs ${int(relay)} events/s = ${pct(avro / relay)}` : 'no avro format in this build', pass: run.avro ? ok(avro / relay >= 0.8, avro, relay) : null });
-  const smallW = oneRow.find((d) => d.contender === 'polling')?.workload ?? w;
-  const relaySmall = find(run, smallW, 'relay-json');
-  const polling = find(run, smallW, 'polling');
-  result.push({ name: '≥ 2× the polling relay', measured: `${smallW}: ${int(relaySmall)} vs ${int(polling)} events/s = ${num(relaySmall / polling, 2)}×`, pass: ok(relaySmall / polling >= 2, relaySmall, polling) });
-  const dbz = find(run, smallW, 'debezium');
-  result.push({ name: '≥ 1.5× Debezium', measured: Number.isFinite(dbz) ? `${smallW}: ${int(relaySmall)} vs ${int(dbz)} events/s = ${num(relaySmall / dbz, 2)}×` : `Debezium not measured: ${run.debeziumNote || 'failed'}`, pass: ok(relaySmall / dbz >= 1.5, relaySmall, dbz) });
-  const steady = run.steady.find((s) => s.contender === 'relay-json' && s.offeredPerSecond === 1000);
-  result.push({ name: 'p99 commit-to-consumer ≤ 100 ms at 1k events/s', measured: steady && !steady.error ? `p99 ${steady.p99} ms (p50 ${steady.p50} ms)` : 'not measured', pass: steady && !steady.error ? steady.p99 <= 100 : null });
-  const million = run.drains.find((d) => d.contender === 'relay-json' && d.events >= 1_000_000);
-  const anyRelay = run.drains.filter((d) => d.contender === 'relay-json' && !d.error).sort((a, b) => b.events - a.events)[0];
-  result.push({
-    name: 'peak RSS ≤ 256 MB draining 1M events',
-    measured: million ? `${num(million.peakRssMb, 0)} MB` : `not run (quick); ${num(anyRelay?.peakRssMb ?? NaN, 0)} MB draining ${formatCount(anyRelay?.events ?? 0)}`,
-    pass: million && !million.error ? million.peakRssMb <= 256 : null,
-  });
-  return result;
-}
-
-function find(run: BenchRun, workload: string, contender: ContenderName): number {
-  const d = run.drains.find((r) => r.workload === workload && r.contender === contender);
-  return d && !d.error ? d.eventsPerSecond : NaN;
-}
-
-function ok(pass: boolean, ...values: number[]): boolean | null {
-  return values.every(Number.isFinite) ? pass : null;
 }
 
 function int(n: number): string {

@@ -7,7 +7,7 @@ import kafkajs from 'kafkajs';
 import { kafkaConfigFromEnv } from '../../src/client/connections.js';
 import { OPTIONS } from '../../src/config/options.js';
 import { KafkaTools } from './kafka.js';
-import { TOPIC_ROOT } from './measure.js';
+import { TOPIC_ROOT } from './load.js';
 import { progress, run, sleep } from './proc.js';
 
 // kafkajs is CommonJS and Node's ESM loader does not see its enums as named exports.

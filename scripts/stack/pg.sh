@@ -93,7 +93,8 @@ max_connections = 200
 wal_sender_timeout = 60s
 # Throwaway cluster: fsync only matters for OS crashes, not for kill -9 of the
 # server (which the fault-injection tests do), so skip it for speed, unless a
-# benchmark wants commits to cost what they do on a real disk (OUTBOX_PG_FSYNC=on).
+# benchmark wants commits to cost what they do on a real disk (OUTBOX_PG_FSYNC=on:
+# npm run bench's default; it also sets fsync for its run on a cluster made before).
 fsync = ${OUTBOX_PG_FSYNC:-off}
 logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '

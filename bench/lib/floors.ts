@@ -1,0 +1,111 @@
+/**
+ * The floors of this round (issue 16), each against figures of the same run: one row per floor
+ * and workload, PASS / FAIL with the figures, or "not measured" (e.g. a --quick run's missing
+ * workloads, or Debezium skipped).
+ */
+import { CEILING, type ContenderName } from './contenders.js';
+import { formatCount, type DrainResult } from './measure.js';
+import type { BenchRun } from './report.js';
+
+export interface Floor {
+  readonly name: string;
+  readonly workload: string;
+  readonly measured: string;
+  readonly pass: boolean | null;
+}
+
+/** The four drain workloads every floor on throughput covers: rows per transaction × payload. */
+const SHAPES = [
+  { rowsPerTx: 1, payloadBytes: 300 },
+  { rowsPerTx: 100, payloadBytes: 300 },
+  { rowsPerTx: 1, payloadBytes: 2000 },
+  { rowsPerTx: 100, payloadBytes: 2000 },
+] as const;
+
+const CEILING_SHARE = 0.9;
+const AVRO_SHARE = 0.9;
+const RSS_MB = 160;
+const LATENCY_P99_MS: readonly (readonly [number, number])[] = [
+  [1000, 25],
+  [5000, 50],
+];
+const TIMES_OTHERS = 4;
+
+export function floors(run: BenchRun): Floor[] {
+  const rows: Floor[] = [];
+  const workloads = [...new Set(run.drains.map((d) => d.workload))];
+  const missing = SHAPES.filter((shape) => !run.drains.some((d) => d.rowsPerTx === shape.rowsPerTx && d.payloadBytes === shape.payloadBytes)).map(
+    (shape) => `${shape.rowsPerTx}-row tx, ${shape.payloadBytes >= 1000 ? `${shape.payloadBytes / 1000} KB` : `${shape.payloadBytes} B`}`,
+  );
+  const notMeasured = (name: string) => missing.map((workload) => ({ name, workload, measured: 'not in this run', pass: null }));
+
+  const ceilingName = `relay JSON ≥ ${pct(CEILING_SHARE)} of the pg_recvlogical ceiling`;
+  for (const w of workloads) rows.push(share(ceilingName, w, rate(run, w, 'relay-json'), rate(run, w, CEILING), CEILING_SHARE, 'relay JSON', 'pg_recvlogical'));
+  rows.push(...notMeasured(ceilingName));
+
+  const avroName = `Avro ≥ ${pct(AVRO_SHARE)} of JSON`;
+  for (const w of workloads) rows.push(share(avroName, w, rate(run, w, 'relay-avro'), rate(run, w, 'relay-json'), AVRO_SHARE, 'Avro', 'JSON'));
+  rows.push(...notMeasured(avroName));
+
+  const million = run.drains.find((d) => d.contender === 'relay-json' && d.events >= 1_000_000);
+  const biggest = run.drains.filter((d) => d.contender === 'relay-json' && !d.error).sort((a, b) => b.events - a.events)[0];
+  rows.push({
+    name: `peak RSS ≤ ${RSS_MB} MB draining 1M events`,
+    workload: million?.workload ?? '1M events, 1-row tx, 300 B',
+    measured: million && !million.error ? `${num(million.peakRssMb, 0)} MB` : `not in this run${biggest ? `; ${num(biggest.peakRssMb, 0)} MB draining ${formatCount(biggest.events)}` : ''}`,
+    pass: million && !million.error ? million.peakRssMb <= RSS_MB : null,
+  });
+
+  for (const [rateOffered, limit] of LATENCY_P99_MS) {
+    const s = run.steady.find((r) => r.contender === 'relay-json' && r.offeredPerSecond === rateOffered);
+    rows.push({
+      name: `p99 commit-to-consumer ≤ ${limit} ms at ${formatCount(rateOffered)} events/s`,
+      workload: `steady ${formatCount(rateOffered)}/s, relay JSON`,
+      measured: s && !s.error ? `p99 ${s.p99} ms (p50 ${s.p50} ms, ${s.received}/${s.events} matched)` : 'not in this run',
+      pass: s && !s.error ? s.p99 <= limit : null,
+    });
+  }
+
+  for (const [other, otherLabel] of [['polling', 'the polling relay'], ['debezium', 'Debezium']] as const) {
+    const name = `relay JSON ≥ ${TIMES_OTHERS}× ${otherLabel}`;
+    // The 1M drain is for the CDC contenders only.
+    for (const w of workloads.filter((w) => run.drains.some((d) => d.workload === w && (d.contender === 'polling' || d.contender === 'debezium')))) {
+      const relay = rate(run, w, 'relay-json');
+      const them = rate(run, w, other);
+      rows.push({
+        name,
+        workload: w,
+        measured: Number.isFinite(them) ? `${int(relay)} vs ${int(them)} events/s = ${num(relay / them, 2)}×` : other === 'debezium' && run.debeziumNote ? `not measured: ${run.debeziumNote}` : 'not measured',
+        pass: ok(relay / them >= TIMES_OTHERS, relay, them),
+      });
+    }
+    rows.push(...notMeasured(name));
+  }
+  return rows;
+}
+
+function share(name: string, workload: string, value: number, of: number, floor: number, valueLabel: string, ofLabel: string): Floor {
+  const measured = Number.isFinite(value) && Number.isFinite(of) ? `${valueLabel} ${int(value)} vs ${ofLabel} ${int(of)} events/s = ${pct(value / of)}` : `${valueLabel} ${int(value)}, ${ofLabel} ${int(of)} events/s`;
+  return { name, workload, measured, pass: ok(value / of >= floor, value, of) };
+}
+
+export function rate(run: BenchRun, workload: string, contender: ContenderName): number {
+  const d: DrainResult | undefined = run.drains.find((r) => r.workload === workload && r.contender === contender);
+  return d && !d.error ? d.eventsPerSecond : NaN;
+}
+
+function ok(pass: boolean, ...values: number[]): boolean | null {
+  return values.every(Number.isFinite) ? pass : null;
+}
+
+function int(n: number): string {
+  return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–';
+}
+
+function num(n: number, digits: number): string {
+  return Number.isFinite(n) ? n.toFixed(digits) : '–';
+}
+
+function pct(n: number): string {
+  return Number.isFinite(n) ? `${Math.round(n * 100)}%` : '–';
+}
