@@ -38,6 +38,8 @@ export const CONTENDERS = {
   'pg-recvlogical': { kind: 'recvlogical', label: 'pg_recvlogical ceiling (Postgres, no Kafka)', short: 'pg_recvlogical', color: [110, 110, 110] },
   'relay-stages': { kind: 'stages', label: 'relay stages: source + decode (no Kafka)', short: 'relay stages', color: [180, 180, 180] },
   'relay-json': relay('outbox-relay JSON', 'relay JSON', [31, 119, 180]),
+  // Each produce request a Kafka transaction: markers take offsets, so its drain is counted from the relay's own committed count.
+  'relay-json-exactly-once': relay('outbox-relay JSON, exactly-once', 'relay JSON EOS', [255, 127, 14], { OUTBOX_DELIVERY: 'exactly-once' }),
   'relay-json-sasl-ssl': relay('outbox-relay JSON, SASL_SSL broker', 'relay JSON, SASL_SSL', [148, 103, 189]),
   'relay-avro': relay('outbox-relay Avro', 'relay Avro', [23, 190, 207], { OUTBOX_FORMAT: 'avro' }),
   polling: { kind: 'polling', label: 'polling relay', short: 'polling relay', color: [214, 39, 40] },

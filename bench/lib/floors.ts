@@ -1,5 +1,5 @@
 /**
- * The floors of this round (issue 16), each against figures of the same run: one row per floor
+ * The floors of this round (issue 16; issue 17's for exactly-once), each against figures of the same run: one row per floor
  * and workload, PASS / FAIL with the figures, or "not measured" (e.g. a --quick run's missing
  * workloads, or Debezium skipped).
  */
@@ -30,6 +30,8 @@ const LATENCY_P99_MS: readonly (readonly [number, number])[] = [
   [5000, 50],
 ];
 const TIMES_OTHERS = 4;
+const EXACTLY_ONCE_SHARE = 0.7;
+const EXACTLY_ONCE_P99_MS = 100;
 
 export function floors(run: BenchRun): Floor[] {
   const rows: Floor[] = [];
@@ -63,6 +65,19 @@ export function floors(run: BenchRun): Floor[] {
       workload: `steady ${formatCount(rateOffered)}/s, relay JSON`,
       measured: s && !s.error ? `p99 ${s.p99} ms (p50 ${s.p50} ms, ${s.received}/${s.events} matched)` : 'not in this run',
       pass: s && !s.error ? s.p99 <= limit : null,
+    });
+  }
+
+  // Issue 17: what exactly-once costs, against at-least-once in the same run (only when it ran).
+  if (run.drains.some((d) => d.contender === 'relay-json-exactly-once')) {
+    const eosName = `exactly-once ≥ ${pct(EXACTLY_ONCE_SHARE)} of at-least-once`;
+    for (const w of workloads) rows.push(share(eosName, w, rate(run, w, 'relay-json-exactly-once'), rate(run, w, 'relay-json'), EXACTLY_ONCE_SHARE, 'exactly-once', 'at-least-once'));
+    const s = run.steady.find((r) => r.contender === 'relay-json-exactly-once' && r.offeredPerSecond === 1000);
+    rows.push({
+      name: `exactly-once p99 commit-to-consumer ≤ ${EXACTLY_ONCE_P99_MS} ms at 1k events/s`,
+      workload: 'steady 1k/s, relay JSON exactly-once (read_committed consumer)',
+      measured: s && !s.error ? `p99 ${s.p99} ms (p50 ${s.p50} ms, ${s.received}/${s.events} matched)` : 'not in this run',
+      pass: s && !s.error ? s.p99 <= EXACTLY_ONCE_P99_MS : null,
     });
   }
 

@@ -31,7 +31,7 @@ export class KafkaTools {
     if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 }).catch(() => undefined);
   }
 
-  /** Records in the topic: sum of the partitions' end offsets (nothing is transactional). */
+  /** Records in the topic: sum of the partitions' end offsets (transaction markers count too: see waitForRecords' `count`). */
   async count(topic: string): Promise<number> {
     const admin = await this.connected();
     const offsets = await admin.fetchTopicOffsets(topic);
@@ -42,26 +42,27 @@ export class KafkaTools {
    * Polls the topic's end offsets until it holds `target` records. Returns when the first
    * records and the last were seen; `onProgress` every ~2 s.
    */
-  async waitForRecords(topic: string, target: number, options: { timeoutMs: number; stallMs: number; alive: () => boolean; onProgress: (count: number, rate: number) => void }): Promise<DrainTiming> {
+  async waitForRecords(topic: string, target: number, options: { timeoutMs: number; stallMs: number; alive: () => boolean; onProgress: (count: number, rate: number) => void; count?: () => Promise<number> }): Promise<DrainTiming> {
+    const count = options.count ?? (() => this.count(topic));
     const deadline = Date.now() + options.timeoutMs;
     let first: { at: number; count: number } | null = null;
     let lastReport = Date.now();
     let lastCount = 0;
     let lastProgress = { at: Date.now(), count: 0 };
     for (;;) {
-      const count = await this.count(topic);
+      const seen = await count();
       const now = Date.now();
-      if (count > lastProgress.count) lastProgress = { at: now, count };
-      if (now - lastProgress.at > options.stallMs) throw new Error(`no progress for ${options.stallMs / 1000} s at ${count}/${target} records in ${topic}`);
-      if (count > 0 && !first) first = { at: now, count };
-      if (count >= target) return { firstAt: first!.at, firstCount: first!.count, doneAt: now, count };
+      if (seen > lastProgress.count) lastProgress = { at: now, count: seen };
+      if (now - lastProgress.at > options.stallMs) throw new Error(`no progress for ${options.stallMs / 1000} s at ${seen}/${target} records in ${topic}`);
+      if (seen > 0 && !first) first = { at: now, count: seen };
+      if (seen >= target) return { firstAt: first!.at, firstCount: first!.count, doneAt: now, count: seen };
       if (now - lastReport >= 2_000) {
-        options.onProgress(count, ((count - lastCount) * 1000) / (now - lastReport));
+        options.onProgress(seen, ((seen - lastCount) * 1000) / (now - lastReport));
         lastReport = now;
-        lastCount = count;
+        lastCount = seen;
       }
-      if (!options.alive()) throw new Error(`contender exited with ${count}/${target} records in ${topic}`);
-      if (now > deadline) throw new Error(`timed out with ${count}/${target} records in ${topic}`);
+      if (!options.alive()) throw new Error(`contender exited with ${seen}/${target} records in ${topic}`);
+      if (now > deadline) throw new Error(`timed out with ${seen}/${target} records in ${topic}`);
       await sleep(50);
     }
   }

@@ -1,6 +1,6 @@
 import { AGGREGATE_TYPE, CDC_TABLE, Database, POLLING_TABLE } from './db.js';
 import { LoadRig, topicPrefix } from './load.js';
-import { isCeiling, isRelay, kind, label, RELAY_HTTP_PORT, slot, startContender, type ContenderName, type Services } from './contenders.js';
+import { isCeiling, isRelay, kind, label, RELAY_HTTP_PORT, slot, spec, startContender, type ContenderName, type Services } from './contenders.js';
 import type { Recvlogical } from './recvlogical.js';
 import { drainRate, KafkaTools, percentile } from './kafka.js';
 import { type Child, machineBusyPercent, machineCpu, progress, sleep } from './proc.js';
@@ -147,6 +147,8 @@ async function drainOne(
         stallMs: 90_000,
         alive: () => running.running,
         onProgress: (count, rate) => progress(`  ${label(contender)}: ${count}/${workload.events} (${Math.round(rate)}/s)`),
+        // Transaction markers take offsets: count what the relay saw committed instead.
+        ...(transactional(contender) && { count: publishedByRelay }),
       });
     }
     const usage = running.usage();
@@ -176,6 +178,20 @@ async function drainOne(
 }
 
 /** Session restarts from the relay's metrics, and its first warning or error log line. */
+function transactional(contender: ContenderName): boolean {
+  return isRelay(contender) && spec(contender).env?.OUTBOX_DELIVERY === 'exactly-once';
+}
+
+/** Events the relay counts as published (acknowledged; with exactly-once, committed), from its metrics; 0 until it serves them. */
+async function publishedByRelay(): Promise<number> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${RELAY_HTTP_PORT}/metrics`)).text();
+    return text.split('\n').filter((line) => line.startsWith('outbox_relay_events_published_total{')).reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+  } catch {
+    return 0;
+  }
+}
+
 async function relayHealth(child: Child): Promise<{ restarts?: number; firstWarning?: string }> {
   let restarts: number | undefined;
   try {

@@ -37,6 +37,9 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   // Exactly-once: each request a transaction under replay's or recover's own id; no progress (nothing is confirmed).
   const exactlyOnce = delivery.exactlyOnce && { transactionalId: delivery.exactlyOnce.transactionalId, transactionTimeoutMs: delivery.exactlyOnce.transactionTimeoutMs, progress: null };
   const producer = createKafkaProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger });
+  if (exactlyOnce) {
+    logger.warn({ transactionalId: exactlyOnce.transactionalId }, `${stage}: publishes rows again on purpose, in transactions of its own: read_committed consumers receive these events a second time (exactly-once covers the stream, not a ${stage}); they dedupe on event_id`);
+  }
   const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
   const sink = new KafkaSink({
     ...delivery.sink,

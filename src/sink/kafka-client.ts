@@ -116,6 +116,22 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     };
   };
 
+  let transaction: Transaction | null = null;
+  let transactionStartedAt = 0;
+  /**
+   * Ends a failed transaction before its timeout, so that read_committed consumers of its
+   * partitions are not held back (if this fails too, the next session's producer aborts it).
+   * Returns what the failure message should add when the broker had already aborted it for time.
+   */
+  const abortTransaction = async (): Promise<string> => {
+    const failed = transaction;
+    transaction = null;
+    if (!failed || !exactlyOnce) return '';
+    if (failed.isActive()) await finishesWithin(failed.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+    const took = Date.now() - transactionStartedAt;
+    return took >= exactlyOnce.transactionTimeoutMs ? `; it was open ${took}ms, over OUTBOX_TRANSACTION_TIMEOUT (${exactlyOnce.transactionTimeoutMs}ms), so the broker aborted it` : '';
+  };
+
   const sendBatch = (messages: readonly OutgoingMessage[], send: (request: ProducerBatch) => Promise<unknown>) =>
     send({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: groupByTopic(messages) });
 
@@ -146,23 +162,33 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
         return;
       }
       const { progress } = exactlyOnce;
-      const started = Date.now();
-      let transaction: Transaction | null = null;
       try {
-        transaction = await producer.transaction();
+        if (!transaction) {
+          transaction = await producer.transaction();
+          transactionStartedAt = Date.now();
+        }
+        const open = transaction;
+        // Every request carries the progress of its last event: whichever request ends the
+        // transaction, the committed progress covers exactly what the transaction holds.
         const withProgress = progress ? [...messages, progressMessage(progress, messages)] : messages;
-        await sendBatch(withProgress, (request) => transaction!.sendBatch(request));
-        await transaction.commit();
+        await sendBatch(withProgress, (request) => open.sendBatch(request));
         outage.acknowledged(messages.length);
       } catch (error) {
-        // Aborting ends the transaction before its timeout, so read_committed consumers of these
-        // partitions are not held back; if it fails, the next session's producer aborts it.
-        if (transaction?.isActive()) await finishesWithin(transaction.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
-        const took = Date.now() - started;
-        const timedOut = took >= exactlyOnce.transactionTimeoutMs ? `; the transaction took ${took}ms, over OUTBOX_TRANSACTION_TIMEOUT (${exactlyOnce.transactionTimeoutMs}ms), so the broker aborted it` : '';
-        throw kafkaFailure(error, `Kafka did not commit a transaction of ${messages.length} events${timedOut}`, exactlyOnce);
+        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length} in a transaction${await abortTransaction()}`, exactlyOnce);
       }
     },
+
+    ...(exactlyOnce && {
+      commit: async () => {
+        if (!transaction) return;
+        try {
+          await transaction.commit();
+          transaction = null;
+        } catch (error) {
+          throw kafkaFailure(error, `Kafka did not commit a transaction${await abortTransaction()}`, exactlyOnce);
+        }
+      },
+    }),
 
     describeTopic,
 

@@ -33,11 +33,22 @@ class FakeProducer implements RecordProducer {
   }
 }
 
+/** Exactly-once at the port: `produce` adds to the open transaction; `commit` is a request of its own, named 'commit'. */
+class FakeTransactionalProducer extends FakeProducer {
+  commit(): Promise<void> {
+    return this.produce([]).then(() => undefined);
+  }
+
+  /** 'send N' or 'commit' per request, in order. */
+  get story(): string[] {
+    return this.requests.map((request) => (request.messages.length === 0 ? 'commit' : `send ${request.messages.length}`));
+  }
+}
+
 const transaction = {} as TrackedTransaction;
 const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, position: i, label: 'invoice.paid', deadLetter: false, batchLimit });
 
-function sinkWith(overrides: Partial<KafkaSinkOptions> = {}) {
-  const producer = new FakeProducer();
+function sinkWith(overrides: Partial<KafkaSinkOptions> = {}, producer: FakeProducer = new FakeProducer()) {
   const acknowledged: (readonly OutgoingMessage[])[] = [];
   const failures: RelayError[] = [];
   const sink = new KafkaSink({
@@ -149,5 +160,61 @@ describe('KafkaSink', () => {
     expect(failures).toEqual([error]);
     expect(acknowledged).toEqual([]);
     expect(producer.requests).toHaveLength(1);
+  });
+
+  describe('exactly-once (a producer with commit)', () => {
+    it('with a backlog, sends several requests in one transaction and acknowledges them only once it committed', async () => {
+      const producer = new FakeTransactionalProducer();
+      const { sink, acknowledged } = sinkWith({ batchMaxEvents: 4, lingerMs: 0 }, producer);
+      for (let i = 0; i < 9; i++) sink.send(message(i));
+      for (let step = 0; step < 2; step++) {
+        await settle();
+        producer.acknowledgeNext();
+      }
+      await settle();
+      // The second request went while a full batch's worth waited; then too little was left: commit.
+      expect(producer.story).toEqual(['send 4', 'send 4', 'commit']);
+      expect(acknowledged).toEqual([]);
+      expect(sink.buffered).toBe(9);
+      producer.acknowledgeNext();
+      await settle();
+      expect(acknowledged.map((batch) => batch.length)).toEqual([4, 4]);
+      producer.acknowledgeNext();
+      await settle();
+      producer.acknowledgeNext();
+      await settle();
+      expect(producer.story).toEqual(['send 4', 'send 4', 'commit', 'send 1', 'commit']);
+      expect(acknowledged.flat().map((m) => m.key)).toEqual(['inv_0', 'inv_1', 'inv_2', 'inv_3', 'inv_4', 'inv_5', 'inv_6', 'inv_7', 'inv_8']);
+      expect(sink.buffered).toBe(0);
+      expect(producer.mostInFlight).toBe(1);
+    });
+
+    it('without a backlog, commits after each request (latency first), and drain commits what is open', async () => {
+      const producer = new FakeTransactionalProducer();
+      const { sink, acknowledged } = sinkWith({ batchMaxEvents: 100, lingerMs: 0 }, producer);
+      sink.send(message(1));
+      await settle();
+      producer.acknowledgeNext();
+      await settle();
+      expect(producer.story).toEqual(['send 1', 'commit']);
+      const drained = sink.drain();
+      producer.acknowledgeNext();
+      await drained;
+      expect(acknowledged.map((batch) => batch.length)).toEqual([1]);
+    });
+
+    it('a failed commit fails the sink: nothing of the transaction is acknowledged', async () => {
+      const producer = new FakeTransactionalProducer();
+      const { sink, acknowledged, failures } = sinkWith({ lingerMs: 0 }, producer);
+      sink.send(message(1));
+      await settle();
+      producer.acknowledgeNext();
+      await settle();
+      producer.requests.at(-1)!.reject(new RelayError('SINK_FENCED', 'another instance took over'));
+      await settle();
+      expect(failures.map((error) => error.code)).toEqual(['SINK_FENCED']);
+      expect(acknowledged).toEqual([]);
+      await expect(sink.drain()).rejects.toThrow(/another instance/);
+    });
   });
 });

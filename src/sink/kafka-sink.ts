@@ -8,6 +8,13 @@ import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 /** How long `stop()` waits for the request in flight before disconnecting anyway. */
 const STOP_WAIT_MS = 5_000;
+/**
+ * Exactly-once: a transaction goes on to the next request while a backlog waits, up to these
+ * bounds; its per-transaction cost (adding partitions, the commit and its markers) is then
+ * shared by several requests. With no backlog it commits after each request (latency first).
+ */
+const TRANSACTION_MAX_REQUESTS = 8;
+const TRANSACTION_MAX_MS = 200;
 
 /** Where the pipeline hands records: what Pipeline and replay depend on. */
 export interface EventSink {
@@ -56,6 +63,12 @@ export interface KafkaSinkOptions {
 export class KafkaSink implements EventSink {
   private readonly queue = new Fifo<OutgoingMessage>();
   private inFlight: readonly OutgoingMessage[] = [];
+  /** Exactly-once: requests Kafka acknowledged in the open transaction, not yet committed. */
+  private uncommitted: (readonly OutgoingMessage[])[] = [];
+  private uncommittedEvents = 0;
+  private transactionStartedAt = 0;
+  /** A request or a commit is in flight. */
+  private busy = false;
   private failure: RelayError | null = null;
   /** Cancels the scheduled pump; null when none is scheduled. */
   private cancelPump: (() => void) | null = null;
@@ -70,7 +83,7 @@ export class KafkaSink implements EventSink {
   }
 
   get buffered(): number {
-    return this.queue.length + this.inFlight.length;
+    return this.queue.length + this.inFlight.length + this.uncommittedEvents;
   }
 
   send(message: OutgoingMessage): void {
@@ -101,7 +114,7 @@ export class KafkaSink implements EventSink {
 
   /** The next request goes when the current one is acknowledged, or after the linger if none is in flight. */
   private schedulePump(): void {
-    if (this.cancelPump || this.inFlight.length > 0) return;
+    if (this.cancelPump || this.busy) return;
     const run = () => {
       this.cancelPump = null;
       this.pump();
@@ -121,17 +134,50 @@ export class KafkaSink implements EventSink {
   }
 
   private pump(): void {
-    if (this.inFlight.length > 0 || this.queue.length === 0 || this.failure) return;
+    if (this.busy || this.failure) return;
+    if (this.uncommitted.length > 0 && !this.transactionGoesOn()) {
+      this.commit();
+      return;
+    }
+    if (this.queue.length === 0) return;
     this.cancelScheduledPump();
     const batch = this.takeBatch();
     this.inFlight = batch;
-    const request = this.options.producer.produce(batch);
+    this.request(this.options.producer.produce(batch), () => {
+      this.inFlight = [];
+      if (this.options.producer.commit) {
+        if (this.uncommitted.length === 0) this.transactionStartedAt = Date.now();
+        this.uncommitted.push(batch);
+        this.uncommittedEvents += batch.length;
+        return [];
+      }
+      return [batch];
+    });
+  }
+
+  /** Exactly-once: another request in the open transaction, rather than committing it now. */
+  private transactionGoesOn(): boolean {
+    return this.queue.length >= this.options.batchMaxEvents / 2 && this.uncommitted.length < TRANSACTION_MAX_REQUESTS && Date.now() - this.transactionStartedAt < TRANSACTION_MAX_MS;
+  }
+
+  private commit(): void {
+    this.request(this.options.producer.commit!(), () => {
+      const committed = this.uncommitted;
+      this.uncommitted = [];
+      this.uncommittedEvents = 0;
+      return committed;
+    });
+  }
+
+  /** One request (or commit) in flight; `done` says which batches it made delivered. */
+  private request(request: Promise<void>, done: () => (readonly OutgoingMessage[])[]): void {
+    this.busy = true;
     this.inFlightRequest = request.then(() => undefined, () => undefined);
     request.then(
       () => {
-        this.inFlight = [];
+        this.busy = false;
         try {
-          this.options.onAcknowledged(batch);
+          for (const batch of done()) this.options.onAcknowledged(batch);
         } catch (error) {
           // A broken invariant downstream (the checkpoint): the session ends with it, loudly.
           this.fail(error instanceof RelayError ? error : new RelayError('INTERNAL', `acknowledging a batch failed: ${(error as Error).message}`, { cause: error }));

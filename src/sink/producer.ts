@@ -22,8 +22,15 @@ export interface TopicDescription extends TopicDurability {
  */
 export interface RecordProducer {
   connect(): Promise<void>;
-  /** Resolves once Kafka acknowledged all of `messages`; rejects with a RelayError (SINK_PUBLISH) after the client's own retries. */
+  /**
+   * Resolves once Kafka acknowledged all of `messages`; rejects with a RelayError (SINK_PUBLISH)
+   * after the client's own retries. A transactional producer (one with `commit`) adds them to
+   * its open transaction, beginning one if none is open: they count as delivered only once
+   * `commit` resolved.
+   */
   produce(messages: readonly OutgoingMessage[]): Promise<void>;
+  /** Exactly-once only: commits the open transaction; read_committed consumers then see its records. */
+  commit?(): Promise<void>;
   /** A topic's settings, or null if it does not exist. */
   describeTopic(topic: string): Promise<TopicDescription | null>;
   /**

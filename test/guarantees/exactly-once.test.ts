@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
 import { expectOrderPerAggregate, useTestOutbox } from '../harness/fixture.js';
-import { TopicReader, type ConsumedRecord } from '../harness/kafka.js';
+import { kafkaClient, TopicReader, type ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import type { TestOutbox } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
@@ -114,5 +114,24 @@ describe('exactly-once delivery: broker restart', () => {
     }
     await expectExactlyOnce(outbox, load, () => relay.tail());
     expect(await relay.stop()).toBe(0);
+  });
+});
+
+describe('exactly-once delivery: a progress topic that cannot commit', () => {
+  const { outbox } = useTestOutbox();
+
+  it('stops at start, naming min.insync.replicas, instead of retrying transactions that can never commit', async () => {
+    const progressTopic = `${outbox.topicPrefix}.progress`;
+    const admin = kafkaClient().admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic: progressTopic, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'min.insync.replicas', value: '2' }, { name: 'cleanup.policy', value: 'compact' }] }], waitForLeaders: true });
+    } finally {
+      await admin.disconnect();
+    }
+    const relay = new RelayProcess(outbox.relayEnv({ ...EXACTLY_ONCE, OUTBOX_PROGRESS_TOPIC: progressTopic })).start();
+    expect(await relay.waitExit(60_000)).not.toBe(0);
+    const stopped = relay.logs.find((line) => line.code === 'SINK_EXACTLY_ONCE');
+    expect(stopped?.err ?? stopped?.msg, relay.tail()).toMatch(/min\.insync\.replicas=2 exceeds replication\.factor=1/);
   });
 });
