@@ -6,6 +6,7 @@
 import { CEILING, type ContenderName } from './contenders.js';
 import { formatCount, type DrainResult } from './measure.js';
 import type { BenchRun } from './report.js';
+import { int, num, pct } from './format.js';
 
 export interface Floor {
   readonly name: string;
@@ -111,16 +112,4 @@ export function rate(run: BenchRun, workload: string, contender: ContenderName):
 
 function ok(pass: boolean, ...values: number[]): boolean | null {
   return values.every(Number.isFinite) ? pass : null;
-}
-
-function int(n: number): string {
-  return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–';
-}
-
-function num(n: number, digits: number): string {
-  return Number.isFinite(n) ? n.toFixed(digits) : '–';
-}
-
-function pct(n: number): string {
-  return Number.isFinite(n) ? `${Math.round(n * 100)}%` : '–';
 }

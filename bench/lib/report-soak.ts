@@ -1,4 +1,5 @@
 import { label } from './contenders.js';
+import { num } from './format.js';
 import type { SoakMinute, SoakResult } from './soak.js';
 
 /** The soak in the report: what was run, first against last minute, and a table per minute. */
@@ -50,10 +51,6 @@ export function soakSection(soak: readonly SoakResult[], chart: string | null): 
 
 export function perEvent(seconds: number, events: number): string {
   return events > 0 && Number.isFinite(seconds) ? ((seconds * 1e6) / events).toFixed(0) : '–';
-}
-
-function num(n: number, digits: number): string {
-  return Number.isFinite(n) ? n.toFixed(digits) : '–';
 }
 
 function mb(bytes: number): string {

@@ -4,6 +4,7 @@ import { floors, rate } from './floors.js';
 import type { DrainResult, SteadyResult } from './measure.js';
 import { soakSection } from './report-soak.js';
 import type { SoakResult } from './soak.js';
+import { int, num, pct } from './format.js';
 
 export interface BenchRun {
   readonly date: string;
@@ -148,18 +149,6 @@ function secureSection(run: BenchRun): string[] {
 
 function cpuPerEvent(d: DrainResult): number {
   return (d.cpuSeconds * 1e6) / d.events;
-}
-
-function int(n: number): string {
-  return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–';
-}
-
-function num(n: number, digits: number): string {
-  return Number.isFinite(n) ? n.toFixed(digits) : '–';
-}
-
-function pct(n: number): string {
-  return Number.isFinite(n) ? `${Math.round(n * 100)}%` : '–';
 }
 
 function ratio(a: number, b: number): string {
