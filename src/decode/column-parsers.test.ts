@@ -13,6 +13,8 @@ describe('timestamptz parser', () => {
   it('reads the ISO output to the millisecond, with any offset, as ISO 8601 UTC text', () => {
     expect(parseTimestamptz('2026-11-30 01:08:21.123456+00')).toBe('2026-11-30T01:08:21.123Z');
     expect(parseTimestamptz('2026-11-30 01:08:21.05+00')).toBe('2026-11-30T01:08:21.050Z');
+    expect(parseTimestamptz('2026-11-30 01:08:21.123+00')).toBe('2026-11-30T01:08:21.123Z');
+    expect(parseTimestamptz('2026-11-30 01:08:21.1234+00:00')).toBe('2026-11-30T01:08:21.123Z');
     expect(iso(parseTimestamptz('2026-11-30 01:08:21.123456+00'))).toBe('2026-11-30T01:08:21.123Z');
     expect(iso(parseTimestamptz('2026-11-30 01:08:21.9+00'))).toBe('2026-11-30T01:08:21.900Z');
     expect(iso(parseTimestamptz('2026-11-30 01:08:21+00'))).toBe('2026-11-30T01:08:21.000Z');

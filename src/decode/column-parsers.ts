@@ -50,6 +50,8 @@ export function parseTimestamptz(text: string): string | Date | number | null {
       if (at < first + 3) millis += (text.charCodeAt(at) - ZERO) * scale;
     }
   }
+  // Three or more fraction digits: the text holds the millisecond field as printed.
+  const wholeMillis = at >= 23;
   const sign = text.charCodeAt(at) === PLUS ? 1 : text.charCodeAt(at) === DASH ? -1 : 0;
   let offsetSeconds = digits(text, at + 1, 2) * 3600;
   at += 3;
@@ -69,7 +71,7 @@ export function parseTimestamptz(text: string): string | Date | number | null {
   // NaN anywhere (a non-digit) makes the sum NaN.
   if (sign === 0 || at !== text.length || Number.isNaN(month + day + hour + minute + second + offsetSeconds)) return pgTimestamptz(text);
   // At UTC (the usual server setting) the text already holds every field of the ISO form.
-  if (offsetSeconds === 0) return `${text.slice(0, 10)}T${text.slice(11, 19)}.${String(millis).padStart(3, '0')}Z`;
+  if (offsetSeconds === 0) return wholeMillis ? `${text.slice(0, 10)}T${text.slice(11, 23)}Z` : `${text.slice(0, 10)}T${text.slice(11, 19)}.${String(millis).padStart(3, '0')}Z`;
   return new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - sign * offsetSeconds * 1000).toISOString();
 }
 

@@ -119,6 +119,9 @@ function compileRecord(type: avro.types.RecordType, named: Map<avro.Type, Write 
   // avsc reads fields as properties (v.constructor is Object's for a missing "constructor").
   if (fields.some((field) => field.write === null || field.text in Object.prototype)) return null;
   const count = fields.length;
+  // jsonb prints keys shortest first, then by bytes: the k-th key of a jsonb payload is most
+  // likely the k-th field in that order, checked before looking through them all.
+  const jsonbOrder = fields.map((_, i) => i).sort((a, b) => fields[a]!.name.length - fields[b]!.name.length || Buffer.compare(fields[a]!.name, fields[b]!.name));
   const defaultBytes = fields.reduce((sum, field) => sum + (field.missing?.length ?? 0), 0);
   return (r, at) => {
     if (!r.eat(0x7b)) return FAIL;
@@ -135,10 +138,13 @@ function compileRecord(type: avro.types.RecordType, named: Map<avro.Type, Write 
     const staged = at;
     let next = 0;
     let inOrder = true;
+    let k = 0;
     if (!r.eat(0x7d)) {
       do {
         if (!r.string() || !r.eat(0x3a)) return FAIL;
-        const field = fieldIndex(r, fields);
+        let field = k < count ? jsonbOrder[k]! : -1;
+        k += 1;
+        if (field < 0 || !r.stringEquals(fields[field]!.name)) field = fieldIndex(r, fields);
         if (field < 0) return FAIL; // undeclared: avsc's strict check refuses it
         // A key given twice counts once, the last time (as JSON.parse keeps it).
         if (field !== next || slots[base + 2 * field] !== FAIL) inOrder = false;
@@ -368,10 +374,13 @@ function writeString(r: JsonReader, at: number): number {
   // more). The bytes of an unescaped string are its UTF-8 (checked valid once per payload).
   if (!room(at, src.length - from + 10)) return GROW;
   const into = out;
+  const stop = src.length;
   let pos = from;
-  let c = src[pos];
-  while (c !== QUOTE && c !== BACKSLASH && c !== undefined && c >= 0x20) c = src[++pos];
-  if (c !== QUOTE) {
+  for (; pos < stop; pos++) {
+    const c = src[pos]!;
+    if (c === QUOTE || c === BACKSLASH || c < 0x20) break;
+  }
+  if (src[pos] !== QUOTE) {
     // An escape (or not a string): as JSON.parse reads it, written as avsc writes a JS string.
     if (!r.string()) return FAIL;
     const value = r.stringValue();
