@@ -13,6 +13,8 @@ describe('timestamptz parser', () => {
   it('reads the ISO output to the millisecond, with any offset, as ISO 8601 UTC text', () => {
     expect(parseTimestamptz('2026-11-30 01:08:21.123456+00')).toBe('2026-11-30T01:08:21.123Z');
     expect(parseTimestamptz('2026-11-30 01:08:21.05+00')).toBe('2026-11-30T01:08:21.050Z');
+    expect(parseTimestamptz('2026-11-30 01:08:21.123+00')).toBe('2026-11-30T01:08:21.123Z');
+    expect(parseTimestamptz('2026-11-30 01:08:21.1234+00:00')).toBe('2026-11-30T01:08:21.123Z');
     expect(iso(parseTimestamptz('2026-11-30 01:08:21.123456+00'))).toBe('2026-11-30T01:08:21.123Z');
     expect(iso(parseTimestamptz('2026-11-30 01:08:21.9+00'))).toBe('2026-11-30T01:08:21.900Z');
     expect(iso(parseTimestamptz('2026-11-30 01:08:21+00'))).toBe('2026-11-30T01:08:21.000Z');
@@ -43,7 +45,7 @@ describe('timestamptz parser', () => {
 describe('column parsers', () => {
   const config = { format: 'json' as const, columnPayload: 'payload', columnCreatedAt: 'created_at' };
 
-  it('keeps a json or jsonb payload as its text for the JSON format only', () => {
+  it('keeps a json or jsonb payload as its text, for either format', () => {
     const parserFor = columnParsersFor(config);
     for (const typeOid of [114, 3802]) {
       const value = parserFor({ name: 'payload', typeOid })!('{"amount": 1.10}');
@@ -52,7 +54,7 @@ describe('column parsers', () => {
       expect(JSON.stringify({ value })).toBe('{"value":{"amount":1.1}}');
     }
     expect(parserFor({ name: 'payload', typeOid: 25 })).toBeUndefined();
-    expect(columnParsersFor({ ...config, format: 'avro' })({ name: 'payload', typeOid: 3802 })).toBeUndefined();
+    expect(columnParsersFor({ ...config, format: 'avro' })({ name: 'payload', typeOid: 3802 })!('{"a": 1}')).toEqual(new JsonText('{"a": 1}'));
     expect(parserFor({ name: 'other', typeOid: 3802 })).toBeUndefined();
   });
 

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { ColumnParserFor } from '../source/pgoutput.js';
+import type { ColumnParser, ColumnParserFor } from '../source/pgoutput.js';
 import { JsonText } from './json-text.js';
 
 const JSON_OID = 114;
@@ -14,19 +14,22 @@ export interface ColumnParserOptions {
 
 /**
  * The relay's own parsers for two outbox columns, both on the per-event path:
- * - with the JSON format, the payload stays the text Postgres sent (a JsonText): parsing it
- *   only to serialize it again was the costliest step per event, and lost digits of numbers
- *   beyond double precision;
+ * - a json or jsonb payload stays the bytes Postgres sent (a JsonText), whatever the format:
+ *   the JSON format publishes them as they are (parsing them only to serialize them again was
+ *   the costliest step per event, and lost digits of numbers beyond double precision), the
+ *   Avro format transcodes them without building the object graph;
  * - created_at is parsed without pg's regular expressions when it is in the ISO form
  *   Postgres prints by default.
  */
 export function columnParsersFor(config: ColumnParserOptions): ColumnParserFor {
   return ({ name, typeOid }) => {
-    if (name === config.columnPayload && config.format === 'json' && (typeOid === JSON_OID || typeOid === JSONB_OID)) return (text) => new JsonText(text);
+    if (name === config.columnPayload && (typeOid === JSON_OID || typeOid === JSONB_OID)) return JSON_TEXT;
     if (name === config.columnCreatedAt && typeOid === TIMESTAMPTZ_OID) return parseTimestamptz;
     return undefined;
   };
 }
+
+const JSON_TEXT: ColumnParser = Object.assign((text: string) => new JsonText(text), { fromBytes: JsonText.fromBytes });
 
 const pgTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (text: string) => Date | number | null;
 
@@ -47,6 +50,8 @@ export function parseTimestamptz(text: string): string | Date | number | null {
       if (at < first + 3) millis += (text.charCodeAt(at) - ZERO) * scale;
     }
   }
+  // Three or more fraction digits: the text holds the millisecond field as printed.
+  const wholeMillis = at >= 23;
   const sign = text.charCodeAt(at) === PLUS ? 1 : text.charCodeAt(at) === DASH ? -1 : 0;
   let offsetSeconds = digits(text, at + 1, 2) * 3600;
   at += 3;
@@ -66,7 +71,7 @@ export function parseTimestamptz(text: string): string | Date | number | null {
   // NaN anywhere (a non-digit) makes the sum NaN.
   if (sign === 0 || at !== text.length || Number.isNaN(month + day + hour + minute + second + offsetSeconds)) return pgTimestamptz(text);
   // At UTC (the usual server setting) the text already holds every field of the ISO form.
-  if (offsetSeconds === 0) return `${text.slice(0, 10)}T${text.slice(11, 19)}.${String(millis).padStart(3, '0')}Z`;
+  if (offsetSeconds === 0) return wholeMillis ? `${text.slice(0, 10)}T${text.slice(11, 23)}Z` : `${text.slice(0, 10)}T${text.slice(11, 19)}.${String(millis).padStart(3, '0')}Z`;
   return new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - sign * offsetSeconds * 1000).toISOString();
 }
 

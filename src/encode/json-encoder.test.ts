@@ -8,6 +8,8 @@ const encoder = new JsonEncoder();
 
 describe('JsonEncoder', () => {
   it('publishes json/jsonb text, text and bytea payloads as stored, never re-encoded', () => {
+    const stored = Buffer.from('{"note": "\\u00e9 é"}');
+    expect(encoder.encode(event(JsonText.fromBytes(Buffer.concat([Buffer.from("xx"), stored]), 2, 2 + stored.length)))).toEqual(stored);
     expect(encoder.encode(event(new JsonText('{"amount": 12345678901234567890123}')))).toBe('{"amount": 12345678901234567890123}');
     expect(encoder.encode(event('{"invoice_id":"inv_1"}'))).toBe('{"invoice_id":"inv_1"}');
     const bytes = Buffer.from([0, 255, 123]);

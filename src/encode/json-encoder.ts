@@ -14,7 +14,7 @@ export class JsonEncoder implements PayloadEncoder {
 
   encode(event: OutboxEvent): Buffer | string {
     const { payload } = event;
-    if (payload instanceof JsonText) return payload.text;
+    if (payload instanceof JsonText) return payload.raw;
     if (typeof payload === 'string' || Buffer.isBuffer(payload)) return payload;
     throw new PoisonEventError('DECODE_BAD_VALUE', `the payload column holds ${describeValue(payload)}; the relay publishes json, jsonb, text, varchar or bytea payloads as stored, and would have to re-encode this one`);
   }

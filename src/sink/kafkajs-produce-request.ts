@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { crc32c, encodeRecord, type RecordFields } from './kafkajs-record.js';
+import { crc32c, RecordArea, writeRecord, type RecordFields } from './kafkajs-record.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
 /**
@@ -81,7 +81,8 @@ export function produceRequestV3(args: ProduceRequestArgs): ProduceRequest {
 function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1, producerEpoch = 0, topicData }: ProduceRequestArgs): EncodedPayload {
   const producer = typeof producerId === 'object' ? producerId.value : BigInt(producerId);
   const attributes = transactionalId ? TRANSACTIONAL_ATTRIBUTE : 0;
-  // Records first, each in its own buffer: the request's size is then known and written once.
+  // Records first, into the record area: the request's size is then known and written once.
+  records.end = 0;
   const batches = topicData.map(({ partitions }) => partitions.map((data) => encodeRecords(data.messages)));
   let size = sizeOfString(transactionalId) + 2 + 4 + 4;
   topicData.forEach(({ topic, partitions }, t) => {
@@ -97,7 +98,7 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
     at = writeString(buf, at, topic);
     at = buf.writeInt32BE(partitions.length, at);
     partitions.forEach(({ partition, firstSequence = 0 }, p) => {
-      const { records, bytes, firstTimestamp, maxTimestamp } = batches[t]![p]!;
+      const { count, start, bytes, firstTimestamp, maxTimestamp } = batches[t]![p]!;
       const batchLength = RECORD_BATCH_OVERHEAD + bytes;
       at = buf.writeInt32BE(partition, at);
       at = buf.writeInt32BE(batchLength, at);
@@ -108,22 +109,30 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
       const crcAt = at;
       const checked = (at += 4);
       at = buf.writeInt16BE(attributes, at);
-      at = buf.writeInt32BE(records.length - 1, at); // last offset delta
+      at = buf.writeInt32BE(count - 1, at); // last offset delta
       at = buf.writeBigInt64BE(firstTimestamp, at);
       at = buf.writeBigInt64BE(maxTimestamp, at);
       at = buf.writeBigInt64BE(producer, at);
       at = buf.writeInt16BE(producerEpoch, at);
       at = buf.writeInt32BE(firstSequence, at);
-      at = buf.writeInt32BE(records.length, at);
-      for (const record of records) at += record.copy(buf, at);
+      at = buf.writeInt32BE(count, at);
+      at += records.buf.copy(buf, at, start, start + bytes);
       buf.writeUInt32BE(crc32c(buf.subarray(checked, at)), crcAt);
     });
   });
+  // A rare large request (OUTBOX_MAX_MESSAGE_BYTES raised) does not keep its area.
+  if (records.buf.length > MAX_KEPT_AREA) records.buf = Buffer.allocUnsafe(64 * 1024);
   return { buf, buffer: buf };
 }
 
+/** Every request's records, before they are copied into it (grown to the largest request, up to MAX_KEPT_AREA). */
+const records = new RecordArea(64 * 1024);
+const MAX_KEPT_AREA = 4 * 1024 * 1024;
+
 interface EncodedRecords {
-  readonly records: Buffer[];
+  readonly count: number;
+  /** Where the partition's records are in the record area. */
+  readonly start: number;
   readonly bytes: number;
   readonly firstTimestamp: bigint;
   readonly maxTimestamp: bigint;
@@ -136,15 +145,12 @@ function encodeRecords(messages: readonly ProduceMessage[]): EncodedRecords {
   const given = messages.map((message) => message.timestamp).filter((timestamp) => timestamp !== null && timestamp !== undefined).sort();
   const first = given.length === 0 ? now : given[0]!;
   const max = given.length === 0 ? now : given[given.length - 1]!;
-  const records: Buffer[] = new Array<Buffer>(messages.length);
-  let bytes = 0;
+  const start = records.end;
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
-    const record = encodeRecord(message, i, Number(message.timestamp || now) - Number(first));
-    records[i] = record;
-    bytes += record.length;
+    writeRecord(message, i, Number(message.timestamp || now) - Number(first), records);
   }
-  return { records, bytes, firstTimestamp: BigInt(first), maxTimestamp: BigInt(max) };
+  return { count: messages.length, start, bytes: records.end - start, firstTimestamp: BigInt(first), maxTimestamp: BigInt(max) };
 }
 
 function sizeOfString(text: string | null): number {

@@ -1,8 +1,8 @@
 /**
  * Kafka records (v2 format, as inside a record batch) and the batch checksum, for the produce
- * request in kafkajs-produce-request.ts: one allocation per record, where kafkajs 2.2.4 takes a
- * 512-byte zero-filled buffer for the record and another for each header, and sizes the
- * timestamp delta with Long objects.
+ * request in kafkajs-produce-request.ts: written back to back into one reused buffer, where
+ * kafkajs 2.2.4 takes a 512-byte zero-filled buffer for the record and another for each header,
+ * and sizes the timestamp delta with Long objects.
  */
 
 import { utf8Length, writeUtf8 } from './utf8.js';
@@ -16,8 +16,39 @@ export interface RecordFields {
   readonly headers?: Readonly<Record<string, HeaderValue | readonly HeaderValue[]>>;
 }
 
-/** A record: length-prefixed, varint fields; deltas are from the batch's first offset and timestamp. */
-export function encodeRecord({ key, value, headers }: RecordFields, offsetDelta: number, timestampDelta: number): Buffer {
+/** A record in a buffer of its own (see writeRecord). */
+export function encodeRecord(fields: RecordFields, offsetDelta: number, timestampDelta: number): Buffer {
+  const area = new RecordArea(0);
+  writeRecord(fields, offsetDelta, timestampDelta, area);
+  return area.buf.subarray(0, area.end);
+}
+
+/**
+ * Where a request's records are written one after another, to be copied into the request
+ * at once: one buffer for every request (encoding is synchronous), grown when a request needs
+ * more, instead of a buffer per record.
+ */
+export class RecordArea {
+  buf: Buffer;
+  end = 0;
+
+  constructor(bytes: number) {
+    this.buf = Buffer.allocUnsafe(bytes);
+  }
+
+  /** Room for `bytes` more after `end`. */
+  reserve(bytes: number): Buffer {
+    if (this.end + bytes > this.buf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.end + bytes));
+      this.buf.copy(grown, 0, 0, this.end);
+      this.buf = grown;
+    }
+    return this.buf;
+  }
+}
+
+/** A record at `area.end`: length-prefixed, varint fields; deltas are from the batch's first offset and timestamp. */
+export function writeRecord({ key, value, headers }: RecordFields, offsetDelta: number, timestampDelta: number, area: RecordArea): void {
   const keyField = field(key);
   const keyLength = fieldLength(keyField);
   const valueField = field(value);
@@ -34,8 +65,8 @@ export function encodeRecord({ key, value, headers }: RecordFields, offsetDelta:
     }
   }
   const bodySize = 1 + sizeOfVarLong(timestampDelta) + sizeOfVarInt(offsetDelta) + sizeOfField(keyField, keyLength) + sizeOfField(valueField, valueLength) + sizeOfVarInt(headerFields) + headersSize;
-  const buf = Buffer.allocUnsafe(sizeOfVarInt(bodySize) + bodySize);
-  let at = writeVarInt(buf, 0, bodySize);
+  const buf = area.reserve(sizeOfVarInt(bodySize) + bodySize);
+  let at = writeVarInt(buf, area.end, bodySize);
   buf[at++] = 0; // attributes: none are used in records
   at = writeVarLong(buf, at, timestampDelta);
   at = writeVarInt(buf, at, offsetDelta);
@@ -47,7 +78,7 @@ export function encodeRecord({ key, value, headers }: RecordFields, offsetDelta:
     at = writeField(buf, at, scratchValues[i]!, scratchValueLengths[i]!);
     scratchValues[i] = null; // hold no payload past this call
   }
-  return buf;
+  area.end = at;
 }
 
 /** A field is written as its bytes: a Buffer as is, null as length -1, anything else as UTF-8 text. */

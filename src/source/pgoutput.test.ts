@@ -27,6 +27,20 @@ function commit(commitLsn: string, endLsn: string): Buffer {
   return xlog(body);
 }
 
+const cstring = (text: string) => Buffer.concat([Buffer.from(text, 'utf8'), Buffer.from([0])]);
+const int16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+const int32 = (n: number) => { const b = Buffer.alloc(4); b.writeInt32BE(n); return b; };
+
+function relation(oid: number, columns: readonly (readonly [string, number])[]): Buffer {
+  return xlog(Buffer.concat([Buffer.from('R'), int32(oid), cstring('public'), cstring('event_outbox'), Buffer.from('d'), int16(columns.length),
+    ...columns.map(([name, typeOid]) => Buffer.concat([Buffer.from([0]), cstring(name), int32(typeOid), int32(-1)]))]));
+}
+
+function insert(oid: number, values: readonly (string | null)[]): Buffer {
+  return xlog(Buffer.concat([Buffer.from('I'), int32(oid), Buffer.from('N'), int16(values.length),
+    ...values.map((value) => (value === null ? Buffer.from('n') : Buffer.concat([Buffer.from('t'), int32(Buffer.byteLength(value)), Buffer.from(value)])))]));
+}
+
 describe('PgoutputDecoder', () => {
   const decoder = new PgoutputDecoder();
 
@@ -45,5 +59,21 @@ describe('PgoutputDecoder', () => {
 
   it('refuses frames it does not know', () => {
     expect(() => decoder.decode(Buffer.from([0xc8, 0, 0]))).toThrow(/unknown replication frame type 0xc8/);
+  });
+
+  it('reads inserts with the parsers of their columns, text or bytes, into a row that inherits nothing', () => {
+    const seen: string[] = [];
+    const bytes = Object.assign((text: string) => `text:${text}`, { fromBytes: (buf: Buffer, start: number, end: number) => buf.subarray(start, end).toString('hex') });
+    const table = new PgoutputDecoder({ columnParsers: { table: { schema: 'public', name: 'event_outbox' }, parserFor: ({ name }) => (name === 'payload' ? bytes : undefined) } });
+    expect(table.decode(relation(16385, [['event_id', 25], ['n', 20], ['payload', 3802], ['__proto__', 25], ['constructor', 25]]))).toBeNull();
+    const message = table.decode(insert(16385, ['é1', '42', '{}', 'p', null]));
+    expect(message?.kind).toBe('insert');
+    if (message?.kind !== 'insert') return;
+    seen.push(...Object.keys(message.row));
+    expect(message.relation).toMatchObject({ schema: 'public', name: 'event_outbox' });
+    expect(seen).toEqual(['event_id', 'n', 'payload', '__proto__', 'constructor']);
+    expect({ ...message.row }).toEqual({ event_id: 'é1', n: '42', payload: '7b7d', ['__proto__']: 'p', constructor: null });
+    expect(message.row.toString).toBeUndefined();
+    expect(() => table.decode(insert(16385, ['a', '1', '{}', 'p', null, 'extra']))).toThrow(/6 columns/);
   });
 });

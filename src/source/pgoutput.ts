@@ -12,10 +12,36 @@ const XLOG_HEADER_BYTES = 25;
 // Begin and Commit carry the positions, read straight into LSNs.
 const BEGIN = 0x42;
 const COMMIT = 0x43;
+const INSERT = 0x49;
+// TupleData column kinds.
+const TEXT = 0x74;
+const NULL = 0x6e;
+const BINARY = 0x62;
+const UNCHANGED_TOAST = 0x75;
 const POSTGRES_EPOCH_MS = 946_684_800_000;
 
-/** How one column's text becomes a value; undefined keeps pg's parser for its type. */
-export type ColumnParserFor = (column: { readonly name: string; readonly typeOid: number }) => ((text: string) => unknown) | undefined;
+/**
+ * How one column's text becomes a value; undefined keeps pg's parser for its type. A parser
+ * with `fromBytes` is given the column's UTF-8 bytes instead (only valid during the call: the
+ * frame's buffer is reused), which spares decoding text that is published as bytes.
+ */
+export type ColumnParserFor = (column: { readonly name: string; readonly typeOid: number }) => ColumnParser | undefined;
+
+export type ColumnParser = ((text: string) => unknown) & { readonly fromBytes?: (bytes: Buffer, start: number, end: number) => unknown };
+
+/** A relation as the decoder reads its rows: column names and each column's parser, in order. */
+interface RelationLayout {
+  readonly ref: RelationRef;
+  readonly names: readonly string[];
+  readonly parsers: readonly ColumnParser[];
+}
+
+/**
+ * The prototype of every decoded row: a row inherits nothing (a column named "constructor" or
+ * "__proto__" is a column like any other), yet, unlike Object.create(null), stays a fast-mode
+ * object that V8 reads through one shared shape per table.
+ */
+const ROW_PROTOTYPE: object = Object.freeze(Object.create(null) as object);
 
 export interface PgoutputDecoderOptions {
   /** Parsers of the caller's choosing for the columns of one table (the outbox). */
@@ -30,6 +56,8 @@ export interface PgoutputDecoderOptions {
 export class PgoutputDecoder {
   // Only the plugin's parser is used; starting replication and acknowledging stay here.
   private readonly parser = new PgoutputPlugin({ protoVersion: 1, publicationNames: [] });
+  /** Relations by oid, as their Relation messages described them (sent before any row). */
+  private readonly relations = new Map<number, RelationLayout>();
 
   constructor(private readonly options: PgoutputDecoderOptions = {}) {}
 
@@ -50,6 +78,14 @@ export class PgoutputDecoder {
       // Commit: flags (int8), commit LSN (int64), end LSN (int64), commit time (int64)
       case COMMIT:
         return { kind: 'commit', commitLsn: requireLsn(readLsn(frame, at + 2), 'commit'), endLsn: requireLsn(readLsn(frame, at + 10), 'commit'), commitTime: readTime(frame, at + 18) };
+      // Insert: relation oid (int32), 'N', TupleData. Read here: it is the message of every
+      // event, and the library's reader allocates a view and a decoder call per column and a
+      // dictionary-mode row.
+      case INSERT: {
+        const relation = this.relations.get(frame.readInt32BE(at + 1));
+        if (relation && frame[at + 5] === 0x4e) return { kind: 'insert', relation: relation.ref, row: readTuple(frame, at + 6, relation) };
+        return this.toSourceMessage(this.parser.parse(frame.subarray(at)));
+      }
       default:
         return this.toSourceMessage(this.parser.parse(frame.subarray(at)));
     }
@@ -59,6 +95,11 @@ export class PgoutputDecoder {
     switch (message.tag) {
       case 'relation':
         this.chooseParsers(message);
+        this.relations.set(message.relationOid, {
+          ref: message,
+          names: message.columns.map((column) => column.name),
+          parsers: message.columns.map((column) => column.parser as ColumnParser),
+        });
         return null;
       case 'insert':
         return { kind: 'insert', relation: message.relation, row: message.new };
@@ -86,6 +127,41 @@ export class PgoutputDecoder {
       if (parser) column.parser = parser;
     }
   }
+}
+
+/** TupleData at `at`: Int16 column count, then per column a kind byte and, for text, Int32 length and the bytes. */
+function readTuple(frame: Buffer, at: number, relation: RelationLayout): Record<string, unknown> {
+  const { names, parsers } = relation;
+  const count = frame.readInt16BE(at);
+  if (count > names.length) throw new RelayError('SOURCE_PROTOCOL', `pgoutput insert with ${count} columns into ${relation.ref.schema}.${relation.ref.name}, described with ${names.length}`);
+  at += 2;
+  const row = Object.create(ROW_PROTOTYPE) as Record<string, unknown>;
+  for (let i = 0; i < count; i++) {
+    const kind = frame[at++];
+    const name = names[i]!;
+    if (kind === TEXT) {
+      const length = frame.readInt32BE(at);
+      const start = at + 4;
+      at = start + length;
+      if (at > frame.length) throw new RelayError('SOURCE_PROTOCOL', 'pgoutput insert ends inside a column value');
+      const parser = parsers[i]!;
+      row[name] = parser.fromBytes ? parser.fromBytes(frame, start, at) : parser(frame.toString('utf8', start, at));
+    } else if (kind === NULL) {
+      row[name] = null;
+    } else if (kind === BINARY) {
+      const length = frame.readInt32BE(at);
+      const start = at + 4;
+      at = start + length;
+      if (at > frame.length) throw new RelayError('SOURCE_PROTOCOL', 'pgoutput insert ends inside a column value');
+      // A copy: the frame's buffer is reused for the next read.
+      row[name] = Buffer.from(frame.subarray(start, at));
+    } else if (kind === UNCHANGED_TOAST) {
+      row[name] = undefined;
+    } else {
+      throw new RelayError('SOURCE_PROTOCOL', `unknown pgoutput column kind 0x${kind?.toString(16) ?? '??'}`);
+    }
+  }
+  return row;
 }
 
 function requireLsn(lsn: Lsn, where: string): Lsn {

@@ -6,8 +6,10 @@ import type { PayloadEncoder } from '../encoder.js';
 import type { SchemaRegistryPort } from './registry.js';
 import type { LocalSchema } from './schema-set.js';
 import { subjectName, subjectNeedsTopic, type SubjectStrategy } from './subjects.js';
+import { compileTranscoder, type Transcoder } from './transcoder.js';
 import { validationProblems } from './validation.js';
-import { frame } from './wire.js';
+import { frame, frameBody } from './wire.js';
+import { JsonText } from '../../decode/json-text.js';
 
 /** The Avro schema of the Kafka key: `"string"` (aggregate id as Avro string) or a record of one string field. */
 export interface KeySchema {
@@ -50,6 +52,8 @@ export class AvroEncoder implements PayloadEncoder {
   /** schema -> topic ('' when the subject does not depend on it) -> id. */
   private readonly ids = new Map<Registrable, Map<string, number>>();
   private readonly pending = new Map<string, Promise<number>>();
+  /** Per schema: JSON bytes -> Avro body, compiled at first use (null: that schema always takes the parsing path). */
+  private readonly transcoders = new Map<LocalSchema, Transcoder | null>();
 
   constructor(private readonly options: AvroEncoderOptions) {}
 
@@ -60,9 +64,28 @@ export class AvroEncoder implements PayloadEncoder {
         details: { eventType: event.eventType },
       });
     }
+    if (event.payload instanceof JsonText) {
+      const body = this.transcoderOf(schema)?.(event.payload.bytes);
+      if (body) return this.withIdFramed(schema, topic, body);
+    }
+    // Anything the transcoder does not take: parsed, checked (naming every misfit) and encoded by avsc.
     const payload = jsonValueOf(event.payload);
     check(schema.type, payload, () => `payload of ${event.eventType} does not fit ${schema.file}`);
     return this.withId(schema, 'value', topic, payload);
+  }
+
+  private transcoderOf(schema: LocalSchema): Transcoder | null {
+    let transcoder = this.transcoders.get(schema);
+    if (transcoder === undefined) this.transcoders.set(schema, (transcoder = compileTranscoder(schema.type)));
+    return transcoder;
+  }
+
+  /** `body` (from the transcoder, with room for the header) framed with the value schema's id. */
+  private withIdFramed(schema: LocalSchema, topic: string, body: Buffer): Buffer | Promise<Buffer> {
+    const cacheTopic = subjectNeedsTopic(this.options.strategy) ? topic : '';
+    const id = this.ids.get(schema)?.get(cacheTopic);
+    if (id !== undefined) return frameBody(id, body);
+    return this.resolveId(schema, 'value', cacheTopic).then((resolved) => frameBody(resolved, body));
   }
 
   /** The Avro key for `event`, when a key schema is configured; the aggregate id as a string otherwise. */
@@ -167,13 +190,13 @@ function check(type: avro.Type, value: unknown, what: () => string): void {
 }
 
 /**
- * The payload as a JSON value: json/jsonb arrive parsed; a text, varchar or bytea column holds
- * JSON text, parsed here (a payload that is not JSON is a dead letter, never a guess).
+ * The payload as a JSON value: json/jsonb arrive as their text (a JsonText); a text, varchar or
+ * bytea column holds JSON text; each is parsed here (a payload that is not JSON is a dead letter, never a guess).
  */
 function jsonValueOf(payload: unknown): unknown {
-  if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
+  if (typeof payload !== 'string' && !Buffer.isBuffer(payload) && !(payload instanceof JsonText)) return payload;
   try {
-    return JSON.parse(typeof payload === 'string' ? payload : payload.toString('utf8')) as unknown;
+    return JSON.parse(payload instanceof JsonText ? payload.text : typeof payload === 'string' ? payload : payload.toString('utf8')) as unknown;
   } catch (error) {
     throw new PoisonEventError('DECODE_BAD_VALUE', `the payload is text that is not JSON (${(error as Error).message}); with the Avro format a text or bytea payload must hold the JSON of the event`);
   }

@@ -20,6 +20,13 @@ export function frame(schemaId: number, type: avro.Type, value: unknown): Buffer
   return Buffer.from(scratch.subarray(0, end));
 }
 
+/** Writes the header into the HEADER_BYTES that `body` (from the transcoder) left for it. */
+export function frameBody(schemaId: number, body: Buffer): Buffer {
+  body[0] = MAGIC_BYTE;
+  body.writeUInt32BE(schemaId, 1);
+  return body;
+}
+
 export function unframe(buffer: Buffer): { schemaId: number; body: Buffer } {
   if (buffer.length < HEADER_BYTES || buffer.readUInt8(0) !== MAGIC_BYTE) throw new Error('not in the Confluent wire format (magic byte 0, 4-byte schema id)');
   return { schemaId: buffer.readUInt32BE(1), body: buffer.subarray(HEADER_BYTES) };
