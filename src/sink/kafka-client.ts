@@ -280,6 +280,7 @@ export function kafkaFailure(error: unknown, what: string, exactlyOnce?: Pick<Ex
   } else if (names.some((name) => AUTHORIZATION_ERRORS.has(name))) {
     code = 'SINK_NOT_AUTHORIZED';
     hint = "; the relay's principal needs WRITE and DESCRIBE (and DESCRIBE_CONFIGS) on its topics, CREATE if they are auto-created (README: Security, Kafka ACLs)";
+    if (exactlyOnce) hint += `, and for exactly-once WRITE and DESCRIBE on transactional id ${exactlyOnce.transactionalId} and READ on the progress topic (README: Delivery modes)`;
   } else if (exactlyOnce && names.some((name) => EXACTLY_ONCE_REFUSALS.has(name))) {
     code = 'SINK_EXACTLY_ONCE';
     hint = names.includes('INVALID_TRANSACTION_TIMEOUT')
