@@ -7,7 +7,7 @@ import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/
 import { isTlsTrustError } from '../security/tls-errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
-import { readLastCommitted } from './kafkajs-progress-reader.js';
+import { checkTransactionalIdAccess, readLastCommitted } from './kafkajs-exactly-once.js';
 import { partitionForKey } from './partitioner.js';
 import { durabilityProblems } from './topic-durability.js';
 import type { ProducerEvents, RecordProducer, TopicDescription } from './producer.js';
@@ -141,6 +141,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       try {
         if (exactlyOnce?.progress) await prepareProgressTopic(exactlyOnce.progress.topic, { describeTopic, admin: async () => (await connectAdmin(), admin), logger });
         await producer.connect();
+        if (exactlyOnce) await checkTransactionalIdAccess(kafka, exactlyOnce.transactionalId, (error) => kafkaFailure(error, '', exactlyOnce).code === 'SINK_NOT_AUTHORIZED');
         // kafkajs sends the transactional InitProducerId only at the first transaction, not at
         // connect: begin (and end) one now. It fences every earlier producer with this id and
         // aborts the transaction one left open, so nothing of theirs can commit after this, and

@@ -146,7 +146,7 @@ export class SecureStack {
    * the broker's authorizer has them: the controller acknowledges an ACL before the broker
    * applies it.
    */
-  async allow(principal: string, resources: { topics?: readonly string[]; groups?: readonly string[] }, operations: readonly AclOperationTypes[] = [AclOperation.WRITE, AclOperation.DESCRIBE]): Promise<void> {
+  async allow(principal: string, resources: { topics?: readonly string[]; groups?: readonly string[]; transactionalIds?: readonly string[] }, operations: readonly AclOperationTypes[] = [AclOperation.WRITE, AclOperation.DESCRIBE]): Promise<void> {
     const entries: AclEntry[] = [];
     const add = (resourceType: AclResourceTypes, names: readonly string[] = []) => {
       for (const resourceName of names) {
@@ -157,6 +157,7 @@ export class SecureStack {
     };
     add(AclResource.TOPIC, resources.topics);
     add(AclResource.GROUP, resources.groups);
+    add(AclResource.TRANSACTIONAL_ID, resources.transactionalIds);
     await this.asAdmin(async (admin) => {
       await admin.createAcls({ acl: entries });
       const deadline = Date.now() + 10_000;

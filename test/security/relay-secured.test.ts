@@ -125,7 +125,7 @@ describe('the relay on secured services', () => {
   beforeAll(async () => {
     admin = new pg.Pool({ ...secure.pg('postgres'), max: 2 });
     // Every test's slot before any row exists: setup refuses a new slot over retained rows.
-    for (const name of ['scram', 'mtls', 'oauth', 'refused']) await createSlot(`slot_${name}_${id}`);
+    for (const name of ['scram', 'mtls', 'oauth', 'refused', 'eos']) await createSlot(`slot_${name}_${id}`);
     await secure.createTopics([topic, deadLetterTopic]);
     // What the relay's principals need on their topics (README: Security, Kafka ACLs).
     const needed = [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS];
@@ -201,6 +201,22 @@ describe('the relay on secured services', () => {
     } finally {
       await consumerReader.stop();
     }
+  });
+
+  it('exactly-once over SASL_SSL with ACLs: without WRITE on its transactional id it stops naming it; granted, it delivers', async () => {
+    const slot = `slot_eos_${id}`;
+    const progressTopic = `${topicPrefix}.progress`;
+    const env = { ...baseEnv(slot), ...passwordDatabaseEnv(), ...scramEnv(), OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: progressTopic };
+    await secure.createTopics([progressTopic]);
+    const principal = `User:${secure.env.kafkaUser.username}`;
+    await secure.allow(principal, { topics: [progressTopic] }, [AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
+    const { code, log } = await refused(env);
+    expect(code).toBe(1);
+    expect(log).toMatch(/"code":"SINK_NOT_AUTHORIZED"/);
+    expect(log).toContain(`transactional id outbox-relay.${slot}`);
+    await secure.allow(principal, { transactionalIds: [`outbox-relay.${slot}`] });
+    const relay = await deliversWith(env, 3);
+    expect(relay.logs.some((line) => /^exactly-once: /.test(line.msg))).toBe(true);
   });
 
   it('mutual TLS to Kafka, and a Postgres password from DATABASE_PASSWORD_FILE (JSON payloads): delivered', async () => {

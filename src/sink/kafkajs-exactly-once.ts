@@ -5,9 +5,10 @@ import { sleep } from '../time.js';
 import { partitionForKey } from './partitioner.js';
 
 /**
- * Reads the last committed record of one key from a topic, as a read_committed consumer would,
- * without joining a consumer group (no group ACL, no rebalance delay at each start): kafkajs's
- * own cluster and fetch, and its filter of aborted transactions.
+ * What exactly-once needs from kafkajs beyond its producer, on kafkajs's own cluster client:
+ * reading the last committed progress record as a read_committed consumer would, without
+ * joining a consumer group (no group ACL, no rebalance delay at each start), and finding the
+ * transaction coordinator with Kafka's own answer.
  */
 
 const require = createRequire(import.meta.url);
@@ -41,6 +42,8 @@ interface ClusterBroker {
 
 interface Cluster {
   connect(): Promise<void>;
+  refreshMetadata(): Promise<void>;
+  findControllerBroker(): Promise<{ findGroupCoordinator(request: { groupId: string; coordinatorType: number }): Promise<unknown> }>;
   disconnect(): Promise<void>;
   addTargetTopic(topic: string): Promise<void>;
   findTopicPartitionMetadata(topic: string): { partitionId: number; leader: number }[];
@@ -48,6 +51,28 @@ interface Cluster {
 }
 
 type CreateCluster = (options: { allowAutoTopicCreation: boolean; isolationLevel: number }) => Cluster;
+
+const TRANSACTION_COORDINATOR = 1;
+
+/**
+ * Asks for the transaction coordinator of `transactionalId` as kafkajs does at the first
+ * transaction, and throws Kafka's answer if it is a refusal: kafkajs replaces
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED with "Failed to find group coordinator" and retries it
+ * forever. Other failures are left to kafkajs's own retries.
+ */
+export async function checkTransactionalIdAccess(kafka: Kafka, transactionalId: string, isRefusal: (error: unknown) => boolean): Promise<void> {
+  const cluster = createCluster(kafka)({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED });
+  try {
+    await cluster.connect();
+    await cluster.refreshMetadata();
+    const broker = await cluster.findControllerBroker();
+    await broker.findGroupCoordinator({ groupId: transactionalId, coordinatorType: TRANSACTION_COORDINATOR });
+  } catch (error) {
+    if (isRefusal(error)) throw error;
+  } finally {
+    await cluster.disconnect().catch(() => undefined);
+  }
+}
 
 /** The value (null: a tombstone) of the last committed record with `key`, or undefined if it has none. */
 export async function readLastCommitted(kafka: Kafka, topic: string, key: string, settleTimeoutMs: number): Promise<Buffer | null | undefined> {
