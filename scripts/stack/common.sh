@@ -37,6 +37,16 @@ svc() {
   else "${s}_$fn" "$@"; fi
 }
 
+# A KRaft cluster id: 16 random bytes, URL-safe base64, as Kafka's Uuid. Never starting with "-",
+# which kafka-storage's argument parser would take for an option (Kafka's own Uuid.randomUuid
+# regenerates those too); about one id in 64 did, and failed a fresh stack's Kafka format.
+new_cluster_id() {
+  local id
+  id=-
+  while [ "${id:0:1}" = "-" ]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
+  printf '%s' "$id"
+}
+
 pid_file() { printf '%s/%s.pid' "$STACK_DIR" "$1"; }
 
 svc_pid() { cat "$(pid_file "$1")" 2>/dev/null || true; }

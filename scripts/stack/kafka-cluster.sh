@@ -86,7 +86,7 @@ cluster_init() {
   log="$STACK_DIR/logs/cluster-format.log"
   rm -rf "$(cluster_dir)"
   mkdir -p "$(cluster_dir)" "$STACK_DIR/logs"
-  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  cluster_id=$(new_cluster_id)
   echo "$cluster_id" >"$(cluster_dir)/cluster.id"
   say "cluster: formatting a controller and three brokers (cluster id $cluster_id)"
   for node in "${CLUSTER_NODES[@]}"; do

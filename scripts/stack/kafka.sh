@@ -143,7 +143,7 @@ EOF
   kafka_write_log_configs "$dir"
 
   # A KRaft cluster id is 16 random bytes, base64url without padding.
-  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  cluster_id=$(new_cluster_id)
   echo "$cluster_id" >"$dir/cluster.id"
   say "kafka: formatting storage in $data (cluster id $cluster_id)"
   "$java" -Dlog4j2.configurationFile="$dir/log4j2-tools.properties" -cp "$KAFKA_HOME/libs/*" \

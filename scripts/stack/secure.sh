@@ -143,7 +143,7 @@ ssl.truststore.type=PEM
 ssl.truststore.location=$tls/ca.crt
 EOF
 
-  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  cluster_id=$(new_cluster_id)
   echo "$cluster_id" >"$dir/cluster.id"
   local scram=() user pass mech
   for user in "$SECURE_KAFKA_ADMIN_USER:$SECURE_KAFKA_ADMIN_PASSWORD" "$SECURE_KAFKA_USER:$SECURE_KAFKA_PASSWORD"; do
