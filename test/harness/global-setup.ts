@@ -50,6 +50,8 @@ async function useLocalStack(project: TestProject): Promise<() => Promise<void>>
     process.stdout.write('starting the local stack (scripts/stack.sh up): Postgres, Kafka, schema registry\n');
     const started = spawnSync(STACK_SCRIPT, ['up'], { stdio: 'inherit' });
     if (started.status !== 0) {
+      // What did start would outlive the run and hold its ports for the next one.
+      spawnSync(STACK_SCRIPT, ['down'], { stdio: 'inherit' });
       throw new Error(`could not start the local services with ${STACK_SCRIPT} up (exit ${started.status}); see .stack/logs/, or set DATABASE_URL, KAFKA_BROKERS and SCHEMA_REGISTRY_URL to services you run`);
     }
   }
