@@ -141,12 +141,14 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
       try {
         if (exactlyOnce?.progress) await prepareProgressTopic(exactlyOnce.progress.topic, { describeTopic, admin: async () => (await connectAdmin(), admin), logger });
         await producer.connect();
-        if (exactlyOnce) await checkTransactionalIdAccess(kafka, exactlyOnce.transactionalId, (error) => kafkaFailure(error, '', exactlyOnce).code === 'SINK_NOT_AUTHORIZED');
-        // kafkajs sends the transactional InitProducerId only at the first transaction, not at
-        // connect: begin (and end) one now. It fences every earlier producer with this id and
-        // aborts the transaction one left open, so nothing of theirs can commit after this, and
-        // their open transaction no longer hides later records from read_committed readers.
-        if (exactlyOnce) await (await producer.transaction()).abort();
+        if (exactlyOnce) {
+          await checkTransactionalIdAccess(kafka, exactlyOnce.transactionalId, (error) => kafkaFailure(error, '', exactlyOnce).code === 'SINK_NOT_AUTHORIZED');
+          // kafkajs sends the transactional InitProducerId only at the first transaction, not at
+          // connect: begin (and end) one now. It fences every earlier producer with this id and
+          // aborts the transaction one left open, so nothing of theirs can commit after this, and
+          // their open transaction no longer hides later records from read_committed readers.
+          await (await producer.transaction()).abort();
+        }
       } catch (error) {
         throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`, exactlyOnce);
       }
