@@ -50,6 +50,8 @@ export interface ProgressRecordOptions {
 
 /** Each send waits this long for acks=all before the request counts as failed and is retried. */
 const PRODUCE_TIMEOUT_MS = 30_000;
+/** How long the progress partition's last stable offset may stand still before the session fences again. */
+const PROGRESS_STALL_MS = 10_000;
 const DISCONNECT_TIMEOUT_MS = 5_000;
 const KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
 
@@ -200,7 +202,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
         const { topic, key } = exactlyOnce.progress!;
         try {
           // Transactions open on the topic end within their timeout: wait that long, and a little more.
-          return await readLastCommitted(kafka, topic, key, exactlyOnce.transactionTimeoutMs + PRODUCE_TIMEOUT_MS);
+          return await readLastCommitted(kafka, topic, key, { timeoutMs: exactlyOnce.transactionTimeoutMs + PRODUCE_TIMEOUT_MS, stallMs: PROGRESS_STALL_MS });
         } catch (error) {
           throw kafkaFailure(error, `cannot read the exactly-once progress of ${key} from ${topic}`, exactlyOnce);
         }

@@ -75,7 +75,7 @@ export async function checkTransactionalIdAccess(kafka: Kafka, transactionalId: 
 }
 
 /** The value (null: a tombstone) of the last committed record with `key`, or undefined if it has none. */
-export async function readLastCommitted(kafka: Kafka, topic: string, key: string, settleTimeoutMs: number): Promise<Buffer | null | undefined> {
+export async function readLastCommitted(kafka: Kafka, topic: string, key: string, settle: { readonly timeoutMs: number; readonly stallMs: number }): Promise<Buffer | null | undefined> {
   const cluster = createCluster(kafka)({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED });
   await cluster.connect();
   try {
@@ -92,10 +92,21 @@ export async function readLastCommitted(kafka: Kafka, topic: string, key: string
     // every later record from a read_committed reader: wait until all that were open when
     // reading began have ended, so that no committed progress of this key is missed.
     const end = await offset(READ_UNCOMMITTED, LATEST);
-    const deadline = Date.now() + settleTimeoutMs;
-    while ((await offset(READ_COMMITTED, LATEST)) < end) {
-      if (Date.now() > deadline) throw new RelayError('SINK_PUBLISH', `${topic}-${partition} has a transaction open for over ${settleTimeoutMs}ms: its last stable offset stays below ${end}`, { details: { topic, partition } });
+    const deadline = Date.now() + settle.timeoutMs;
+    let stable = await offset(READ_COMMITTED, LATEST);
+    let movedAt = Date.now();
+    while (stable < end) {
+      const now = Date.now();
+      const where = `${topic}-${partition}: its last stable offset stays at ${stable}, below its end ${end}`;
+      if (now > deadline) throw new RelayError('SINK_PUBLISH', `${where}: a transaction has been open on it for over ${settle.timeoutMs}ms (kafka-transactions.sh find-hanging names it)`, { details: { topic, partition } });
+      // Nothing ended for a while: the transaction holding it may be this slot's own, left by
+      // a predecessor, whose abort the coordinator lost (it reloads its state after a broker
+      // restart). A new session's producer fences again, and that aborts it.
+      if (now - movedAt > settle.stallMs) throw new RelayError('SINK_PUBLISH', `${where}: no transaction on it ended for ${settle.stallMs}ms; fencing this slot's earlier producers again`, { details: { topic, partition } });
       await sleep(20);
+      const next = await offset(READ_COMMITTED, LATEST);
+      if (next !== stable) movedAt = Date.now();
+      stable = next;
     }
     const start = await offset(READ_COMMITTED, EARLIEST);
     let window = FIRST_WINDOW;

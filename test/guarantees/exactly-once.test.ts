@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { serviceAction } from '../harness/control.js';
 import { expectOrderPerAggregate, useTestOutbox } from '../harness/fixture.js';
-import { kafkaClient, TopicReader, type ConsumedRecord } from '../harness/kafka.js';
+import { kafkaClient, TopicReader, waitForLeaders, type ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
-import type { TestOutbox } from '../harness/outbox.js';
+import { billingEvent, type TestOutbox } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
 const EXACTLY_ONCE = { OUTBOX_DELIVERY: 'exactly-once' };
@@ -114,6 +114,52 @@ describe('exactly-once delivery: broker restart', () => {
     }
     await expectExactlyOnce(outbox, load, () => relay.tail());
     expect(await relay.stop()).toBe(0);
+  });
+});
+
+describe('exactly-once delivery: a transaction left open on a shared progress topic', () => {
+  const { outbox, env } = useExactlyOnceOutbox();
+
+  it('waits for it, saying which partition and offset hold it back, and delivers once it ends', async () => {
+    const progressTopic = `${outbox.topicPrefix}.progress`;
+    // Another relay group's producer on the same progress topic, its transaction left open (as
+    // a crashed one leaves it, or as a broker restart can leave an abort the coordinator lost).
+    const admin = kafkaClient().admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic: progressTopic, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] });
+      await waitForLeaders(admin, [progressTopic]);
+    } finally {
+      await admin.disconnect();
+    }
+    const other = kafkaClient().producer({ transactionalId: `${outbox.slot}.other`, idempotent: true, maxInFlightRequests: 1, transactionTimeout: 60_000 });
+    await other.connect();
+    const open = await other.transaction();
+    let relay: RelayProcess | null = null;
+    try {
+      await open.send({ topic: progressTopic, messages: [{ key: 'another-system/another-slot', value: '{}' }] });
+      await outbox.insert([billingEvent('inv-open-1', 1)]);
+      relay = new RelayProcess(env()).start();
+      const started = relay;
+      const stalled = await eventually('the relay to say what holds it back', async () => started.logs.find((line) => /no transaction on it ended for/.test(String(line.err))), 30_000).catch((error: Error) => {
+        throw new Error(`${error.message}; last lines:\n${started.tail()}`);
+      });
+      expect(String(stalled.err)).toContain(`${progressTopic}-0: its last stable offset stays at 0, below its end 1`);
+      expect(relay.logs.some((line) => /^active:/.test(line.msg))).toBe(false);
+      await open.abort();
+      await relay.waitActive(30_000);
+      const reader = await new TopicReader().start([outbox.topic('invoice')]);
+      try {
+        await reader.until('the event', (records) => records.length >= 1, 30_000, () => relay?.tail() ?? '');
+        expect(reader.records.map((record) => record.headers.event_id)).toEqual([(await outbox.committedIds())[0]]);
+      } finally {
+        await reader.stop();
+      }
+    } finally {
+      if (open.isActive()) await open.abort();
+      await other.disconnect();
+      await relay?.stop();
+    }
   });
 });
 

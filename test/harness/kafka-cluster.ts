@@ -2,7 +2,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll } from 'vitest';
-import { kafkaClient } from './kafka.js';
+import { kafkaClient, waitForLeaders } from './kafka.js';
 
 const run = promisify(execFile);
 const STACK_SCRIPT = fileURLToPath(new URL('../../scripts/stack.sh', import.meta.url));
@@ -86,16 +86,7 @@ export class KafkaCluster {
           ],
         })),
       });
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        const led = await admin.fetchTopicMetadata({ topics: [...topics] }).then(
-          (metadata) => metadata.topics.every((topic) => topic.partitions.length > 0 && topic.partitions.every((partition) => partition.leader >= 0)),
-          () => false,
-        );
-        if (led) return;
-        if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader for every partition after 60 s; see .stack/logs/broker*.log`);
-        await new Promise((resolve) => setTimeout(resolve, 250));
-      }
+      await waitForLeaders(admin, topics, 60_000);
     } finally {
       await admin.disconnect();
     }

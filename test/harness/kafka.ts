@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel, type Consumer } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
 // The client's header decoding (and its fix of kafkajs's, installed at import): tests read
 // headers exactly as a consumer using outbox-relay/client does.
 import { headerText } from '../../src/client/kafkajs-headers.js';
@@ -23,9 +23,30 @@ export async function createTopics(topics: readonly string[], partitions = 3): P
   const admin = kafkaClient().admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })), waitForLeaders: true });
+    await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })), waitForLeaders: false });
+    await waitForLeaders(admin, topics);
   } finally {
     await admin.disconnect();
+  }
+}
+
+/**
+ * kafkajs's own waitForLeaders gives up at once when the broker it asks has not caught up with
+ * the new topic (UNKNOWN_TOPIC_OR_PARTITION, on a busy broker or right after a restart): wait
+ * that out like a leader not yet elected, until the deadline.
+ */
+export async function waitForLeaders(admin: Admin, topics: readonly string[], timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown = null;
+  for (;;) {
+    try {
+      const { topics: found } = await admin.fetchTopicMetadata({ topics: [...topics] });
+      if (found.every((topic) => topic.partitions.length > 0 && topic.partitions.every((partition) => partition.leader >= 0))) return;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader for every partition after ${timeoutMs}ms${lastError ? ` (last: ${String(lastError)})` : ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 

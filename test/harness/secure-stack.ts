@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import kafkajs, { Kafka, logLevel, type AclEntry, type AclOperationTypes, type AclResourceTypes, type Admin, type SASLOptions } from 'kafkajs';
 import type { ClientConfig } from 'pg';
 import { afterAll, beforeAll } from 'vitest';
+import { waitForLeaders } from './kafka.js';
 
 // kafkajs is CommonJS and Node's ESM loader does not see its enums as named exports.
 const { AclPermissionTypes, AclResourceTypes: AclResource, ResourcePatternTypes } = kafkajs;
@@ -138,7 +139,10 @@ export class SecureStack {
   }
 
   async createTopics(topics: readonly string[], partitions = 1): Promise<void> {
-    await this.asAdmin((admin) => admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })), waitForLeaders: true }));
+    await this.asAdmin(async (admin) => {
+      await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })), waitForLeaders: false });
+      await waitForLeaders(admin, topics);
+    });
   }
 
   /**
