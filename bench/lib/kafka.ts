@@ -121,6 +121,9 @@ export class LatencyConsumer {
     await this.consumer.connect();
     await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
     await this.consumer.run({
+      // A fresh group that reads from the beginning needs no committed offsets; kafkajs would
+      // otherwise commit them between fetches, and that wait would count as the contender's.
+      autoCommit: false,
       eachBatchAutoResolve: true,
       eachBatch: async ({ batch }) => {
         const now = Date.now();
