@@ -102,7 +102,7 @@ export async function readLastCommitted(kafka: Kafka, topic: string, key: string
       // Nothing ended for a while: the transaction holding it may be this slot's own, left by
       // a predecessor, whose abort the coordinator lost (it reloads its state after a broker
       // restart). A new session's producer fences again, and that aborts it.
-      if (now - movedAt > settle.stallMs) throw new RelayError('SINK_PUBLISH', `${where}: no transaction on it ended for ${settle.stallMs}ms; fencing this slot's earlier producers again`, { details: { topic, partition } });
+      if (now - movedAt > settle.stallMs) throw new RelayError('SINK_PUBLISH', `${where}, and has not moved for ${settle.stallMs}ms: a transaction is open on it; fencing this slot's earlier producers again (one that never ends is hanging: kafka-transactions.sh find-hanging names it)`, { details: { topic, partition } });
       await sleep(20);
       const next = await offset(READ_COMMITTED, LATEST);
       if (next !== stable) movedAt = Date.now();
