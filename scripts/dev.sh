@@ -13,4 +13,5 @@ set -a
 set +a
 npm run --silent build
 node dist/cli.js setup
-exec node dist/cli.js run "$@"
+# The young generation size the Dockerfile and `npm start` give it (README: Performance).
+exec node --max-semi-space-size=16 dist/cli.js run "$@"

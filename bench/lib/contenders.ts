@@ -116,6 +116,8 @@ export interface StartOptions {
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = join(REPO, 'dist', 'cli.js');
+/** As the Dockerfile, `npm start` and scripts/dev.sh start the relay. */
+const RELAY_NODE_FLAGS = ['--max-semi-space-size=16'];
 export const BUILD_DIR = join(REPO, 'node_modules', '.cache', 'outbox-relay-bench');
 
 /** Starts a contender that publishes to `<topicPrefix>.<aggregate_type>`. */
@@ -138,7 +140,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
       });
     case 'relay':
       if (name === 'relay-json-sasl-ssl' && !services.secureKafkaEnv) throw new Error('the secured broker is not started (--secure)');
-      return new Child(name, process.execPath, [...services.relayNodeArgs, CLI, 'run'], {
+      return new Child(name, process.execPath, [...services.relayNodeArgs, ...RELAY_NODE_FLAGS, CLI, 'run'], {
         DATABASE_URL: services.databaseUrl,
         KAFKA_BROKERS: services.kafkaBrokers,
         SCHEMA_REGISTRY_URL: services.schemaRegistryUrl,
