@@ -100,8 +100,8 @@ export async function readLastCommitted(kafka: Kafka, topic: string, key: string
       const where = `${topic}-${partition}: its last stable offset stays at ${stable}, below its end ${end}`;
       if (now > deadline) throw new RelayError('SINK_PUBLISH', `${where}: a transaction has been open on it for over ${settle.timeoutMs}ms (kafka-transactions.sh find-hanging names it)`, { details: { topic, partition } });
       // Nothing ended for a while: the transaction holding it may be this slot's own, left by
-      // a predecessor, whose abort the coordinator lost (it reloads its state after a broker
-      // restart). A new session's producer fences again, and that aborts it.
+      // a predecessor, whose abort the coordinator may have lost while reloading its state
+      // after a broker restart. A new session's producer fences again, and that aborts it.
       if (now - movedAt > settle.stallMs) throw new RelayError('SINK_PUBLISH', `${where}, and has not moved for ${settle.stallMs}ms: a transaction is open on it; fencing this slot's earlier producers again (one that never ends is hanging: kafka-transactions.sh find-hanging names it)`, { details: { topic, partition } });
       await sleep(20);
       const next = await offset(READ_COMMITTED, LATEST);
