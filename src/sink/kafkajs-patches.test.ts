@@ -4,7 +4,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
 import { KAFKAJS_REPLACEMENTS, verifyKafkajsPatches } from './kafkajs-patches.js';
 import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
-import { crc32c } from './kafkajs-record.js';
+import { crc32c, crc32cByTables } from './kafkajs-record.js';
+import { KAFKAJS_REQUEST, REQUEST_HEADER_ROOM, type EncodedBody, type RequestToFrame } from './kafkajs-request.js';
 
 const require = createRequire(import.meta.url);
 
@@ -147,14 +148,56 @@ describe('kafkajs internals replaced in its module cache', () => {
     });
   });
 
-  it('checksums record batches like kafkajs, for every length around the 8-byte step', () => {
-    const kafkajsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (data: Buffer) => number;
-    expect(crc32c(Buffer.from('123456789'))).toBe(0xe3069283); // the CRC-32C check value
-    for (let length = 0; length < 40; length++) {
-      const data = randomBytes(length);
-      expect(crc32c(data), `length ${length}`).toBe(kafkajsCrc(data));
+  describe('request framing', () => {
+    type Framing = (request: RequestToFrame) => Promise<{ readonly buffer: Buffer }>;
+    const Encoder = require('kafkajs/src/protocol/encoder.js') as new () => { writeInt32(value: number): unknown; writeString(value: string): unknown; buffer: Buffer };
+    const produce = () => installed<(args: ProduceRequestArgs) => ProduceRequest>(KAFKAJS_PRODUCE_V3)({
+      acks: -1, timeout: 30_000, topicData: [{ topic: 'billing.invoice', partitions: [{ partition: 3, messages: [{ key: 'inv_1', value: 'x'.repeat(3_000) }] }] }],
+    });
+
+    async function expectSameFrame(request: RequestToFrame['request'], clientId: string | null): Promise<Buffer> {
+      const [mine, kafkajs] = await Promise.all([installed<Framing>(KAFKAJS_REQUEST), original<Framing>(KAFKAJS_REQUEST)].map((frame) => frame({ correlationId: 2_147_000_001, clientId, request })));
+      expect(mine!.buffer.equals(kafkajs!.buffer), `client id ${clientId}`).toBe(true);
+      return mine!.buffer;
     }
-    const large = randomBytes(1_000_003);
-    expect(crc32c(large)).toBe(kafkajsCrc(large));
+
+    it("frames the relay's Produce request in the room left before it, as kafkajs frames it", async () => {
+      for (const clientId of ['outbox-relay', 'ü'.repeat(25), null]) {
+        const request = produce();
+        const body = (await request.encode()) as EncodedBody;
+        expect(body.headerRoom).toBe(REQUEST_HEADER_ROOM);
+        const framed = await expectSameFrame({ ...request, encode: () => body }, clientId);
+        expect(framed.buffer, 'no copy').toBe(body.buffer.buffer);
+      }
+    });
+
+    it('copies any other body once, and a client id too long for the room', async () => {
+      const encoder = new Encoder();
+      encoder.writeInt32(7);
+      encoder.writeString('metadata');
+      await expectSameFrame({ apiKey: 3, apiVersion: 5, encode: async () => encoder as never }, 'outbox-relay');
+      const request = produce();
+      const body = (await request.encode()) as EncodedBody;
+      const framed = await expectSameFrame({ ...request, encode: () => body }, 'c'.repeat(REQUEST_HEADER_ROOM));
+      expect(framed.buffer).not.toBe(body.buffer.buffer);
+    });
+  });
+
+  it('checksums record batches like kafkajs, natively and by tables, for every length around the 8-byte step', () => {
+    const kafkajsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (data: Buffer) => number;
+    for (const checksum of [crc32c, crc32cByTables]) {
+      expect(checksum(Buffer.from('123456789'))).toBe(0xe3069283); // the CRC-32C check value
+      for (let length = 0; length < 40; length++) {
+        const data = randomBytes(length);
+        expect(checksum(data), `length ${length}`).toBe(kafkajsCrc(data));
+      }
+      const large = randomBytes(1_000_003);
+      expect(checksum(large)).toBe(kafkajsCrc(large));
+      expect(checksum(large.subarray(5, 70_001))).toBe(kafkajsCrc(large.subarray(5, 70_001)));
+    }
+  });
+
+  it.runIf(process.platform === 'linux' && process.arch === 'x64')('checksums with the processor instruction on linux-x64 (the image and CI)', () => {
+    expect(crc32c).not.toBe(crc32cByTables);
   });
 });

@@ -2,15 +2,17 @@ import { createRequire } from 'node:module';
 import { RelayError } from '../errors.js';
 import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
 import { KAFKAJS_PRODUCE_V3, produceRequestV3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
+import { frameRequest, KAFKAJS_REQUEST, type RequestToFrame } from './kafkajs-request.js';
 
 /**
- * The relay's producer runs kafkajs 2.2.4 (its last release, pinned in package.json) with two
+ * The relay's producer runs kafkajs 2.2.4 (its last release, pinned in package.json) with three
  * internal modules replaced in kafkajs's module cache:
  * - `send-messages`: acknowledgement tracked per partition, so a leader change can never drop
  *   a partition's messages while the send reports success (kafkajs-send-messages.ts). Always.
  * - `produce-encoder`: the Produce request encoded into one exact-size buffer, the same bytes as
- *   kafkajs's (kafkajs-produce-request.ts), for CPU. OUTBOX_KAFKA_FAST_ENCODER=false uses
- *   kafkajs's own encoder instead.
+ *   kafkajs's (kafkajs-produce-request.ts), and every request framed without copying it twice
+ *   (kafkajs-request.ts), for CPU. OUTBOX_KAFKA_FAST_ENCODER=false uses kafkajs's own encoder
+ *   and framing instead.
  *
  * kafkajs modules capture these when they load (messageProducer.js captures sendMessages, the
  * Produce v4-v7 encoders capture v3), so the replacements go in when this module is imported,
@@ -29,23 +31,32 @@ export type KafkajsPatch = 'send-messages' | 'produce-encoder';
 const CAPTURED_BY: Readonly<Record<string, readonly string[]>> = {
   [KAFKAJS_SEND_MESSAGES]: ['kafkajs/src/producer/messageProducer.js'],
   [KAFKAJS_PRODUCE_V3]: [4, 5, 6, 7].map((version) => `kafkajs/src/protocol/requests/produce/v${version}/request.js`),
+  [KAFKAJS_REQUEST]: ['kafkajs/src/network/connection.js'],
 };
 
 type ProduceEncoder = (args: ProduceRequestArgs) => ProduceRequest;
+type RequestFraming = (request: RequestToFrame) => Promise<{ readonly buffer: Buffer }>;
 
 const require = createRequire(import.meta.url);
 let useFastEncoder = true;
 let kafkajsProduceV3: ProduceEncoder | null = null;
+let kafkajsRequest: RequestFraming | null = null;
 
 /** The v3 encoder kafkajs calls (v4-v7 too): the relay's, or kafkajs's own when turned off. */
 function produceEncoderSwitch(args: ProduceRequestArgs): ProduceRequest {
   return useFastEncoder || !kafkajsProduceV3 ? produceRequestV3(args) : kafkajsProduceV3(args);
 }
 
+/** The request framing kafkajs's connection calls: the relay's, or kafkajs's own when turned off. */
+function requestFramingSwitch(request: RequestToFrame): Promise<{ readonly buffer: Buffer }> {
+  return useFastEncoder || !kafkajsRequest ? frameRequest(request) : kafkajsRequest(request);
+}
+
 /** kafkajs module path -> what it should export. */
 export const KAFKAJS_REPLACEMENTS: Readonly<Record<string, unknown>> = {
   [KAFKAJS_SEND_MESSAGES]: createSendMessages,
   [KAFKAJS_PRODUCE_V3]: produceEncoderSwitch,
+  [KAFKAJS_REQUEST]: requestFramingSwitch,
 };
 
 /** What went wrong while installing, reported by verifyKafkajsPatches (an import must not throw: `status` needs no producer). */
@@ -67,6 +78,7 @@ function install(): string[] {
     }
     const original = require(path) as unknown;
     if (module === KAFKAJS_PRODUCE_V3) kafkajsProduceV3 = original as ProduceEncoder;
+    if (module === KAFKAJS_REQUEST) kafkajsRequest = original as RequestFraming;
     require.cache[path]!.exports = replacement;
   }
   return problems;

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { crc32c, RecordArea, writeRecord, type RecordFields } from './kafkajs-record.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+import { REQUEST_HEADER_ROOM, type EncodedBody } from './kafkajs-request.js';
 
 /**
  * kafkajs's Produce request, versions 3 to 7 (kafkajs builds 4-7 from 3), encoded into one
@@ -42,10 +43,9 @@ export interface ProduceRequestArgs {
   readonly topicData: readonly TopicData[];
 }
 
-/** What kafkajs's connection writes after the request header: `buf` to check it, `buffer` to copy. */
-interface EncodedPayload {
+/** What kafkajs's request framing takes (`buf` to check it is an encoder's, `buffer` the body), with room to frame it in place. */
+interface EncodedPayload extends EncodedBody {
   readonly buf: Buffer;
-  readonly buffer: Buffer;
 }
 
 export interface ProduceRequest {
@@ -89,7 +89,8 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
     size += sizeOfString(topic) + 4;
     partitions.forEach((_, p) => (size += 4 + 4 + RECORD_BATCH_OVERHEAD + batches[t]![p]!.bytes));
   });
-  const buf = Buffer.allocUnsafe(size);
+  // The request header goes in front of it without a copy (kafkajs-request.ts).
+  const buf = Buffer.allocUnsafe(REQUEST_HEADER_ROOM + size).subarray(REQUEST_HEADER_ROOM);
   let at = writeString(buf, 0, transactionalId);
   at = buf.writeInt16BE(acks, at);
   at = buf.writeInt32BE(timeout, at);
@@ -122,7 +123,7 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
   });
   // A rare large request (OUTBOX_MAX_MESSAGE_BYTES raised) does not keep its area.
   if (records.buf.length > MAX_KEPT_AREA) records.buf = Buffer.allocUnsafe(64 * 1024);
-  return { buf, buffer: buf };
+  return { buf, buffer: buf, headerRoom: REQUEST_HEADER_ROOM };
 }
 
 /** Every request's records, before they are copied into it (grown to the largest request, up to MAX_KEPT_AREA). */
