@@ -25,9 +25,32 @@ export class JsonReader {
   end = 0;
   escaped = false;
 
+  /** The first backslash at or after `backslashSearchedFrom` (-1: none), found by memchr once per stretch of text. */
+  private backslashAt = -1;
+  private backslashSearchedFrom = Infinity;
+
   reset(src: Buffer): void {
     this.src = src;
     this.pos = 0;
+    this.backslashSearchedFrom = Infinity;
+  }
+
+  /**
+   * Where the string whose bytes start at `from` stops being plain text: its closing quote or
+   * its first backslash, whichever comes first (src.length if neither). Found by memchr rather
+   * than a byte loop: for the long strings of large payloads the loop was the costliest step
+   * of the transcoder. A raw control character is not looked for: JSON text as Postgres
+   * renders a json or jsonb value (what a JsonText holds) has none inside a string.
+   */
+  plainStringEnd(from: number): number {
+    const src = this.src;
+    const quote = src.indexOf(QUOTE, from);
+    if (from < this.backslashSearchedFrom || (this.backslashAt >= 0 && this.backslashAt < from)) {
+      this.backslashAt = src.indexOf(BACKSLASH, from);
+      this.backslashSearchedFrom = from;
+    }
+    const end = quote < 0 ? src.length : quote;
+    return this.backslashAt >= 0 && this.backslashAt < end ? this.backslashAt : end;
   }
 
   /** Skips JSON white space; returns the next byte (NaN at the end). */

@@ -2,6 +2,7 @@ import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
 import { FOR_SCHEMA_OPTIONS } from './logical-types.js';
 import { loadSchemaSet } from './schema-set.js';
+import { JsonReader } from './json-reader.js';
 import { BODY_AT, compileTranscoder } from './transcoder.js';
 
 /**
@@ -257,5 +258,26 @@ describe('compileTranscoder', () => {
     const type = bench.byEventType.get('PaymentRecorded')!.type;
     const value = { invoice_id: 'i', customer_id: 'c', amount_cents: 5, currency: 'EUR', method: 'card', note: 'é'.repeat(40_000) };
     expect(compileTranscoder(type)!(Buffer.from(JSON.stringify(value)))!.subarray(BODY_AT)).toEqual(type.toBuffer(value));
+  });
+});
+
+describe('JsonReader.plainStringEnd', () => {
+  it('stops at the closing quote or the first backslash, wherever the reader looked before', () => {
+    const text = '"' + 'a'.repeat(40) + '\\n' + 'b'.repeat(40) + '" "' + 'c'.repeat(40) + '" "' + 'd'.repeat(40) + '\\t"';
+    const reader = new JsonReader();
+    reader.reset(Buffer.from(text));
+    const firstBackslash = text.indexOf('\\');
+    const secondBackslash = text.lastIndexOf('\\');
+    const third = text.indexOf('c');
+    expect(reader.plainStringEnd(1)).toBe(firstBackslash);
+    expect(reader.plainStringEnd(firstBackslash + 2)).toBe(text.indexOf('"', firstBackslash));
+    expect(reader.plainStringEnd(third)).toBe(text.indexOf('"', third));
+    expect(reader.plainStringEnd(text.indexOf('d'))).toBe(secondBackslash);
+    // Looked at again from an earlier place (a union tries a branch, then reads the value again).
+    expect(reader.plainStringEnd(third)).toBe(text.indexOf('"', third));
+    expect(reader.plainStringEnd(1)).toBe(firstBackslash);
+    expect(reader.plainStringEnd(secondBackslash + 2)).toBe(text.length - 1);
+    reader.reset(Buffer.from('"' + 'x'.repeat(50)));
+    expect(reader.plainStringEnd(1)).toBe(51);
   });
 });

@@ -374,12 +374,14 @@ function writeString(r: JsonReader, at: number): number {
   // more). The bytes of an unescaped string are its UTF-8 (checked valid once per payload).
   if (!room(at, src.length - from + 10)) return GROW;
   const into = out;
-  const stop = src.length;
+  // Short strings (most values) by a loop, a longer one's end by memchr (JsonReader).
+  const stop = Math.min(src.length, from + SHORT_STRING);
   let pos = from;
   for (; pos < stop; pos++) {
     const c = src[pos]!;
     if (c === QUOTE || c === BACKSLASH || c < 0x20) break;
   }
+  if (pos === stop && pos < src.length) pos = r.plainStringEnd(pos);
   if (src[pos] !== QUOTE) {
     // An escape (or not a string): as JSON.parse reads it, written as avsc writes a JS string.
     if (!r.string()) return FAIL;
@@ -389,7 +391,7 @@ function writeString(r: JsonReader, at: number): number {
   r.pos = pos + 1;
   const length = pos - from;
   let end = at + 1;
-  if (length > 32) {
+  if (length > SHORT_STRING) {
     outView.set(src.subarray(from, pos), end);
     end += length;
   } else for (let i = from; i < pos; i++) into[end++] = src[i]!;
@@ -398,6 +400,9 @@ function writeString(r: JsonReader, at: number): number {
   writeLong(at, length);
   return end + size - 1;
 }
+
+/** Up to this many bytes a loop beats a native call (memchr, memcpy) and its set-up. */
+const SHORT_STRING = 32;
 
 /** Bytes of `n` (not negative) as a zigzag varint. */
 function longSize(n: number): number {
