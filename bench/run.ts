@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- --quick] [-- --only relay-json,pg-recvlogical] [-- --no-debezium] [-- --profile]
  * [-- --secure] [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]
- * [-- --soak] [-- --soak-minutes N] [-- --no-soak]`
+ * [-- --soak] [-- --soak-minutes N] [-- --no-soak] [-- --relay-node-flags="--flag ..."]`
  *
  * Starts its own stack (scripts/stack.sh up; by default in a temp dir on ports apart from the
  * test stack's, overridable with the OUTBOX_STACK_DIR / OUTBOX_*_PORT variables), builds the
@@ -12,6 +12,8 @@
  * The full run ends with the soak (SOAK_RATE events/s for --soak-minutes, default 10, for the
  * relay JSON and then the polling relay); `--soak` runs only the soak, `--no-soak` skips it.
  * Postgres runs with fsync on (OUTBOX_PG_FSYNC=off for quick runs; the report says which).
+ * `--relay-node-flags="..."` (with "=": the value starts with a dash) adds Node flags to the relays' processes only (e.g. a V8 heap setting to
+ * measure side by side), not to the bench's own build and runner as NODE_OPTIONS would.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -74,6 +76,7 @@ function benchFlags() {
       soak: { type: 'boolean', default: false },
       'soak-minutes': { type: 'string' },
       'no-soak': { type: 'boolean', default: false },
+      'relay-node-flags': { type: 'string', default: '' },
     },
     strict: true,
     allowPositionals: false,
@@ -100,7 +103,16 @@ function benchFlags() {
     soakOnly: values.soak,
     soak: values.soak || (!values.quick && !values['no-soak']),
     soakMinutes: values['soak-minutes'] === undefined ? 10 : flag('soak-minutes', values['soak-minutes'], p.integer(1, 24 * 60)),
+    relayNodeFlags: relayNodeFlags(values['relay-node-flags']),
   };
+}
+
+/** `--relay-node-flags`: Node options, each starting with "--" (a stray word would be taken for the script). */
+function relayNodeFlags(raw: string): string[] {
+  const words = raw.split(/\s+/).filter(Boolean);
+  const stray = words.find((word) => !word.startsWith('--'));
+  if (stray !== undefined) throw new Error(`--relay-node-flags: ${JSON.stringify(stray)} is not a Node option; expected options such as "--max-old-space-size=128"`);
+  return words;
 }
 
 /** A flag's value through the relay's own parsers, or an error naming the flag. */
@@ -192,7 +204,7 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     debeziumHome,
     pollingBatch: 1000,
     pollingIdleMs: 10,
-    relayNodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+    relayNodeArgs: [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...flags.relayNodeFlags],
     recvlogical: recvlogical?.path ?? null,
     avroEnv: avroEnv(),
     secureKafkaEnv: secureKafka?.relayEnv ?? null,

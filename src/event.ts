@@ -1,4 +1,5 @@
 import type { TrackedTransaction } from './checkpoint/commit-tracker.js';
+import type { HeaderBlock } from './sink/kafkajs-record.js';
 
 /** One outbox row, decoded. The payload stays as Postgres gave it: parsed jsonb, or a JsonText for the JSON format. */
 export interface OutboxEvent {
@@ -22,6 +23,8 @@ export interface OutgoingMessage {
   readonly key: Buffer | string | null;
   readonly value: Buffer | string;
   readonly headers: Record<string, string>;
+  /** `headers` encoded as the Kafka record carries them (what the relay's encoder writes). */
+  readonly headerBlock: HeaderBlock;
   /** Estimated bytes in a record batch (see sink/record-size.ts): what batching is bounded by. */
   readonly size: number;
   readonly transaction: TrackedTransaction;

@@ -95,6 +95,7 @@ export interface Services {
   readonly debeziumHome: string | null;
   readonly pollingBatch: number;
   readonly pollingIdleMs: number;
+  /** Node flags of the relays: --profile's and --relay-node-flags, after the shipped ones so they win. */
   readonly relayNodeArgs: readonly string[];
   /** pg_recvlogical of the server's major version (findRecvlogical), null if there is none. */
   readonly recvlogical: string | null;
@@ -140,7 +141,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
       });
     case 'relay':
       if (name === 'relay-json-sasl-ssl' && !services.secureKafkaEnv) throw new Error('the secured broker is not started (--secure)');
-      return new Child(name, process.execPath, [...services.relayNodeArgs, ...RELAY_NODE_FLAGS, CLI, 'run'], {
+      return new Child(name, process.execPath, [...RELAY_NODE_FLAGS, ...services.relayNodeArgs, CLI, 'run'], {
         DATABASE_URL: services.databaseUrl,
         KAFKA_BROKERS: services.kafkaBrokers,
         SCHEMA_REGISTRY_URL: services.schemaRegistryUrl,

@@ -46,6 +46,7 @@ export class KafkaTools {
     const count = options.count ?? (() => this.count(topic));
     const deadline = Date.now() + options.timeoutMs;
     let first: { at: number; count: number } | null = null;
+    let half: { at: number; count: number } | null = null;
     let lastReport = Date.now();
     let lastCount = 0;
     let lastProgress = { at: Date.now(), count: 0 };
@@ -55,7 +56,8 @@ export class KafkaTools {
       if (seen > lastProgress.count) lastProgress = { at: now, count: seen };
       if (now - lastProgress.at > options.stallMs) throw new Error(`no progress for ${options.stallMs / 1000} s at ${seen}/${target} records in ${topic}`);
       if (seen > 0 && !first) first = { at: now, count: seen };
-      if (seen >= target) return { firstAt: first!.at, firstCount: first!.count, doneAt: now, count: seen };
+      if (seen >= target / 2 && !half) half = { at: now, count: seen };
+      if (seen >= target) return { firstAt: first!.at, firstCount: first!.count, halfAt: half!.at, halfCount: half!.count, doneAt: now, count: seen };
       if (now - lastReport >= 2_000) {
         options.onProgress(seen, ((seen - lastCount) * 1000) / (now - lastReport));
         lastReport = now;
@@ -76,6 +78,9 @@ export class KafkaTools {
 export interface DrainTiming {
   readonly firstAt: number;
   readonly firstCount: number;
+  /** When at least half the records were in (the second half's rate leaves warm-up out). */
+  readonly halfAt?: number;
+  readonly halfCount?: number;
   readonly doneAt: number;
   readonly count: number;
 }

@@ -2,7 +2,7 @@ import { AGGREGATE_TYPE, CDC_TABLE, Database, POLLING_TABLE } from './db.js';
 import { LoadRig, topicPrefix } from './load.js';
 import { isCeiling, isRelay, kind, label, RELAY_HTTP_PORT, slot, spec, startContender, type ContenderName, type Services } from './contenders.js';
 import type { Recvlogical } from './recvlogical.js';
-import { drainRate, KafkaTools, percentile } from './kafka.js';
+import { drainRate, KafkaTools, percentile, type DrainTiming } from './kafka.js';
 import { type Child, machineBusyPercent, machineCpu, progress, sleep } from './proc.js';
 
 /** The Kafka a contender publishes to (the secured broker for relay-json-sasl-ssl), with admin rights. */
@@ -136,7 +136,7 @@ async function drainOne(
   try {
     child = startContender(contender, services, prefix, { count: workload.events, endLsn: db.endLsn, relayEnv: workload.relayEnv });
     const running = child;
-    let timing;
+    let timing: DrainTiming;
     if (kind(contender) === 'recvlogical') {
       const { streamingAt, doneAt } = await (running as Recvlogical).finished(30 * 60_000);
       timing = { firstAt: streamingAt, firstCount: 0, doneAt, count: workload.events };
@@ -164,7 +164,8 @@ async function drainOne(
       ...(relay ? await relayHealth(running) : {}),
     };
     if (result.restarts) progress(`  ${label(contender)} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
-    progress(`${name}: ${label(contender)}: ${Math.round(eventsPerSecond)} events/s, peak RSS ${result.peakRssMb.toFixed(0)} MB, CPU ${result.cpuSeconds.toFixed(1)} s, start-up ${result.startupSeconds.toFixed(1)} s`);
+    const secondHalf = timing.halfAt !== undefined && timing.doneAt > timing.halfAt ? `, second half ${Math.round(((timing.count - timing.halfCount!) * 1000) / (timing.doneAt - timing.halfAt))}/s` : '';
+    progress(`${name}: ${label(contender)}: ${Math.round(eventsPerSecond)} events/s${secondHalf}, peak RSS ${result.peakRssMb.toFixed(0)} MB, CPU ${result.cpuSeconds.toFixed(1)} s, start-up ${result.startupSeconds.toFixed(1)} s`);
     return result;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

@@ -3,6 +3,7 @@ import { errorCode, errorMessage } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import type { RowValues } from '../source/messages.js';
 import { HEADER } from './headers.js';
+import { encodeHeaders } from './kafkajs-record.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
 
 export interface DeadLetterInput {
@@ -38,16 +39,19 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
   const aggregateId = input.row[input.aggregateIdColumn];
   const key = typeof aggregateId === 'string' || typeof aggregateId === 'number' ? String(aggregateId) : null;
   let value = Buffer.from(JSON.stringify(input.row), 'utf8');
-  if (recordSize(key, value, headers) > input.maxBytes - RECORD_BATCH_OVERHEAD) {
+  let headerBlock = encodeHeaders(headers);
+  if (recordSize(key, value, headerBlock) > input.maxBytes - RECORD_BATCH_OVERHEAD) {
     headers[HEADER.deadLetterOmitted] = `row of ${value.length} bytes omitted; it is still in ${input.table}`;
+    headerBlock = encodeHeaders(headers);
     value = Buffer.from('{}', 'utf8');
   }
   return {
     topic: input.topic,
     key,
     value,
-    size: recordSize(key, value, headers),
+    size: recordSize(key, value, headerBlock),
     headers,
+    headerBlock,
     transaction: input.transaction,
     position: input.position,
     label: code,

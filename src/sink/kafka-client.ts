@@ -8,6 +8,7 @@ import { isTlsTrustError } from '../security/tls-errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { kafkaErrorName, PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
 import { checkTransactionalIdAccess, readLastCommitted } from './kafkajs-exactly-once.js';
+import { NO_HEADER_BLOCK } from './kafkajs-record.js';
 import { partitionForKey } from './partitioner.js';
 import { durabilityProblems } from './topic-durability.js';
 import type { ProducerEvents, RecordProducer, TopicDescription } from './producer.js';
@@ -221,7 +222,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
 function progressMessage(progress: ProgressRecordOptions, batch: readonly OutgoingMessage[]): OutgoingMessage {
   const value = progress.value(batch);
   // Only topic, key and value reach Kafka; the rest is what the batch's type asks of a message.
-  return { ...batch.at(-1)!, topic: progress.topic, key: progress.key, value, headers: {}, deadLetter: false, label: 'progress' };
+  return { ...batch.at(-1)!, topic: progress.topic, key: progress.key, value, headers: {}, headerBlock: NO_HEADER_BLOCK, deadLetter: false, label: 'progress' };
 }
 
 interface ProgressTopicAccess {

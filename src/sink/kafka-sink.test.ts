@@ -4,6 +4,7 @@ import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import { KafkaSink, type KafkaSinkOptions } from './kafka-sink.js';
+import { NO_HEADER_BLOCK } from './kafkajs-record.js';
 import type { RecordProducer, TopicDescription } from './producer.js';
 import { RECORD_BATCH_OVERHEAD } from './record-size.js';
 
@@ -46,7 +47,7 @@ class FakeTransactionalProducer extends FakeProducer {
 }
 
 const transaction = {} as TrackedTransaction;
-const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, size, transaction, position: i, label: 'invoice.paid', deadLetter: false, batchLimit });
+const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, headerBlock: NO_HEADER_BLOCK, size, transaction, position: i, label: 'invoice.paid', deadLetter: false, batchLimit });
 
 function sinkWith(overrides: Partial<KafkaSinkOptions> = {}, producer: FakeProducer = new FakeProducer()) {
   const acknowledged: (readonly OutgoingMessage[])[] = [];

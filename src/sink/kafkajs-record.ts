@@ -7,15 +7,76 @@ import { createRequire } from 'node:module';
  * and sizes the timestamp delta with Long objects.
  */
 
-import { utf8Length, writeUtf8 } from './utf8.js';
+import { SHORT_TEXT, utf8Length, writeUtf8 } from './utf8.js';
 
 type HeaderValue = Buffer | string | null | undefined;
 
-/** A message as kafkajs takes it (its `Message` type). */
+/** A message as kafkajs takes it (its `Message` type), and the relay's headers already encoded. */
 export interface RecordFields {
   readonly key?: Buffer | string | null;
   readonly value?: Buffer | string | null;
   readonly headers?: Readonly<Record<string, HeaderValue | readonly HeaderValue[]>>;
+  /** `headers` as the record writes them (see encodeHeaders): when present, written instead. */
+  readonly headerBlock?: HeaderBlock;
+}
+
+/**
+ * A record's headers in the record format: the header count, then each name and value as a
+ * length-prefixed field. The relay encodes them once, when it builds the event, so its size is
+ * exact and writing the record is one copy: measuring, then encoding, then writing each header
+ * name and value of every event (a third of the time spent writing Kafka records) is paid once.
+ */
+export interface HeaderBlock {
+  readonly bytes: Buffer;
+}
+
+/** Where header blocks are written before being copied out at their size: one for every call. */
+let blockScratch = Buffer.allocUnsafe(1024);
+
+export function encodeHeaders(headers: Readonly<Record<string, string>>): HeaderBlock {
+  let count = 0;
+  for (const _ in headers) count++;
+  let at = writeVarInt(reserveBlock(0, 5), 0, count);
+  for (const name in headers) {
+    at = writeText(at, name);
+    at = writeText(at, headers[name]!);
+  }
+  const bytes = Buffer.allocUnsafe(at);
+  blockScratch.copy(bytes, 0, 0, at);
+  return { bytes };
+}
+
+/** The block of a record without headers. */
+export const NO_HEADER_BLOCK: HeaderBlock = encodeHeaders({});
+
+/** A text's UTF-8 length as a varint, then its bytes, at `at` in the block scratch; returns the end. */
+function writeText(at: number, text: string): number {
+  const units = text.length;
+  // Room for the worst case: a varint and three bytes per UTF-16 unit.
+  const buf = reserveBlock(at, 5 + 3 * units);
+  if (units <= SHORT_TEXT) {
+    const start = writeVarInt(buf, at, units);
+    let i = 0;
+    for (; i < units; i++) {
+      const code = text.charCodeAt(i);
+      if (code > 0x7f) break;
+      buf[start + i] = code;
+    }
+    if (i === units) return start + units;
+  }
+  // Not ASCII, or long: its byte length first, from the native encoder.
+  const length = Buffer.byteLength(text, 'utf8');
+  const start = writeVarInt(buf, at, length);
+  return start + buf.write(text, start, length, 'utf8');
+}
+
+function reserveBlock(at: number, bytes: number): Buffer {
+  if (at + bytes > blockScratch.length) {
+    const grown = Buffer.allocUnsafe(Math.max(2 * blockScratch.length, at + bytes));
+    blockScratch.copy(grown, 0, 0, at);
+    blockScratch = grown;
+  }
+  return blockScratch;
 }
 
 /** A record in a buffer of its own (see writeRecord). */
@@ -50,11 +111,17 @@ export class RecordArea {
 }
 
 /** A record at `area.end`: length-prefixed, varint fields; deltas are from the batch's first offset and timestamp. */
-export function writeRecord({ key, value, headers }: RecordFields, offsetDelta: number, timestampDelta: number, area: RecordArea): void {
+export function writeRecord({ key, value, headers, headerBlock }: RecordFields, offsetDelta: number, timestampDelta: number, area: RecordArea): void {
   const keyField = field(key);
   const keyLength = fieldLength(keyField);
   const valueField = field(value);
   const valueLength = fieldLength(valueField);
+  if (headerBlock) {
+    const bodySize = 1 + sizeOfVarLong(timestampDelta) + sizeOfVarInt(offsetDelta) + sizeOfField(keyField, keyLength) + sizeOfField(valueField, valueLength) + headerBlock.bytes.length;
+    const at = writeRecordStart(area, bodySize, timestampDelta, offsetDelta, keyField, keyLength, valueField, valueLength);
+    area.end = at + headerBlock.bytes.copy(area.buf, at);
+    return;
+  }
   // Header names and values in order, then their byte lengths: scratch arrays reused by every
   // call (encoding is synchronous), so a record allocates only its own buffer.
   let headerFields = 0;
@@ -67,13 +134,8 @@ export function writeRecord({ key, value, headers }: RecordFields, offsetDelta: 
     }
   }
   const bodySize = 1 + sizeOfVarLong(timestampDelta) + sizeOfVarInt(offsetDelta) + sizeOfField(keyField, keyLength) + sizeOfField(valueField, valueLength) + sizeOfVarInt(headerFields) + headersSize;
-  const buf = area.reserve(sizeOfVarInt(bodySize) + bodySize);
-  let at = writeVarInt(buf, area.end, bodySize);
-  buf[at++] = 0; // attributes: none are used in records
-  at = writeVarLong(buf, at, timestampDelta);
-  at = writeVarInt(buf, at, offsetDelta);
-  at = writeField(buf, at, keyField, keyLength);
-  at = writeField(buf, at, valueField, valueLength);
+  let at = writeRecordStart(area, bodySize, timestampDelta, offsetDelta, keyField, keyLength, valueField, valueLength);
+  const buf = area.buf;
   at = writeVarInt(buf, at, headerFields);
   for (let i = 0; i < headerFields; i++) {
     at = writeField(buf, at, scratchNames[i]!, scratchNameLengths[i]!);
@@ -81,6 +143,17 @@ export function writeRecord({ key, value, headers }: RecordFields, offsetDelta: 
     scratchValues[i] = null; // hold no payload past this call
   }
   area.end = at;
+}
+
+/** Room for the record, then its length, attributes, deltas, key and value; returns where its headers go. */
+function writeRecordStart(area: RecordArea, bodySize: number, timestampDelta: number, offsetDelta: number, keyField: Field, keyLength: number, valueField: Field, valueLength: number): number {
+  const buf = area.reserve(sizeOfVarInt(bodySize) + bodySize);
+  let at = writeVarInt(buf, area.end, bodySize);
+  buf[at++] = 0; // attributes: none are used in records
+  at = writeVarLong(buf, at, timestampDelta);
+  at = writeVarInt(buf, at, offsetDelta);
+  at = writeField(buf, at, keyField, keyLength);
+  return writeField(buf, at, valueField, valueLength);
 }
 
 /** A field is written as its bytes: a Buffer as is, null as length -1, anything else as UTF-8 text. */

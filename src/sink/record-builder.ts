@@ -8,6 +8,7 @@ import type { RelayMetrics } from '../observe/metrics.js';
 import type { RowValues } from '../source/messages.js';
 import { deadLetterMessage } from './dead-letter.js';
 import { eventHeaders } from './headers.js';
+import { encodeHeaders } from './kafkajs-record.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
 import type { TopicRouter } from './topic-router.js';
 
@@ -78,9 +79,10 @@ export class RecordBuilder {
 
   private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction, position: number): OutgoingMessage {
     const headers = eventHeaders(event, transaction.commitLsnText);
-    const size = recordSize(key, value, headers);
+    const headerBlock = encodeHeaders(headers);
+    const size = recordSize(key, value, headerBlock);
     this.checkSize(size, limit, topic);
-    return { topic, key, value, headers, size, transaction, position, label: event.eventType, deadLetter: false, batchLimit: limit };
+    return { topic, key, value, headers, headerBlock, size, transaction, position, label: event.eventType, deadLetter: false, batchLimit: limit };
   }
 
   /**

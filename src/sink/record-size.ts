@@ -1,16 +1,14 @@
+import type { HeaderBlock } from './kafkajs-record.js';
 import { utf8Length } from './utf8.js';
 
 /**
- * Bytes a record takes in a Kafka record batch, estimated from above: key, value, header names
- * and values, plus the varints and attributes of the record and of each header.
+ * Bytes a record takes in a Kafka record batch, estimated from above: key, value and the
+ * encoded headers, plus the most the record's own varints and attributes can take.
  */
 const RECORD_OVERHEAD = 24;
-const HEADER_OVERHEAD = 6;
 
-export function recordSize(key: Buffer | string | null, value: Buffer | string, headers: Readonly<Record<string, string>>): number {
-  let size = RECORD_OVERHEAD + byteLength(key) + byteLength(value);
-  for (const name in headers) size += HEADER_OVERHEAD + utf8Length(name) + utf8Length(headers[name]!);
-  return size;
+export function recordSize(key: Buffer | string | null, value: Buffer | string, headers: HeaderBlock): number {
+  return RECORD_OVERHEAD + byteLength(key) + byteLength(value) + headers.bytes.length;
 }
 
 function byteLength(bytes: Buffer | string | null): number {

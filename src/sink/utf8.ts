@@ -1,5 +1,5 @@
 /** Header names and values are short: for those, a loop beats a call into Buffer's native code. */
-const SHORT_TEXT = 64;
+export const SHORT_TEXT = 64;
 
 /** UTF-8 byte length of a text. */
 export function utf8Length(text: string): number {
