@@ -26,6 +26,6 @@ describe('encodeHeaders', () => {
   });
 
   it('gives a record without headers a count of zero and nothing else', () => {
-    expect([...NO_HEADER_BLOCK.bytes]).toEqual([0]);
+    expect([...NO_HEADER_BLOCK]).toEqual([0]);
   });
 });

@@ -8,7 +8,7 @@ import { utf8Length } from './utf8.js';
 const RECORD_OVERHEAD = 24;
 
 export function recordSize(key: Buffer | string | null, value: Buffer | string, headers: HeaderBlock): number {
-  return RECORD_OVERHEAD + byteLength(key) + byteLength(value) + headers.bytes.length;
+  return RECORD_OVERHEAD + byteLength(key) + byteLength(value) + headers.length;
 }
 
 function byteLength(bytes: Buffer | string | null): number {
