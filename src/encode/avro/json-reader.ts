@@ -129,6 +129,22 @@ export class JsonReader {
     }
   }
 
+  /**
+   * Consumes the string token whose bytes are exactly `name` if it is next: one pass instead of
+   * `string()` then `stringEquals()`. Only for bytes without a quote or a backslash (Avro field
+   * names), so a quote right after them closes the token.
+   */
+  key(name: Buffer): boolean {
+    if (this.peek() !== QUOTE) return false;
+    const src = this.src;
+    const start = this.pos + 1;
+    const length = name.length;
+    if (src[start + length] !== QUOTE) return false;
+    for (let i = 0; i < length; i++) if (src[start + i] !== name[i]) return false;
+    this.pos = start + length + 1;
+    return true;
+  }
+
   /** True if the last string token is exactly `bytes` (no escapes). */
   stringEquals(bytes: Buffer): boolean {
     const { src, start } = this;

@@ -224,6 +224,8 @@ describe('compileTranscoder', () => {
     const transcode = compileTranscoder(type)!;
     expect(transcode).not.toBeNull();
     let encoded = 0;
+    /** Every body given, with its bytes then: later payloads are written into the same memory. */
+    const given: [Buffer, string, string][] = [];
     for (let seed = 1; seed <= 3000; seed++) {
       const gen = new Gen(rng(seed));
       const text = gen.json(gen.value(type));
@@ -233,9 +235,11 @@ describe('compileTranscoder', () => {
       if (want === null) expect(got, context).toBeNull();
       else if (got !== null || !gen.unusual) {
         expect(got && Buffer.from(got).toString('hex'), context).toBe(want.toString('hex'));
+        if (got) given.push([got, want.toString('hex'), context]);
         encoded += 1;
       }
     }
+    for (const [body, hex, context] of given) expect(body.toString('hex'), `still, ${context}`).toBe(hex);
     // Most random records are valid ones: the fast path is taken, not just refused.
     expect(encoded).toBeGreaterThan(1000);
   });
@@ -254,10 +258,12 @@ describe('compileTranscoder', () => {
     expect(compileTranscoder(deep.field('nested')!.type)!(Buffer.from(nested))).toBeNull();
   });
 
-  it('grows its buffer for a value larger than it', () => {
+  it('grows its buffer for a value larger than it, leaving the bodies given before intact', () => {
     const type = bench.byEventType.get('PaymentRecorded')!.type;
-    const value = { invoice_id: 'i', customer_id: 'c', amount_cents: 5, currency: 'EUR', method: 'card', note: 'é'.repeat(40_000) };
-    expect(compileTranscoder(type)!(Buffer.from(JSON.stringify(value)))!.subarray(BODY_AT)).toEqual(type.toBuffer(value));
+    const transcode = compileTranscoder(type)!;
+    const values = [1, 40_000, 3, 200_000, 5].map((length) => ({ invoice_id: 'i', customer_id: 'c', amount_cents: length, currency: 'EUR', method: 'card', note: 'é'.repeat(length) }));
+    const bodies = values.map((value) => transcode(Buffer.from(JSON.stringify(value)))!);
+    bodies.forEach((body, i) => expect(body.subarray(BODY_AT)).toEqual(type.toBuffer(values[i])));
   });
 });
 
@@ -279,5 +285,18 @@ describe('JsonReader.plainStringEnd', () => {
     expect(reader.plainStringEnd(secondBackslash + 2)).toBe(text.length - 1);
     reader.reset(Buffer.from('"' + 'x'.repeat(50)));
     expect(reader.plainStringEnd(1)).toBe(51);
+  });
+});
+
+describe('JsonReader.key', () => {
+  it('consumes only the exact name as a whole string token', () => {
+    const reader = new JsonReader();
+    const name = Buffer.from('note');
+    const at = (text: string) => {
+      reader.reset(Buffer.from(text));
+      return reader.key(name) ? reader.pos : -1;
+    };
+    expect(at('  "note": 1')).toBe(8);
+    for (const text of ['"notes": 1', '"not": 1', '"nota": 1', 'note": 1', '"no\\u0074e": 1', '"note', '']) expect(at(text), text).toBe(-1);
   });
 });

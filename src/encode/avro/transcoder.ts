@@ -24,18 +24,25 @@ export const BODY_AT = HEADER_BYTES;
 type Write = (reader: JsonReader, at: number) => number;
 
 const reader = new JsonReader();
-/** Where values are written; grows by doubling when a value would not fit. */
-let out = Buffer.allocUnsafe(64 * 1024);
+/**
+ * Where values are written, and what the bodies returned are views of: a slab handed out in
+ * order, as Buffer's own pool does, so a body is neither allocated nor copied on its own. A slab
+ * no longer written to stays alive only as long as a body in it (until Kafka acknowledged it).
+ */
+const SLAB_BYTES = 64 * 1024;
+let out = Buffer.allocUnsafeSlow(SLAB_BYTES);
 /** The same memory as a plain Uint8Array: its subarray is cheaper than a Buffer's. */
 let outView = new Uint8Array(out.buffer, out.byteOffset, out.length);
+/** Where the next body starts in `out`: everything before it has been handed out. */
+let handedOut = 0;
 /** Record field positions, as a stack shared by nested records: no allocation per record. */
 let slots = new Int32Array(256);
 let slotTop = 0;
 
 /**
  * Compiles `type` into a function giving the Avro body of a JSON text after BODY_AT bytes left
- * for a header (a new buffer of that size), or null when the parsing path must take it. Null
- * instead of a function if the type holds something the transcoder never encodes.
+ * for a header, or null when the parsing path must take it. Null instead of a function if the
+ * type holds something the transcoder never encodes.
  */
 export function compileTranscoder(type: avro.Type): Transcoder | null {
   const write = compile(type, new Map());
@@ -47,19 +54,22 @@ export function compileTranscoder(type: avro.Type): Transcoder | null {
       slotTop = 0;
       let end: number;
       try {
-        end = write(reader, BODY_AT);
+        end = write(reader, handedOut + BODY_AT);
       } catch {
         // Nesting deeper than the stack: the parsing path decides.
         return null;
       }
       if (end !== GROW) {
         if (end === FAIL || !reader.atEnd()) return null;
-        const body = Buffer.allocUnsafe(end);
-        body.set(outView.subarray(BODY_AT, end), BODY_AT);
+        const body = out.subarray(handedOut, end);
+        // The next body starts 8-byte aligned, as Buffer's pool does.
+        handedOut = (end + 7) & ~7;
         return body;
       }
-      out = Buffer.allocUnsafe(out.length * 2);
+      // A new slab: the same size if this one was partly handed out, else twice as large.
+      out = Buffer.allocUnsafeSlow(handedOut > 0 ? Math.max(SLAB_BYTES, out.length) : out.length * 2);
       outView = new Uint8Array(out.buffer, out.byteOffset, out.length);
+      handedOut = 0;
     }
   };
 }
@@ -141,11 +151,14 @@ function compileRecord(type: avro.types.RecordType, named: Map<avro.Type, Write 
     let k = 0;
     if (!r.eat(0x7d)) {
       do {
-        if (!r.string() || !r.eat(0x3a)) return FAIL;
         let field = k < count ? jsonbOrder[k]! : -1;
         k += 1;
-        if (field < 0 || !r.stringEquals(fields[field]!.name)) field = fieldIndex(r, fields);
-        if (field < 0) return FAIL; // undeclared: avsc's strict check refuses it
+        if (field < 0 || !r.key(fields[field]!.name)) {
+          if (!r.string()) return FAIL;
+          field = fieldIndex(r, fields);
+          if (field < 0) return FAIL; // undeclared: avsc's strict check refuses it
+        }
+        if (!r.eat(0x3a)) return FAIL;
         // A key given twice counts once, the last time (as JSON.parse keeps it).
         if (field !== next || slots[base + 2 * field] !== FAIL) inOrder = false;
         next = field + 1;
@@ -374,14 +387,24 @@ function writeString(r: JsonReader, at: number): number {
   // more). The bytes of an unescaped string are its UTF-8 (checked valid once per payload).
   if (!room(at, src.length - from + 10)) return GROW;
   const into = out;
-  // Short strings (most values) by a loop, a longer one's end by memchr (JsonReader).
+  // Short strings (most values) scanned and copied in one loop; a longer one's end found by
+  // memchr (JsonReader) and copied by memcpy.
   const stop = Math.min(src.length, from + SHORT_STRING);
   let pos = from;
+  let end = at + 1;
   for (; pos < stop; pos++) {
     const c = src[pos]!;
     if (c === QUOTE || c === BACKSLASH || c < 0x20) break;
+    into[end++] = c;
   }
-  if (pos === stop && pos < src.length) pos = r.plainStringEnd(pos);
+  if (pos === stop && pos < src.length) {
+    const rest = r.plainStringEnd(pos);
+    if (src[rest] === QUOTE) {
+      outView.set(src.subarray(pos, rest), end);
+      end += rest - pos;
+    }
+    pos = rest;
+  }
   if (src[pos] !== QUOTE) {
     // An escape (or not a string): as JSON.parse reads it, written as avsc writes a JS string.
     if (!r.string()) return FAIL;
@@ -390,11 +413,11 @@ function writeString(r: JsonReader, at: number): number {
   }
   r.pos = pos + 1;
   const length = pos - from;
-  let end = at + 1;
-  if (length > SHORT_STRING) {
-    outView.set(src.subarray(from, pos), end);
-    end += length;
-  } else for (let i = from; i < pos; i++) into[end++] = src[i]!;
+  // Up to 63 bytes the length is one byte, already kept.
+  if (length < 64) {
+    into[at] = length << 1;
+    return end;
+  }
   const size = longSize(length);
   if (size > 1) out.copyWithin(at + size, at + 1, end);
   writeLong(at, length);
