@@ -77,6 +77,7 @@ function benchFlags() {
       'soak-minutes': { type: 'string' },
       'no-soak': { type: 'boolean', default: false },
       'relay-node-flags': { type: 'string', default: '' },
+      repeat: { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -104,6 +105,8 @@ function benchFlags() {
     soak: values.soak || (!values.quick && !values['no-soak']),
     soakMinutes: values['soak-minutes'] === undefined ? 10 : flag('soak-minutes', values['soak-minutes'], p.integer(1, 24 * 60)),
     relayNodeFlags: relayNodeFlags(values['relay-node-flags']),
+    /** Drains of each CDC contender per load (Debezium: one), the median reported (default 3, 1 with --quick). */
+    repeat: values.repeat === undefined ? (values.quick ? 1 : 3) : flag('repeat', values.repeat, p.integer(1, 9)),
   };
 }
 
@@ -131,7 +134,7 @@ try {
   progress(`usage: ${(error as Error).message}`);
   process.exit(2);
 }
-const { quick, noDebezium, profile, secure, note, only, events: eventsOverride, payload: quickPayload, soakOnly, soakMinutes } = flags;
+const { quick, noDebezium, profile, secure, note, only, events: eventsOverride, payload: quickPayload, soakOnly, soakMinutes, repeat } = flags;
 
 async function main(): Promise<void> {
   if (flags.render !== undefined) return render(flags.render);
@@ -217,7 +220,7 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
   if (contenders.includes('polling')) {
     const events = eventsOverride ? Math.max(1000, Math.round(eventsOverride / 2)) : quick ? 10_000 : 40_000;
     for (const batch of [100, 500, 1000, 2000, 5000]) {
-      const [result] = await drain(db, kafkaFor, { ...baseServices, pollingBatch: batch }, { events, rowsPerTx: 1, payloadBytes: 300, contenders: ['polling'] });
+      const [result] = await drain(db, kafkaFor, { ...baseServices, pollingBatch: batch }, { events, rowsPerTx: 1, payloadBytes: 300, contenders: ['polling'], repeat: 1 });
       tuning.push({ batch, eventsPerSecond: result!.eventsPerSecond });
       progress(`polling tuning: batch ${batch}: ${Math.round(result!.eventsPerSecond)} events/s`);
     }
@@ -230,14 +233,14 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
   const all = contenders;
   const cdcOnly = contenders.filter((c) => isCeiling(c) || isRelay(c));
   const workloads: DrainWorkload[] = contenders.length === 0 ? [] : [
-    { events: small, rowsPerTx: 1, payloadBytes: quickPayload, contenders: all },
-    { events: small, rowsPerTx: 100, payloadBytes: quickPayload, contenders: all },
+    { events: small, rowsPerTx: 1, payloadBytes: quickPayload, contenders: all, repeat },
+    { events: small, rowsPerTx: 100, payloadBytes: quickPayload, contenders: all, repeat },
     ...(quick
       ? []
       : [
-          { events: small, rowsPerTx: 1, payloadBytes: 2000, contenders: all },
-          { events: small, rowsPerTx: 100, payloadBytes: 2000, contenders: all },
-          { events: 1_000_000, rowsPerTx: 1, payloadBytes: 300, contenders: cdcOnly },
+          { events: small, rowsPerTx: 1, payloadBytes: 2000, contenders: all, repeat },
+          { events: small, rowsPerTx: 100, payloadBytes: 2000, contenders: all, repeat },
+          { events: 1_000_000, rowsPerTx: 1, payloadBytes: 300, contenders: cdcOnly, repeat },
         ]),
   ];
   const drains: DrainResult[] = [];

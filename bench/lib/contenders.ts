@@ -113,6 +113,8 @@ export interface StartOptions {
   readonly endLsn?: string;
   /** Relays: settings of this workload on top of the contender's. */
   readonly relayEnv?: Record<string, string>;
+  /** The slot to read (a repeated drain's own); the contender's own slot by default. */
+  readonly slot?: string;
 }
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -126,15 +128,16 @@ export const RELAY_HTTP_PORT = Number(process.env.BENCH_RELAY_HTTP_PORT ?? 60084
 
 export function startContender(name: ContenderName, services: Services, topicPrefix: string, options: StartOptions = {}): Child {
   const contender = spec(name);
+  const slotName = options.slot ?? slot(name);
   switch (contender.kind) {
     case 'recvlogical':
       if (!options.endLsn) throw new Error(`${name} needs the backlog's end LSN`);
       if (!services.recvlogical) throw new Error('no pg_recvlogical binary found (set OUTBOX_PG_BIN)');
-      return new Recvlogical(services.recvlogical, services.databaseUrl, slot(name), PUBLICATION, options.endLsn);
+      return new Recvlogical(services.recvlogical, services.databaseUrl, slotName, PUBLICATION, options.endLsn);
     case 'stages':
       return new Child(name, process.execPath, [join(BUILD_DIR, 'bench', 'contenders', 'ceiling.js')], {
         DATABASE_URL: services.databaseUrl,
-        BENCH_SLOT: slot(name),
+        BENCH_SLOT: slotName,
         BENCH_PUBLICATION: PUBLICATION,
         BENCH_COUNT: String(options.count ?? 0),
         BENCH_TABLE: `public.${CDC_TABLE}`,
@@ -146,7 +149,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
         KAFKA_BROKERS: services.kafkaBrokers,
         SCHEMA_REGISTRY_URL: services.schemaRegistryUrl,
         OUTBOX_TABLE: `public.${CDC_TABLE}`,
-        OUTBOX_SLOT: slot(name),
+        OUTBOX_SLOT: slotName,
         OUTBOX_PUBLICATION: PUBLICATION,
         OUTBOX_TOPIC_TEMPLATE: `${topicPrefix}.{aggregate_type}`,
         OUTBOX_DEAD_LETTER_TOPIC: `${topicPrefix}.dead-letter`,
@@ -174,7 +177,7 @@ export function startContender(name: ContenderName, services: Services, topicPre
         kafkaBrokers: services.kafkaBrokers,
         pgPort: services.pgPort,
         database: new URL(services.databaseUrl).pathname.slice(1),
-        slot: slot(name),
+        slot: slotName,
         publication: PUBLICATION,
         table: CDC_TABLE,
         topicPrefix,

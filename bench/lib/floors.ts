@@ -52,11 +52,12 @@ export function floors(run: BenchRun): Floor[] {
 
   const million = run.drains.find((d) => d.contender === 'relay-json' && d.events >= 1_000_000);
   const biggest = run.drains.filter((d) => d.contender === 'relay-json' && !d.error).sort((a, b) => b.events - a.events)[0];
+  const peak = million && !million.error ? peakRss(million) : null;
   rows.push({
     name: `peak RSS ≤ ${RSS_MB} MB draining 1M events`,
     workload: million?.workload ?? '1M events, 1-row tx, 300 B',
-    measured: million && !million.error ? `${num(million.peakRssMb, 0)} MB` : `not in this run${biggest ? `; ${num(biggest.peakRssMb, 0)} MB draining ${formatCount(biggest.events)}` : ''}`,
-    pass: million && !million.error ? million.peakRssMb <= RSS_MB : null,
+    measured: peak ? peak.text : `not in this run${biggest ? `; ${num(biggest.peakRssMb, 0)} MB draining ${formatCount(biggest.events)}` : ''}`,
+    pass: peak ? peak.mb <= RSS_MB : null,
   });
 
   for (const [rateOffered, limit] of LATENCY_P99_MS) {
@@ -98,6 +99,14 @@ export function floors(run: BenchRun): Floor[] {
     rows.push(...notMeasured(name));
   }
   return rows;
+}
+
+/** A drain's peak RSS; repeated, the median of its drains', each named. */
+function peakRss(d: DrainResult): { mb: number; text: string } {
+  if (!d.runs) return { mb: d.peakRssMb, text: `${num(d.peakRssMb, 0)} MB` };
+  const peaks = d.runs.map((r) => r.peakRssMb);
+  const mb = [...peaks].sort((a, b) => a - b)[(peaks.length - 1) >> 1]!;
+  return { mb, text: `${num(mb, 0)} MB (median of ${peaks.length} drains: ${peaks.map((p) => num(p, 0)).join(', ')} MB)` };
 }
 
 function share(name: string, workload: string, value: number, of: number, floor: number, valueLabel: string, ofLabel: string): Floor {

@@ -13,6 +13,11 @@ export interface DrainWorkload {
   readonly rowsPerTx: number;
   readonly payloadBytes: number;
   readonly contenders: readonly ContenderName[];
+  /**
+   * Drains of each CDC contender but Debezium (whose start-up dwarfs a drain) from the one
+   * load, the contenders taking turns: the result is the median drain, the others beside it.
+   */
+  readonly repeat: number;
   /** Relay settings for this workload (e.g. a smaller batch for big payloads). */
   readonly relayEnv?: Record<string, string>;
 }
@@ -37,6 +42,15 @@ export interface DrainResult {
   readonly firstWarning?: string;
   readonly settings?: string;
   readonly error?: string;
+  /** With --repeat: every drain of this contender, in the order drained (the fields above are the median one's). */
+  readonly runs?: readonly DrainRun[];
+}
+
+/** One of a contender's repeated drains of the same load. */
+export interface DrainRun {
+  readonly eventsPerSecond: number;
+  readonly peakRssMb: number;
+  readonly cpuSeconds: number;
 }
 
 export interface SteadyResult {
@@ -70,7 +84,7 @@ export function formatCount(n: number): string {
 }
 
 /**
- * One backlog drain: the CDC contenders share one load (each reads its own slot, created
+ * One backlog drain: the CDC contenders share one load (each drain reads its own slot, created
  * before the load, so each sees the same WAL); the polling relay gets its own table and load.
  */
 export async function drain(db: Database, kafka: KafkaFor, services: Services, workload: DrainWorkload): Promise<DrainResult[]> {
@@ -78,9 +92,11 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
   const results: DrainResult[] = [];
   const cdc = workload.contenders.filter((c) => c !== 'polling');
   if (cdc.length > 0) {
+    // Round by round, every contender once, so that what else the machine does falls on all alike.
+    const turns = Array.from({ length: workload.repeat }, (_, round) => cdc.filter((c) => round === 0 || kind(c) !== 'debezium').map((contender) => ({ contender, slot: round === 0 ? slot(contender) : `${slot(contender)}_${round + 1}` }))).flat();
     await db.reset();
-    await db.freshCdcOutbox(slot(cdc[0]!));
-    for (const contender of cdc.slice(1)) await db.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot(contender)]);
+    await db.freshCdcOutbox(turns[0]!.slot);
+    for (const turn of turns.slice(1)) await db.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [turn.slot]);
     const before = await db.counters(CDC_TABLE);
     const loadStart = Date.now();
     progress(`${name}: loading for ${cdc.join(', ')}`);
@@ -92,11 +108,14 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
     const walPerEvent = Number(after.walLsn - before.walLsn) / workload.events;
     const rowsPerEvent = (after.rowsWritten - before.rowsWritten) / workload.events;
     await db.settle(CDC_TABLE);
-    for (const contender of cdc) {
+    const drained = new Map<ContenderName, DrainResult[]>();
+    for (const { contender, slot: slotName } of turns) {
       await db.checkpoint();
-      results.push(await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent, endLsn }));
-      await db.dropSlot(slot(contender));
+      const result = await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent, endLsn, slot: slotName });
+      drained.set(contender, [...(drained.get(contender) ?? []), result]);
+      await db.dropSlot(slotName);
     }
+    for (const runs of drained.values()) results.push(median(runs));
   }
   if (workload.contenders.includes('polling')) {
     await db.freshPollingOutbox();
@@ -115,12 +134,20 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
   return results;
 }
 
+/** The drain of median events/s, with every drain beside it; a failed drain is the result (it is not outvoted). */
+function median(runs: readonly DrainResult[]): DrainResult {
+  if (runs.length === 1) return runs[0]!;
+  const failed = runs.find((run) => run.error);
+  const middle = failed ?? [...runs].sort((a, b) => a.eventsPerSecond - b.eventsPerSecond)[(runs.length - 1) >> 1]!;
+  return { ...middle, runs: runs.map(({ eventsPerSecond, peakRssMb, cpuSeconds }) => ({ eventsPerSecond, peakRssMb, cpuSeconds })) };
+}
+
 async function drainOne(
   kafka: KafkaTools,
   services: Services,
   workload: DrainWorkload,
   contender: ContenderName,
-  db: { walPerEvent: number; rowsPerEvent: number; endLsn: string },
+  db: { walPerEvent: number; rowsPerEvent: number; endLsn: string; slot?: string },
 ): Promise<DrainResult> {
   const name = workloadName(workload);
   const prefix = topicPrefix(contender);
@@ -134,7 +161,7 @@ async function drainOne(
   const cpuAtStart = machineCpu();
   let child: Child | null = null;
   try {
-    child = startContender(contender, services, prefix, { count: workload.events, endLsn: db.endLsn, relayEnv: workload.relayEnv });
+    child = startContender(contender, services, prefix, { count: workload.events, endLsn: db.endLsn, relayEnv: workload.relayEnv, slot: db.slot });
     const running = child;
     let timing: DrainTiming;
     if (kind(contender) === 'recvlogical') {

@@ -60,23 +60,27 @@ export function renderReport(run: BenchRun, charts: Charts): string {
 
 function drainSection(run: BenchRun): string[] {
   const out = ['', '## Backlog drain', ''];
+  const repeated = run.drains.some((d) => d.runs);
   out.push('Events pre-loaded, then the contender started; events/s counts from the first record in Kafka (acks=all) to the last, so start-up is shown apart ' +
     '(pg_recvlogical: from "streaming initiated", i.e. START_REPLICATION accepted, to its exit at the backlog\'s end LSN; relay stages: first to last decoded insert). ' +
     '× ceiling divides by pg_recvlogical\'s events/s on the same workload. ' +
     'CPU and peak RSS are the contender process only (/proc VmHWM, utime+stime, start to last record); machine CPU busy is all cores, all processes (/proc/stat), during the drain. WAL and rows written per event are the database side of the whole run ' +
-    '(the load, plus for the polling relay its mark-sent UPDATEs; the CDC contenders share one load and write nothing themselves).', '');
-  out.push('| workload | contender | events/s | × ceiling | relay JSON ÷ this | drain s | start-up s | peak RSS MB | CPU s | CPU µs/event | WAL B/event | rows written/event | machine CPU busy |');
-  out.push('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    '(the load, plus for the polling relay its mark-sent UPDATEs; the CDC contenders share one load and write nothing themselves).' +
+    (repeated ? ' Repeated drains (--repeat): each CDC contender but Debezium drained the same load several times, each time from a slot of its own, the contenders taking turns; ' +
+      'the row is the drain of median events/s (its CPU, RSS and the rest), and the last column gives every drain, in order, as events/s / peak RSS MB. Floors use the median rate and, for memory, the median peak RSS.' : ''), '');
+  out.push(`| workload | contender | events/s | × ceiling | relay JSON ÷ this | drain s | start-up s | peak RSS MB | CPU s | CPU µs/event | WAL B/event | rows written/event | machine CPU busy |${repeated ? ' each drain |' : ''}`);
+  out.push(`| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |${repeated ? ' --- |' : ''}`);
   for (const d of run.drains) {
     const ceiling = rate(run, d.workload, CEILING);
     const relay = rate(run, d.workload, 'relay-json');
     if (d.error) {
-      out.push(`| ${d.workload} | ${label(d.contender)} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | |`);
+      out.push(`| ${d.workload} | ${label(d.contender)} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | |${repeated ? ' |' : ''}`);
       continue;
     }
     const name = `${label(d.contender)}${d.settings ? ` (${d.settings})` : ''}${d.restarts ? `, ${d.restarts} session restarts: ${d.firstWarning ?? ''}` : ''}`;
     out.push(`| ${d.workload} | ${name} | ${int(d.eventsPerSecond)} | ${ratio(d.eventsPerSecond, ceiling)} | ${d.contender === 'relay-json' || isCeiling(d.contender) ? '' : ratio(relay, d.eventsPerSecond)} | ` +
-      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num(cpuPerEvent(d), 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |`);
+      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num(cpuPerEvent(d), 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |` +
+      (repeated ? ` ${(d.runs ?? []).map((r) => `${int(r.eventsPerSecond)} / ${num(r.peakRssMb, 0)}`).join(' · ')} |` : ''));
   }
   if (run.drains.some((d) => d.contender === 'relay-json-sasl-ssl')) out.push(...secureSection(run));
   return out;
