@@ -47,7 +47,7 @@ export function renderReport(run: BenchRun, charts: Charts): string {
   if (run.note) out.push(`**Note:** ${run.note}`, '');
   if (charts.main) out.push(`![chart](${charts.main})`, '');
   if (run.drains.length + run.steady.length > 0) {
-    out.push('## Floors', '', `Issue 16's floors; throughput against the pg_recvlogical ceiling and the other contenders of the same run${run.ceiling ? ` (${run.ceiling})` : ''}.`, '');
+    out.push('## Floors', '', `Issue 16's floors; throughput against the pg_recvlogical ceiling and the other contenders of the same run${run.ceiling ? ` (${run.ceiling})` : ''}. Beside the relay against polling and Debezium, pg_recvlogical against them: where that is under the floor, no relay reading the same walsender could meet it in this run.`, '');
     out.push('| floor | workload | measured | result |', '| --- | --- | --- | --- |');
     for (const floor of floors(run)) out.push(`| ${floor.name} | ${floor.workload} | ${floor.measured} | ${floor.pass === null ? 'not measured' : floor.pass ? 'PASS' : '**FAIL**'} |`);
     out.push(...drainSection(run), ...steadySection(run));

@@ -383,12 +383,11 @@ function writeString(r: JsonReader, at: number): number {
   if (r.peek() !== QUOTE) return FAIL;
   const src = r.src;
   const from = r.pos + 1;
-  // Copied as it is scanned, after a byte kept for the length (moved on if the length takes
-  // more). The bytes of an unescaped string are its UTF-8 (checked valid once per payload).
+  // The bytes of an unescaped string are its UTF-8 (checked valid once per payload).
   if (!room(at, src.length - from + 10)) return GROW;
   const into = out;
-  // Short strings (most values) scanned and copied in one loop; a longer one's end found by
-  // memchr (JsonReader) and copied by memcpy.
+  // Short strings (most values) scanned and copied in one loop, after a byte kept for the
+  // length: up to SHORT_STRING bytes the length takes one byte.
   const stop = Math.min(src.length, from + SHORT_STRING);
   let pos = from;
   let end = at + 1;
@@ -398,33 +397,36 @@ function writeString(r: JsonReader, at: number): number {
     into[end++] = c;
   }
   if (pos === stop && pos < src.length) {
+    // A longer one: its end found by memchr (JsonReader), so its length is known before the
+    // rest is copied (by memcpy) where it belongs; only the short prefix moves if the length
+    // takes more than its byte.
     const rest = r.plainStringEnd(pos);
-    if (src[rest] === QUOTE) {
-      outView.set(src.subarray(pos, rest), end);
-      end += rest - pos;
-    }
-    pos = rest;
+    if (src[rest] !== QUOTE) return writeEscapedString(r, at);
+    const length = rest - from;
+    const size = longSize(length);
+    if (size > 1) into.copyWithin(at + size, at + 1, end);
+    writeLong(at, length);
+    outView.set(src.subarray(pos, rest), at + size + (pos - from));
+    r.pos = rest + 1;
+    return at + size + length;
   }
-  if (src[pos] !== QUOTE) {
-    // An escape (or not a string): as JSON.parse reads it, written as avsc writes a JS string.
-    if (!r.string()) return FAIL;
-    const value = r.stringValue();
-    return value === undefined ? FAIL : writeJsString(at, value);
-  }
+  if (src[pos] !== QUOTE) return writeEscapedString(r, at);
   r.pos = pos + 1;
-  const length = pos - from;
-  // Up to 63 bytes the length is one byte, already kept.
-  if (length < 64) {
-    into[at] = length << 1;
-    return end;
-  }
-  const size = longSize(length);
-  if (size > 1) out.copyWithin(at + size, at + 1, end);
-  writeLong(at, length);
-  return end + size - 1;
+  into[at] = (pos - from) << 1;
+  return end;
 }
 
-/** Up to this many bytes a loop beats a native call (memchr, memcpy) and its set-up. */
+/** A string with an escape (or not a string): as JSON.parse reads it, written as avsc writes a JS string. */
+function writeEscapedString(r: JsonReader, at: number): number {
+  if (!r.string()) return FAIL;
+  const value = r.stringValue();
+  return value === undefined ? FAIL : writeJsString(at, value);
+}
+
+/**
+ * Up to this many bytes a loop beats a native call (memchr, memcpy) and its set-up. Below 64,
+ * so that a string found whole in the loop has a one-byte length.
+ */
 const SHORT_STRING = 32;
 
 /** Bytes of `n` (not negative) as a zigzag varint. */
