@@ -133,7 +133,12 @@ function compileRecord(type: avro.types.RecordType, named: Map<avro.Type, Write 
   // likely the k-th field in that order, checked before looking through them all.
   const jsonbOrder = fields.map((_, i) => i).sort((a, b) => fields[a]!.name.length - fields[b]!.name.length || Buffer.compare(fields[a]!.name, fields[b]!.name));
   const defaultBytes = fields.reduce((sum, field) => sum + (field.missing?.length ?? 0), 0);
+  const jsonbText = type.fields.every((field) => isFlat(field.type)) ? compileJsonbRecord(fields, jsonbOrder) : null;
   return (r, at) => {
+    if (jsonbText !== null) {
+      const end = jsonbText(r, at);
+      if (end !== NOT_JSONB_TEXT) return end;
+    }
     if (!r.eat(0x7b)) return FAIL;
     // One pass: each value is written where it comes, in the text's order, its place noted;
     // then the values are put in the schema's order (already so when the text has it).
@@ -188,6 +193,111 @@ function compileRecord(type: avro.types.RecordType, named: Map<avro.Type, Write 
     }
     return dest;
   };
+}
+
+/** Returned by a jsonb-text record writer for a text it does not take: nothing was written, the reader is where it was. */
+const NOT_JSONB_TEXT = -3;
+
+/** A value whose text holds no object or array: found by one skip, without a record of its own to reorder. */
+function isFlat(type: avro.Type): boolean {
+  if (type instanceof avro.types.UnwrappedUnionType) return type.types.every(isFlat);
+  return !(type instanceof avro.types.RecordType || type instanceof avro.types.ArrayType || type instanceof avro.types.MapType);
+}
+
+/**
+ * A flat record (isFlat) as Postgres prints a jsonb value with every field present: `{"k": v,
+ * "k2": v2}`, keys shortest first, then by bytes, one space after each colon and comma. Such a
+ * text is matched against the keys' bytes in that order, each value's place noted (a plain
+ * string's end too), then the values are written in the schema's order from their places: no
+ * look-ups by name, nothing written twice. Any other text (a field missing or given twice, an
+ * undeclared one, other spacing) is left to the general reader as if this were not here.
+ */
+function compileJsonbRecord(fields: readonly { readonly name: Buffer; readonly write: Write | null }[], jsonbOrder: readonly number[]) {
+  const count = fields.length;
+  if (count === 0) return null;
+  const keys = jsonbOrder.map((field, k) => Buffer.concat([Buffer.from(k === 0 ? '{"' : ', "'), fields[field]!.name, Buffer.from('": ')]));
+  const writes = fields.map((field) => field.write!);
+  const plainString = writes.map((write) => write === writeString);
+  return (r: JsonReader, at: number): number => {
+    const src = r.src;
+    const start = r.pos;
+    const base = slotTop;
+    if (base + 2 * count > slots.length) {
+      const grown = new Int32Array(slots.length * 2 + 2 * count);
+      grown.set(slots);
+      slots = grown;
+    }
+    let pos = start;
+    for (let k = 0; k < count; k++) {
+      const key = keys[k]!;
+      for (let i = 0; i < key.length; i++) if (src[pos + i] !== key[i]) return notJsonbText(r, start);
+      pos += key.length;
+      const field = jsonbOrder[k]!;
+      slots[base + 2 * field] = pos;
+      slots[base + 2 * field + 1] = -1;
+      if (plainString[field] && src[pos] === QUOTE) {
+        const end = plainStringEnd(r, pos + 1);
+        if (src[end] === QUOTE) {
+          slots[base + 2 * field + 1] = end;
+          pos = end + 1;
+          continue;
+        }
+      }
+      r.pos = pos;
+      if (!r.skip()) return notJsonbText(r, start);
+      pos = r.pos;
+    }
+    if (src[pos] !== 0x7d) return notJsonbText(r, start);
+    // The values' places stay on the stack while they are written: a value may be a record of its own.
+    slotTop = base + 2 * count;
+    for (let field = 0; field < count; field++) {
+      const from = slots[base + 2 * field]!;
+      const end = slots[base + 2 * field + 1]!;
+      if (end >= 0) at = writePlainString(src, from + 1, end, at);
+      else {
+        r.pos = from;
+        at = writes[field]!(r, at);
+      }
+      if (at < 0) return at;
+    }
+    slotTop = base;
+    r.pos = pos + 1;
+    return at;
+  };
+}
+
+function notJsonbText(r: JsonReader, start: number): number {
+  r.pos = start;
+  return NOT_JSONB_TEXT;
+}
+
+/**
+ * Where the plain text of a string whose bytes start at `from` stops (its closing quote, a
+ * backslash, a control character, or the end): a loop for the short strings most values are,
+ * memchr beyond them (JsonReader.plainStringEnd).
+ */
+function plainStringEnd(r: JsonReader, from: number): number {
+  const src = r.src;
+  const stop = Math.min(src.length, from + SHORT_STRING);
+  for (let pos = from; pos < stop; pos++) {
+    const c = src[pos]!;
+    if (c === QUOTE || c === BACKSLASH || c < 0x20) return pos;
+  }
+  return stop < src.length ? r.plainStringEnd(stop) : stop;
+}
+
+/** The bytes `src[from, end)` of a string without escapes (valid UTF-8: checked once per payload), as an Avro string. */
+function writePlainString(src: Buffer, from: number, end: number, at: number): number {
+  const length = end - from;
+  if (!room(at, length + 10)) return GROW;
+  at = writeLong(at, length);
+  if (length > SHORT_STRING) {
+    outView.set(src.subarray(from, end), at);
+    return at + length;
+  }
+  const into = out;
+  for (let i = from; i < end; i++) into[at++] = src[i]!;
+  return at;
 }
 
 function fieldIndex(r: JsonReader, fields: readonly { readonly name: Buffer; readonly text: string }[]): number {
