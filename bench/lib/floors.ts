@@ -4,7 +4,7 @@
  * workloads, or Debezium skipped).
  */
 import { CEILING, type ContenderName } from './contenders.js';
-import { formatCount, type DrainResult } from './measure.js';
+import { formatCount, serverBusy, type DrainResult } from './measure.js';
 import type { BenchRun } from './report.js';
 import { int, num, pct } from './format.js';
 
@@ -92,7 +92,9 @@ export function floors(run: BenchRun): Floor[] {
       // What Postgres's own client reaches against them on the same load: a floor above it is
       // out of reach of any relay that reads the same walsender.
       const ceiling = rate(run, w, CEILING);
-      const bound = Number.isFinite(ceiling) ? `; pg_recvlogical ${num(ceiling / them, 2)}×` : '';
+      const relayDrain = run.drains.find((d) => d.workload === w && d.contender === 'relay-json');
+      const walsender = relayDrain && Number.isFinite(serverBusy(relayDrain)) ? `; the relay's walsender ${pct(serverBusy(relayDrain))} busy` : '';
+      const bound = (Number.isFinite(ceiling) ? `; pg_recvlogical ${num(ceiling / them, 2)}×` : '') + walsender;
       rows.push({
         name,
         workload: w,

@@ -4,6 +4,7 @@ import { isCeiling, isRelay, kind, label, RELAY_HTTP_PORT, slot, spec, startCont
 import type { Recvlogical } from './recvlogical.js';
 import { drainRate, KafkaTools, percentile, type DrainTiming } from './kafka.js';
 import { type Child, machineBusyPercent, machineCpu, progress, sleep } from './proc.js';
+import { CpuWatch, PostgresCpu } from './pg-cpu.js';
 
 /** The Kafka a contender publishes to (the secured broker for relay-json-sasl-ssl), with admin rights. */
 export type KafkaFor = (contender: ContenderName) => KafkaTools;
@@ -37,6 +38,11 @@ export interface DrainResult {
   readonly rowsWrittenPerEvent: number;
   /** All cores, everything on the machine, while this contender drained. */
   readonly machineBusyPct: number;
+  /**
+   * CPU seconds of the Postgres sessions serving the contender, start to last record: its
+   * walsender (CDC contenders), its query sessions (polling). Absent in runs before it was measured.
+   */
+  readonly serverCpuSeconds?: number;
   /** Relay only: session restarts (outbox_relay_reconnects_total) and the first warning. */
   readonly restarts?: number;
   readonly firstWarning?: string;
@@ -44,6 +50,11 @@ export interface DrainResult {
   readonly error?: string;
   /** With --repeat: every drain of this contender, in the order drained (the fields above are the median one's). */
   readonly runs?: readonly DrainRun[];
+}
+
+/** The serving sessions' CPU as a share of one core, from the contender's start to its last record (NaN if not measured). */
+export function serverBusy(d: DrainResult): number {
+  return (d.serverCpuSeconds ?? NaN) / (d.startupSeconds + d.drainSeconds);
 }
 
 /** One of a contender's repeated drains of the same load. */
@@ -91,6 +102,7 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
   const name = workloadName(workload);
   const results: DrainResult[] = [];
   const cdc = workload.contenders.filter((c) => c !== 'polling');
+  const serverCpu = await PostgresCpu.find(db);
   if (cdc.length > 0) {
     // Round by round, every contender once, so that what else the machine does falls on all alike.
     const turns = Array.from({ length: workload.repeat }, (_, round) => cdc.filter((c) => round === 0 || kind(c) !== 'debezium').map((contender) => ({ contender, slot: round === 0 ? slot(contender) : `${slot(contender)}_${round + 1}` }))).flat();
@@ -111,7 +123,7 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
     const drained = new Map<ContenderName, DrainResult[]>();
     for (const { contender, slot: slotName } of turns) {
       await db.checkpoint();
-      const result = await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent, endLsn, slot: slotName });
+      const result = await drainOne(kafka(contender), services, workload, contender, { walPerEvent, rowsPerEvent, endLsn, slot: slotName, cpu: serverCpu });
       drained.set(contender, [...(drained.get(contender) ?? []), result]);
       await db.dropSlot(slotName);
     }
@@ -123,7 +135,7 @@ export async function drain(db: Database, kafka: KafkaFor, services: Services, w
     progress(`${name}: loading for polling`);
     await db.load(POLLING_TABLE, 'e', workload.events, workload.rowsPerTx, workload.payloadBytes);
     await db.checkpoint();
-    const result = await drainOne(kafka('polling'), services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN, endLsn: '' });
+    const result = await drainOne(kafka('polling'), services, workload, 'polling', { walPerEvent: NaN, rowsPerEvent: NaN, endLsn: '', cpu: serverCpu });
     const after = await db.settledCounters(POLLING_TABLE);
     results.push({
       ...result,
@@ -147,7 +159,7 @@ async function drainOne(
   services: Services,
   workload: DrainWorkload,
   contender: ContenderName,
-  db: { walPerEvent: number; rowsPerEvent: number; endLsn: string; slot?: string },
+  db: { walPerEvent: number; rowsPerEvent: number; endLsn: string; slot?: string; cpu: PostgresCpu },
 ): Promise<DrainResult> {
   const name = workloadName(workload);
   const prefix = topicPrefix(contender);
@@ -157,6 +169,7 @@ async function drainOne(
   const base = { settings, workload: name, contender, events: workload.events, rowsPerTx: workload.rowsPerTx, payloadBytes: workload.payloadBytes, walBytesPerEvent: db.walPerEvent, rowsWrittenPerEvent: db.rowsPerEvent };
   if (!isCeiling(contender)) await kafka.createTopic(topic);
   progress(`${name}: ${label(contender)} draining`);
+  const server = await CpuWatch.start(db.cpu);
   const started = Date.now();
   const cpuAtStart = machineCpu();
   let child: Child | null = null;
@@ -179,6 +192,7 @@ async function drainOne(
       });
     }
     const usage = running.usage();
+    const serverCpu = await server.stop();
     const eventsPerSecond = drainRate(timing, started);
     const result: DrainResult = {
       ...base,
@@ -188,6 +202,7 @@ async function drainOne(
       peakRssMb: usage?.peakRssMb ?? NaN,
       cpuSeconds: usage?.cpuSeconds ?? NaN,
       machineBusyPct: machineBusyPercent(cpuAtStart),
+      serverCpuSeconds: serverCpu.walsender + serverCpu.contender,
       ...(relay ? await relayHealth(running) : {}),
     };
     if (result.restarts) progress(`  ${label(contender)} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
@@ -200,6 +215,7 @@ async function drainOne(
     const health = relay && child ? await relayHealth(child) : {};
     return { ...base, ...health, eventsPerSecond: NaN, drainSeconds: NaN, startupSeconds: NaN, peakRssMb: NaN, cpuSeconds: NaN, machineBusyPct: NaN, error: message.split('\n')[0]! };
   } finally {
+    server.cancel();
     await child?.stop();
     if (!isCeiling(contender)) await kafka.deleteTopics(prefix);
   }

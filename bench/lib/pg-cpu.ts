@@ -82,3 +82,51 @@ export function cpuBetween(before: PgCpuSample, after: PgCpuSample): Record<CpuG
   result.other = result.total - result.load - result.walsender - result.contender;
   return result;
 }
+
+/**
+ * The server's CPU over an interval, sampled every `everyMs` on the way: a session that ends
+ * before the interval does (pg_recvlogical's walsender, gone at its end LSN) keeps the time it
+ * had when last seen, instead of falling into "other" with the exited processes.
+ */
+export class CpuWatch {
+  private last: PgCpuSample;
+  private readonly lastSeen = new Map<number, { group: Exclude<CpuGroup, 'other'>; seconds: number }>();
+  private readonly timer: NodeJS.Timeout;
+  private sampling: Promise<void> = Promise.resolve();
+
+  private constructor(
+    private readonly cpu: PostgresCpu,
+    private readonly first: PgCpuSample,
+    everyMs: number,
+  ) {
+    this.last = first;
+    this.timer = setInterval(() => {
+      this.sampling = this.sampling.then(() => this.sample());
+    }, everyMs).unref();
+  }
+
+  static async start(cpu: PostgresCpu, everyMs = 100): Promise<CpuWatch> {
+    return new CpuWatch(cpu, await cpu.sample(), everyMs);
+  }
+
+  /** Stops sampling, for an interval whose CPU is not wanted after all. */
+  cancel(): void {
+    clearInterval(this.timer);
+  }
+
+  /** CPU seconds per group from the start to now. */
+  async stop(): Promise<Record<CpuGroup | 'total', number>> {
+    this.cancel();
+    await this.sampling;
+    await this.sample();
+    const sessions = new Map(this.lastSeen);
+    for (const [pid, session] of this.last.sessions) sessions.set(pid, session);
+    return cpuBetween(this.first, { totalSeconds: this.last.totalSeconds, sessions });
+  }
+
+  private async sample(): Promise<void> {
+    const next = await this.cpu.sample();
+    for (const [pid, session] of this.last.sessions) if (!next.sessions.has(pid)) this.lastSeen.set(pid, session);
+    this.last = next;
+  }
+}

@@ -1,7 +1,7 @@
 import { CEILING, isCeiling, label } from './contenders.js';
 import { CONNECT_VERSION, DEBEZIUM_VERSION } from './debezium.js';
 import { floors, rate } from './floors.js';
-import type { DrainResult, SteadyResult } from './measure.js';
+import { serverBusy, type DrainResult, type SteadyResult } from './measure.js';
 import { soakSection } from './report-soak.js';
 import type { SoakResult } from './soak.js';
 import { int, num, pct } from './format.js';
@@ -64,22 +64,24 @@ function drainSection(run: BenchRun): string[] {
   out.push('Events pre-loaded, then the contender started; events/s counts from the first record in Kafka (acks=all) to the last, so start-up is shown apart ' +
     '(pg_recvlogical: from "streaming initiated", i.e. START_REPLICATION accepted, to its exit at the backlog\'s end LSN; relay stages: first to last decoded insert). ' +
     '× ceiling divides by pg_recvlogical\'s events/s on the same workload. ' +
-    'CPU and peak RSS are the contender process only (/proc VmHWM, utime+stime, start to last record); machine CPU busy is all cores, all processes (/proc/stat), during the drain. WAL and rows written per event are the database side of the whole run ' +
+    'CPU and peak RSS are the contender process only (/proc VmHWM, utime+stime, start to last record); machine CPU busy is all cores, all processes (/proc/stat), during the drain. ' +
+    'Server CPU is the Postgres sessions serving the contender (/proc, start to last record): its walsender for the CDC contenders, its queries for the polling relay; ' +
+    'server busy is that time over the same interval, as a share of one core: a walsender near 100% decodes as fast as one core can, whatever its client does. WAL and rows written per event are the database side of the whole run ' +
     '(the load, plus for the polling relay its mark-sent UPDATEs; the CDC contenders share one load and write nothing themselves).' +
     (repeated ? ' Repeated drains (--repeat): each CDC contender but Debezium drained the same load several times, each time from a slot of its own, the contenders taking turns; ' +
       'the row is the drain of median events/s (its CPU, RSS and the rest), and the last column gives every drain, in order, as events/s / peak RSS MB. Floors use the median rate and, for memory, the median peak RSS.' : ''), '');
-  out.push(`| workload | contender | events/s | × ceiling | relay JSON ÷ this | drain s | start-up s | peak RSS MB | CPU s | CPU µs/event | WAL B/event | rows written/event | machine CPU busy |${repeated ? ' each drain |' : ''}`);
-  out.push(`| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |${repeated ? ' --- |' : ''}`);
+  out.push(`| workload | contender | events/s | × ceiling | relay JSON ÷ this | drain s | start-up s | peak RSS MB | CPU s | CPU µs/event | server CPU µs/event | server busy | WAL B/event | rows written/event | machine CPU busy |${repeated ? ' each drain |' : ''}`);
+  out.push(`| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |${repeated ? ' --- |' : ''}`);
   for (const d of run.drains) {
     const ceiling = rate(run, d.workload, CEILING);
     const relay = rate(run, d.workload, 'relay-json');
     if (d.error) {
-      out.push(`| ${d.workload} | ${label(d.contender)} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | |${repeated ? ' |' : ''}`);
+      out.push(`| ${d.workload} | ${label(d.contender)} | failed: ${d.error.replace(/\|/g, '/')} | | | | | | | | | | | | |${repeated ? ' |' : ''}`);
       continue;
     }
     const name = `${label(d.contender)}${d.settings ? ` (${d.settings})` : ''}${d.restarts ? `, ${d.restarts} session restarts: ${d.firstWarning ?? ''}` : ''}`;
     out.push(`| ${d.workload} | ${name} | ${int(d.eventsPerSecond)} | ${ratio(d.eventsPerSecond, ceiling)} | ${d.contender === 'relay-json' || isCeiling(d.contender) ? '' : ratio(relay, d.eventsPerSecond)} | ` +
-      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num(cpuPerEvent(d), 0)} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |` +
+      `${num(d.drainSeconds, 1)} | ${num(d.startupSeconds, 1)} | ${num(d.peakRssMb, 0)} | ${num(d.cpuSeconds, 1)} | ${num(cpuPerEvent(d), 0)} | ${num(serverCpuPerEvent(d), 0)} | ${pct(serverBusy(d))} | ${num(d.walBytesPerEvent, 0)} | ${num(d.rowsWrittenPerEvent, 2)} | ${pct(d.machineBusyPct / 100)} |` +
       (repeated ? ` ${(d.runs ?? []).map((r) => `${int(r.eventsPerSecond)} / ${num(r.peakRssMb, 0)}`).join(' · ')} |` : ''));
   }
   if (run.drains.some((d) => d.contender === 'relay-json-sasl-ssl')) out.push(...secureSection(run));
@@ -153,6 +155,11 @@ function secureSection(run: BenchRun): string[] {
 
 function cpuPerEvent(d: DrainResult): number {
   return (d.cpuSeconds * 1e6) / d.events;
+}
+
+/** The serving sessions' CPU per event (NaN for a run from before it was measured). */
+function serverCpuPerEvent(d: DrainResult): number {
+  return ((d.serverCpuSeconds ?? NaN) * 1e6) / d.events;
 }
 
 function ratio(a: number, b: number): string {
