@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatLsn, lsnDistance, parseLsn, readLsn } from './lsn.js';
+import { formatLsn, lsnDistance, parseLsn, readLsn, type Lsn } from './lsn.js';
 
 describe('Lsn', () => {
   it('parses and formats the X/Y form both ways', () => {
@@ -7,6 +7,16 @@ describe('Lsn', () => {
       expect(formatLsn(parseLsn(text))).toBe(text);
     }
     expect(parseLsn('1/0')).toBe(4294967296n);
+  });
+
+  it('formats any 64-bit position as its two halves in upper-case hex, without leading zeros', () => {
+    let seed = 0x9e3779b97f4a7c15n;
+    for (let i = 0; i < 2000; i++) {
+      seed = BigInt.asUintN(64, seed * 6364136223846793005n + 1442695040888963407n);
+      // Shorter values too: every digit count of either half.
+      const lsn = (seed >> BigInt(i % 64)) as Lsn;
+      expect(formatLsn(lsn)).toBe(`${(lsn >> 32n).toString(16).toUpperCase()}/${(lsn & 0xffffffffn).toString(16).toUpperCase()}`);
+    }
   });
 
   it('compares numerically where strings would not', () => {
