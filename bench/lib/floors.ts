@@ -89,8 +89,9 @@ export function floors(run: BenchRun): Floor[] {
     for (const w of workloads.filter((w) => run.drains.some((d) => d.workload === w && (d.contender === 'polling' || d.contender === 'debezium')))) {
       const relay = rate(run, w, 'relay-json');
       const them = rate(run, w, other);
-      // What Postgres's own client reaches against them on the same load: a floor above it is
-      // out of reach of any relay that reads the same walsender.
+      // What Postgres's own client reaches against them on the same load, and how busy the
+      // relay's walsender was: the one says what a plain pgoutput client gets, the other whether
+      // decoding or the cores everything shares set the pace.
       const ceiling = rate(run, w, CEILING);
       const relayDrain = run.drains.find((d) => d.workload === w && d.contender === 'relay-json');
       const walsender = relayDrain && Number.isFinite(serverBusy(relayDrain)) ? `; the relay's walsender ${pct(serverBusy(relayDrain))} busy` : '';

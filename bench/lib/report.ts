@@ -47,7 +47,7 @@ export function renderReport(run: BenchRun, charts: Charts): string {
   if (run.note) out.push(`**Note:** ${run.note}`, '');
   if (charts.main) out.push(`![chart](${charts.main})`, '');
   if (run.drains.length + run.steady.length > 0) {
-    out.push('## Floors', '', `Issue 16's floors; throughput against the pg_recvlogical ceiling and the other contenders of the same run${run.ceiling ? ` (${run.ceiling})` : ''}. Beside the relay against polling and Debezium, pg_recvlogical against them: where that is under the floor, no relay reading the same walsender could meet it in this run.`, '');
+    out.push('## Floors', '', `Issue 16's floors; throughput against the pg_recvlogical ceiling and the other contenders of the same run${run.ceiling ? ` (${run.ceiling})` : ''}. Beside the relay against polling and Debezium, pg_recvlogical against them and how busy the relay's walsender was (server busy, below): a walsender well under 100% had room, so the limit was the two cores that the relay, its walsender, Kafka and the bench's consumer share.`, '');
     out.push('| floor | workload | measured | result |', '| --- | --- | --- | --- |');
     for (const floor of floors(run)) out.push(`| ${floor.name} | ${floor.workload} | ${floor.measured} | ${floor.pass === null ? 'not measured' : floor.pass ? 'PASS' : '**FAIL**'} |`);
     out.push(...drainSection(run), ...steadySection(run));
@@ -108,7 +108,7 @@ function steadySection(run: BenchRun): string[] {
 function contendersSection(run: BenchRun): string[] {
   const out = ['', '## Contenders and settings', ''];
   out.push(`- **pg_recvlogical ceiling**: \`bench/lib/recvlogical.ts\` — Postgres's own client${run.ceiling ? ` (${run.ceiling})` : ''}: \`pg_recvlogical --start -P pgoutput -o proto_version=1 -o publication_names=bench_pub -f /dev/null -F 0 --endpos <the backlog's end LSN>\` on its own slot. ` +
-    'The walsender decodes the same WAL through the same plugin as for the relay and Debezium; the client writes it to /dev/null. No code of this project is in it: the most a pgoutput client can get on this machine.');
+    'The walsender decodes the same WAL through the same plugin as for the relay and Debezium; the client writes it to /dev/null. No code of this project is in it. It is not the walsender\'s limit: it writes each message to /dev/null with two write() calls and reads slower than the walsender sends, and its walsender (server CPU and busy columns) spends more CPU per event serving it than the relay\'s does, so a client that reads faster can drain more.');
   out.push('- **Relay stages**: `bench/contenders/ceiling.ts` — the relay\'s own source and decode stages (`src/source/replication-stream.ts`, its pgoutput decoder and column parsers, `src/decode/row-decoder.ts`), counting decoded events; no Kafka. Secondary: what the relay\'s WAL side alone reaches.');
   out.push('- **outbox-relay**: `node dist/cli.js run` with its defaults (batch up to 4,000 events and OUTBOX_MAX_MESSAGE_BYTES, 10,000 buffered, 5 ms linger, kafkajs idempotent producer with the relay\'s Produce request encoder and partitioner, acks=-1, one request in flight).' +
     (run.avro ? ' Avro: `OUTBOX_FORMAT=avro` with the schema registry of the stack.' : ' **Avro not measured**: this build\'s `run --help` does not list an avro format yet.'));
