@@ -2,9 +2,8 @@
  * The ceiling: Postgres's own logical replication client, pg_recvlogical, reading the
  * backlog through pgoutput (the plugin the relay and Debezium use) from its own slot into
  * /dev/null, until the backlog's end LSN: no code of ours is in it. It is what a plain pgoutput
- * client reaches, not the walsender's limit: it writes every message with two write() calls
- * and, on single-row transactions, its walsender is busier per event than the relay's (the
- * drain's server CPU), so the relay can and does drain faster.
+ * client reaches: its walsender is nearly always busy and spends more CPU per event than the
+ * relay's (the drain's server CPU), so the relay can and does drain faster.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
