@@ -109,7 +109,7 @@ function relayWith(sources: FakeSource[], producer = new FakeProducer()) {
     openProducer: () => producer,
   });
   const stateMetric = async () => (await metrics.state.get()).values.find((value) => value.value === 1)?.labels.state;
-  return { relay, producer, opened, stateMetric };
+  return { relay, producer, opened, stateMetric, metrics };
 }
 
 const streaming = () => new FakeSource(async () => at(100));
@@ -128,6 +128,30 @@ async function until(condition: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
   expect(condition()).toBe(true);
 }
+
+describe('Relay metrics', () => {
+  it('counts what Kafka acknowledged by topic and event type, however the series interleave, and never a dead letter', async () => {
+    const source = streaming();
+    const { relay, producer, metrics } = relayWith([source]);
+    const stop = new AbortController();
+    const running = relay.run(stop.signal);
+    await until(() => relay.state === 'active');
+    const row = (n: number, aggregateType: string, eventType: string) => ({
+      kind: 'insert' as const,
+      relation: TABLE,
+      row: { event_id: `evt_${n}`, aggregate_type: aggregateType, aggregate_id: 'inv_1', event_type: eventType, payload: '{}', headers: null, created_at: null },
+    });
+    const kinds: [string, string][] = [['invoice', 'invoice.paid'], ['invoice', 'invoice.paid'], ['invoice', 'invoice.voided'], ['payment', 'invoice.paid'], ['invoice', 'invoice.paid'], ['invoice', ''], ['invoice', 'invoice.voided']];
+    const commitTime = new Date();
+    source.push({ kind: 'begin', commitLsn: at(110), commitTime }, ...kinds.map(([type, event], n) => row(n, type, event)), { kind: 'commit', commitLsn: at(110), endLsn: at(150), commitTime });
+    await until(() => producer.produced.length === kinds.length);
+    stop.abort();
+    expect(await running).toBe(true);
+    const counted = (await metrics.published.get()).values.map(({ labels, value }) => `${labels.topic} ${labels.event_type} ${value}`).sort();
+    // The row without an event type is a dead letter: produced, but not counted as published.
+    expect(counted).toEqual(['outbox.invoice invoice.paid 3', 'outbox.invoice invoice.voided 2', 'outbox.payment invoice.paid 1']);
+  });
+});
 
 describe('Relay lifecycle', () => {
   it('streams, and on stop drains, confirms the last end LSN, closes the session and ends "stopped"', async () => {
