@@ -143,11 +143,7 @@ function compileRecord(type: avro.types.RecordType, named: Map<avro.Type, Write 
     // One pass: each value is written where it comes, in the text's order, its place noted;
     // then the values are put in the schema's order (already so when the text has it).
     const base = slotTop;
-    if (base + 2 * count > slots.length) {
-      const grown = new Int32Array(slots.length * 2 + 2 * count);
-      grown.set(slots);
-      slots = grown;
-    }
+    reserveSlots(base, count);
     slotTop += 2 * count;
     for (let i = base; i < slotTop; i += 2) slots[i] = FAIL;
     const staged = at;
@@ -222,11 +218,7 @@ function compileJsonbRecord(fields: readonly { readonly name: Buffer; readonly w
     const src = r.src;
     const start = r.pos;
     const base = slotTop;
-    if (base + 2 * count > slots.length) {
-      const grown = new Int32Array(slots.length * 2 + 2 * count);
-      grown.set(slots);
-      slots = grown;
-    }
+    reserveSlots(base, count);
     let pos = start;
     for (let k = 0; k < count; k++) {
       const key = keys[k]!;
@@ -298,6 +290,14 @@ function writePlainString(src: Buffer, from: number, end: number, at: number): n
   const into = out;
   for (let i = from; i < end; i++) into[at++] = src[i]!;
   return at;
+}
+
+/** Room on the slot stack for `count` fields' two positions from `base`. */
+function reserveSlots(base: number, count: number): void {
+  if (base + 2 * count <= slots.length) return;
+  const grown = new Int32Array(slots.length * 2 + 2 * count);
+  grown.set(slots);
+  slots = grown;
 }
 
 function fieldIndex(r: JsonReader, fields: readonly { readonly name: Buffer; readonly text: string }[]): number {
