@@ -81,6 +81,45 @@ describe('KafkaSink', () => {
     expect(producer.requests.map((request) => request.messages.length)).toEqual([2]);
   });
 
+  it('while a request is in flight, the next one still waits until its oldest event has lingered', async () => {
+    vi.useFakeTimers();
+    const { sink, producer } = sinkWith({ lingerMs: 5 });
+    sink.send(message(1));
+    await vi.advanceTimersByTimeAsync(5);
+    expect(producer.requests).toHaveLength(1);
+    sink.send(message(2));
+    await vi.advanceTimersByTimeAsync(1);
+    sink.send(message(3));
+    producer.acknowledgeNext();
+    await vi.advanceTimersByTimeAsync(3);
+    // Message 2 has waited 4 ms of its 5: the acknowledgement does not send it yet.
+    expect(producer.requests).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(producer.requests.map((request) => request.messages.length)).toEqual([1, 2]);
+  });
+
+  it('sends the next request as soon as the one in flight is acknowledged when its events have lingered already', async () => {
+    vi.useFakeTimers();
+    const { sink, producer } = sinkWith({ lingerMs: 5 });
+    sink.send(message(1));
+    await vi.advanceTimersByTimeAsync(5);
+    sink.send(message(2));
+    await vi.advanceTimersByTimeAsync(20);
+    expect(producer.requests).toHaveLength(1);
+    producer.acknowledgeNext();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(producer.requests.map((request) => request.messages.length)).toEqual([1, 1]);
+  });
+
+  it('sends a full batch as soon as the request in flight is acknowledged, whatever the linger', async () => {
+    const { sink, producer } = sinkWith({ batchMaxEvents: 2, lingerMs: 60_000 });
+    for (let i = 0; i < 4; i++) sink.send(message(i));
+    expect(producer.requests).toHaveLength(1);
+    producer.acknowledgeNext();
+    await settle();
+    expect(producer.requests.map((request) => request.messages.length)).toEqual([2, 2]);
+  });
+
   it('sends a full batch at once, without waiting for the linger', () => {
     const { sink, producer } = sinkWith({ batchMaxEvents: 3, lingerMs: 60_000 });
     for (let i = 0; i < 3; i++) sink.send(message(i));

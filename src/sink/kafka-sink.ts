@@ -32,9 +32,13 @@ export interface KafkaSinkOptions {
   readonly producer: RecordProducer;
   readonly batchMaxEvents: number;
   /**
-   * With no request in flight, how long (ms) to wait for more events before sending one. A
-   * request costs the same CPU for 1 event as for 100: without a wait, a steady 1,000 events/s
-   * is 1,000 requests/s. Under load a request is always in flight and this never applies.
+   * How long (ms) an event waits for others before the request that carries it is sent, unless
+   * a batch fills first. A request costs the relay and the broker about the same CPU for 1 event
+   * as for 100: without a wait, a steady 1,000 events/s is 1,000 requests/s. It applies while a
+   * request is in flight too: sending the moment an acknowledgement arrives would make requests
+   * as small as the round trip is short (about 30 events at 35,000 single-row transactions/s
+   * on loopback, against about 170 with 5 ms), and their cost is taken from the cores that
+   * decode the WAL.
    */
   readonly lingerMs: number;
   /**
@@ -75,6 +79,8 @@ export class KafkaSink implements EventSink {
   private waiters: (() => void)[] = [];
   /** Settles (never rejects) when the request in flight does. */
   private inFlightRequest: Promise<void> | null = null;
+  /** When the oldest queued event was queued (Date.now()), or earlier: it bounds its linger. */
+  private queuedSince = 0;
 
   constructor(private readonly options: KafkaSinkOptions) {}
 
@@ -88,6 +94,7 @@ export class KafkaSink implements EventSink {
 
   send(message: OutgoingMessage): void {
     if (this.failure) throw this.failure;
+    if (this.queue.length === 0 && this.options.lingerMs > 0) this.queuedSince = Date.now();
     this.queue.push(message);
     if (this.queue.length >= this.options.batchMaxEvents) this.pump();
     else this.schedulePump();
@@ -112,15 +119,15 @@ export class KafkaSink implements EventSink {
     await this.options.producer.disconnect();
   }
 
-  /** The next request goes when the current one is acknowledged, or after the linger if none is in flight. */
-  private schedulePump(): void {
+  /** With none in flight, the next request goes after `delayMs` (the linger); with one in flight, once it is acknowledged. */
+  private schedulePump(delayMs = this.options.lingerMs): void {
     if (this.cancelPump || this.busy) return;
     const run = () => {
       this.cancelPump = null;
       this.pump();
     };
-    if (this.options.lingerMs > 0) {
-      const timer = setTimeout(run, this.options.lingerMs);
+    if (delayMs > 0) {
+      const timer = setTimeout(run, delayMs);
       this.cancelPump = () => clearTimeout(timer);
     } else {
       const immediate = setImmediate(run);
@@ -155,6 +162,17 @@ export class KafkaSink implements EventSink {
     });
   }
 
+  /**
+   * A full batch, a transaction to go on with or commit, or events that have lingered go now;
+   * younger events wait out the rest of their linger.
+   */
+  private pumpAfterAcknowledgement(): void {
+    const { lingerMs, batchMaxEvents } = this.options;
+    const waited = lingerMs > 0 && this.queue.length > 0 ? Date.now() - this.queuedSince : lingerMs;
+    if (waited >= lingerMs || this.queue.length >= batchMaxEvents || this.uncommitted.length > 0) this.pump();
+    else this.schedulePump(lingerMs - waited);
+  }
+
   /** Exactly-once: another request in the open transaction, rather than committing it now. */
   private transactionGoesOn(): boolean {
     return this.queue.length >= this.options.batchMaxEvents / 2 && this.uncommitted.length < TRANSACTION_MAX_REQUESTS && Date.now() - this.transactionStartedAt < TRANSACTION_MAX_MS;
@@ -183,7 +201,7 @@ export class KafkaSink implements EventSink {
           this.fail(error instanceof RelayError ? error : new RelayError('INTERNAL', `acknowledging a batch failed: ${(error as Error).message}`, { cause: error }));
           return;
         }
-        this.pump();
+        this.pumpAfterAcknowledgement();
         this.notify();
       },
       (error: RelayError) => this.fail(error),
