@@ -51,15 +51,20 @@ export class Recvlogical extends Child {
     this.process.stderr!.on('data', (chunk: Buffer) => {
       if (this.streamingAt === null && chunk.toString('utf8').includes('streaming initiated')) this.streamingAt = Date.now();
     });
-    // Its /proc entry is gone once it exits: keep the last reading.
+    // Its /proc entry is gone once it exits, and its memory figures once it is a zombie (exited,
+    // not yet reaped): keep the last reading that had them.
     this.sampler = setInterval(() => {
-      this.lastUsage = processUsage(this.pid) ?? this.lastUsage;
+      const now = processUsage(this.pid);
+      if (now && !Number.isNaN(now.peakRssMb)) this.lastUsage = now;
     }, 20);
     void this.exited.then(() => clearInterval(this.sampler));
   }
 
+  /** A zombie's CPU time is final; its peak RSS is the last one read while it ran. */
   override usage(): ProcessUsage | null {
-    return processUsage(this.pid) ?? this.lastUsage;
+    const now = processUsage(this.pid);
+    if (!now) return this.lastUsage;
+    return Number.isNaN(now.peakRssMb) ? { ...now, peakRssMb: this.lastUsage?.peakRssMb ?? NaN } : now;
   }
 
   /** Waits for the exit at --endpos: the stream's start and end, or an error with its output. */
