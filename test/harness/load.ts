@@ -67,13 +67,24 @@ export class OutboxLoad {
 
   private async insertAndRollBack(rows: readonly OutboxRow[]): Promise<void> {
     const client = await this.outbox.pool.connect();
+    // A server killed between two statements errors the checked-out client itself, not a query,
+    // and the pool listens only to idle ones: unheard, that is an uncaught exception in the test
+    // run. Heard here, the next statement fails and the transaction counts as failed.
+    const brokenConnection = () => undefined;
+    client.on('error', brokenConnection);
+    let failure: Error | undefined;
     try {
       await client.query('BEGIN');
       await this.outbox.insert(rows, client);
       await client.query('ROLLBACK');
       this.rolledBackIds.push(...rows.map((row) => row.eventId));
+    } catch (error) {
+      failure = error as Error;
+      throw error;
     } finally {
-      client.release();
+      client.off('error', brokenConnection);
+      // A failed client is closed rather than given back to the pool.
+      client.release(failure);
     }
   }
 }
