@@ -7,6 +7,9 @@ import { billingEvent, TestOutbox } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
+/** What the relay logs (src/relay.ts) each time it starts a session again from the confirmed position. */
+const STREAM_RESUMED = 'stream interrupted; resuming from the confirmed position';
+
 /**
  * A three-broker cluster (replication factor 3, min.insync.replicas 2, no unclean leader
  * election) whose brokers die, restart and go away under load. Partition leaders move while a
@@ -43,14 +46,19 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     return new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 20 }).start();
   }
 
-  /** Everything committed arrived, nothing rolled back did, order per aggregate held; returns the figures. */
-  async function expectNothingLostNorReordered(load: OutboxLoad, relay: RelayProcess): Promise<{ committed: number; duplicates: number }> {
+  /**
+   * Everything committed arrived, nothing rolled back did, order per aggregate held; returns the
+   * figures, with the relay's stream resumes (each re-sends what was not confirmed yet: where
+   * duplicates come from) and their error codes.
+   */
+  async function expectNothingLostNorReordered(load: OutboxLoad, relay: RelayProcess): Promise<{ committed: number; duplicates: number; resumes: string }> {
     const records = await expectEveryCommittedEventDelivered(outbox, () => relay.tail(), cluster.brokers);
     const delivered = new Set(records.map((record) => record.headers.event_id));
     expect(load.rolledBackIds.length).toBeGreaterThan(0);
     expect(load.rolledBackIds.filter((id) => delivered.has(id))).toEqual([]);
     expectOrderPerAggregate(records);
-    return { committed: delivered.size, duplicates: records.length - delivered.size };
+    const resumes = relay.logs.filter((line) => line.msg === STREAM_RESUMED).map((line) => String(line.code));
+    return { committed: delivered.size, duplicates: records.length - delivered.size, resumes: `${resumes.length} stream resumes${resumes.length > 0 ? ` (${resumes.join(', ')})` : ''}` };
   }
 
   it('loses nothing when partition leaders are killed -9 and restarted, one at a time', { timeout: 360_000 }, async () => {
@@ -77,9 +85,9 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     } finally {
       await load.stop();
     }
-    const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
+    const { committed, duplicates, resumes } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
-    process.stdout.write(`leader kills: ${committed} committed, 0 missing, ${duplicates} duplicates, ${load.rolledBackIds.length} rolled back; recovery per kill (ms): ${recoveries.join(', ')}\n`);
+    process.stdout.write(`leader kills: ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}, ${load.rolledBackIds.length} rolled back; recovery per kill (ms): ${recoveries.join(', ')}\n`);
   });
 
   it('loses nothing through a rolling restart (each broker stopped cleanly and started again)', { timeout: 300_000 }, async () => {
@@ -97,9 +105,9 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     } finally {
       await load.stop();
     }
-    const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
+    const { committed, duplicates, resumes } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
-    process.stdout.write(`rolling restart: ${committed} committed, 0 missing, ${duplicates} duplicates\n`);
+    process.stdout.write(`rolling restart: ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}\n`);
   });
 
   it('holds the slot and says why while two of three brokers are down, then delivers everything', { timeout: 300_000 }, async () => {
@@ -131,9 +139,9 @@ describe('Kafka leader changes in a three-broker cluster', () => {
       await cluster.broker('start', 3);
     }
     expect(new Set(confirmedDuringOutage).size, `confirmed positions during the outage: ${[...new Set(confirmedDuringOutage)].join(', ')}`).toBe(1);
-    const { committed, duplicates } = await expectNothingLostNorReordered(load, relay);
+    const { committed, duplicates, resumes } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
-    process.stdout.write(`two brokers down: ${committed} committed, 0 missing, ${duplicates} duplicates\n`);
+    process.stdout.write(`two brokers down: ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}\n`);
   });
 
   it('warns at the first event of a topic whose settings can lose acknowledged events', async () => {
