@@ -25,6 +25,7 @@ import * as p from '../src/config/parsers.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { BUILD_DIR, CONTENDERS as REGISTRY, isCeiling, isRelay, RENAMED, type ContenderName, type Services } from './lib/contenders.js';
 import { Database } from './lib/db.js';
+import { flag } from './lib/flags.js';
 import { fetchDebezium } from './lib/debezium.js';
 import { KafkaTools } from './lib/kafka.js';
 import { drain, steady, type DrainResult, type DrainWorkload, type KafkaFor, type SteadyResult } from './lib/measure.js';
@@ -120,15 +121,6 @@ function relayNodeFlags(raw: string): string[] {
   const stray = words.find((word) => !word.startsWith('--'));
   if (stray !== undefined) throw new Error(`--relay-node-flags: ${JSON.stringify(stray)} is not a Node option; expected options such as "--max-old-space-size=128"`);
   return words;
-}
-
-/** A flag's value through the relay's own parsers, or an error naming the flag. */
-function flag<T>(name: string, raw: string, parser: p.Parser<T>): T {
-  try {
-    return parser.parse(raw);
-  } catch (error) {
-    throw new Error(`--${name}=${JSON.stringify(raw)} ${(error as Error).message}; expected ${parser.expected}`);
-  }
 }
 
 let flags: ReturnType<typeof benchFlags>;

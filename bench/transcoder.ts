@@ -21,19 +21,14 @@ import { formatProblem, loadSchemaText } from '../src/encode/avro/schema-set.js'
 import { compileTranscoder } from '../src/encode/avro/transcoder.js';
 import { HEADER_BYTES } from '../src/encode/avro/wire.js';
 import * as p from '../src/config/parsers.js';
+import { flag } from './lib/flags.js';
 
 const PAYLOADS_PER_ROUND = 1_000_000;
 /** From the repository's root, where npm runs it. */
 const SCHEMA_FILE = 'bench/schemas/PaymentRecorded.avsc';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' } }, strict: true, allowPositionals: false });
-const roundsParser = p.integer(1, 100);
-let rounds: number;
-try {
-  rounds = roundsParser.parse(values.rounds);
-} catch (error) {
-  throw new Error(`--rounds=${JSON.stringify(values.rounds)} ${(error as Error).message}; expected ${roundsParser.expected}`);
-}
+const rounds = flag('rounds', values.rounds, p.integer(1, 100));
 
 // Loaded as the relay loads schemas/: the same avsc type, logical types included.
 const schema = loadSchemaText(SCHEMA_FILE, readFileSync(SCHEMA_FILE, 'utf8'));
