@@ -10,6 +10,10 @@ export const ERROR_CODES = {
   SETUP_PRIVILEGE: { retriable: false, poison: false },
   SETUP_PUBLICATION: { retriable: false, poison: false },
   SETUP_TABLE: { retriable: false, poison: false },
+  /** A table with rows and no slot ever made for it (a polling relay's): `cutover` takes over without skipping or resending. */
+  SETUP_CUTOVER_NEEDED: { retriable: false, poison: false },
+  /** `cutover --pending` or `handback --mark-sent` given SQL that Postgres refused, or that would not do what it must. */
+  CUTOVER_CONDITION: { retriable: false, poison: false },
   SOURCE_PROTOCOL: { retriable: false, poison: false },
   SOURCE_DISCONNECTED: { retriable: true, poison: false },
   SOURCE_TIMEOUT: { retriable: true, poison: false },

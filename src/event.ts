@@ -4,7 +4,8 @@ import type { HeaderBlock } from './sink/kafkajs-record.js';
 /** One outbox row, decoded. The payload stays as Postgres gave it: parsed jsonb, or a JsonText for the JSON format. */
 export interface OutboxEvent {
   readonly eventId: string;
-  readonly aggregateType: string;
+  /** Null when the table has no aggregate type column (OUTBOX_COLUMN_AGGREGATE_TYPE empty): no such header. */
+  readonly aggregateType: string | null;
   readonly aggregateId: string;
   readonly eventType: string;
   readonly payload: unknown;

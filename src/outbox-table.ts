@@ -14,7 +14,8 @@ export const DEFAULT_COLUMNS = {
 } as const;
 
 export type ColumnRole = keyof typeof DEFAULT_COLUMNS;
-export type ColumnMap = Readonly<Record<ColumnRole, string>>;
+/** Column names by role. A table without an aggregate type (common among polling outboxes) maps it to null. */
+export type ColumnMap = Readonly<Record<Exclude<ColumnRole, 'aggregateType'>, string> & { aggregateType: string | null }>;
 
 /** A plain Postgres identifier: table, schema and column names are checked against it, never escaped from user input. */
 export function isPlainIdentifier(name: string): boolean {

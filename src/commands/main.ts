@@ -6,7 +6,9 @@ import { flagName, OPTIONS, type OptionKey } from '../config/options.js';
 import { errorCode, errorMessage, RelayError } from '../errors.js';
 import { explainedPostgresError } from '../source/connection-errors.js';
 import { EXIT, type Command } from './command.js';
+import { cutoverCommand } from './cutover.js';
 import { dropSlotCommand } from './drop-slot.js';
+import { handbackCommand } from './handback.js';
 import { pruneCommand } from './prune.js';
 import { recoverCommand } from './recover.js';
 import { replayCommand } from './replay.js';
@@ -22,6 +24,8 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   prune: pruneCommand,
   replay: replayCommand,
   recover: recoverCommand,
+  cutover: cutoverCommand,
+  handback: handbackCommand,
   'drop-slot': dropSlotCommand,
   'schemas check': schemasCheckCommand,
 };

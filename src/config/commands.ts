@@ -75,8 +75,8 @@ export const COMMANDS = {
   }),
   setup: declared({
     summary: 'Create the outbox table, publication and slot if missing (idempotent); print what it did.',
-    // The payload column's type is checked and reported.
-    options: [...DATABASE, 'columnPayload', 'slotFailover'],
+    // The column mapping and the payload column's type are checked and reported.
+    options: [...DATABASE, ...COLUMNS, 'slotFailover'],
     args: {
       printRoles: { description: 'print the SQL of least-privilege roles for the relay, the pruner and writers (sql/003_roles.sql for this table) and exit', switch: true },
       createRoles: { description: 'apply that SQL (as a superuser) after creating the table, publication and slot', switch: true },
@@ -122,6 +122,31 @@ export const COMMANDS = {
     // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
     options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
+  }),
+  cutover: declared({
+    summary: "Take over a table a polling relay fills (it may keep running meanwhile): create the slot with a snapshot, publish the rows the poller has not sent, then `run` streams what commits after.",
+    // setup's and recover's: it makes the publication and slot, and publishes through the stream's path.
+    options: [...DATABASE, 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    args: {
+      pending: { description: "SQL condition, true of the rows the polling relay has not sent (e.g. \"status = 'pending'\" or \"NOT published\")", parser: p.text },
+      dryRun: { description: 'say how many rows would be published, and their time range; change nothing', switch: true },
+    },
+    checks: [{ uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
+  }),
+  handback: declared({
+    summary: 'The way back to polling, with the relay stopped: mark sent every pending row the relay confirmed, then drop the slot.',
+    options: [...DATABASE, 'columnEventId', 'logLevel'],
+    args: {
+      pending: { description: "SQL condition of the rows the poller has not sent, as given to cutover (e.g. \"status = 'pending'\")", parser: p.text },
+      markSent: { description: "SQL SET clause that marks a row sent for the poller (e.g. \"status = 'sent', sent_at = now()\")", parser: p.text },
+      dryRun: { description: 'say how many rows would be marked sent and how many stay pending; change nothing', switch: true },
+    },
+    checks: [
+      {
+        uses: ['pending', 'markSent'],
+        problem: (values, name) => (values.pending === undefined || values.markSent === undefined ? `handback needs ${name('pending')} (which rows the poller would send) and ${name('markSent')} (how a row is marked sent)` : null),
+      },
+    ],
   }),
   'drop-slot': declared({
     summary: 'Drop the replication slot (releases the WAL it holds; events after its position then need `recover`).',

@@ -1,5 +1,7 @@
 import { columnParsersFor } from '../decode/column-parsers.js';
 import type { EncoderOptions, RegistryAccess } from '../encode/create-encoder.js';
+import type { CutoverOptions } from '../ops/cutover.js';
+import type { HandbackOptions } from '../ops/handback.js';
 import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
@@ -144,6 +146,37 @@ export function compileRecover(config: CommandConfig<'recover'>): RecoverCommand
   });
 }
 
+export interface CutoverCommandOptions {
+  readonly logLevel: string;
+  readonly cutover: CutoverOptions;
+  readonly encoder: EncoderOptions;
+  readonly dryRun: boolean;
+}
+
+/** `cutover` publishes the rows of a table the operator knows less well than the relay's own: a poison row is dead-lettered, as in recover. */
+export function compileCutover(config: CommandConfig<'cutover'>): CutoverCommandOptions {
+  return frozen({
+    logLevel: config.logLevel,
+    cutover: {
+      target: { ...setupTarget(config), failover: config.slotFailover, format: config.format },
+      delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-cutover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON, transactionalId: `${streamTransactionalId(config)}.cutover` }),
+      // CHECKS: required.
+      pending: config.pending!,
+    },
+    encoder: encoderOptions(config),
+    dryRun: config.dryRun,
+  });
+}
+
+export function compileHandback(config: CommandConfig<'handback'>): { readonly logLevel: string; readonly handback: HandbackOptions; readonly dryRun: boolean } {
+  return frozen({
+    logLevel: config.logLevel,
+    // CHECKS: both required.
+    handback: { database: database(config), table: config.table, eventIdColumn: config.columnEventId, slot: config.slot, publication: config.publication, pending: config.pending!, markSent: config.markSent! },
+    dryRun: config.dryRun,
+  });
+}
+
 export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOptions {
   return frozen({
     logLevel: config.logLevel,
@@ -166,14 +199,28 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   });
 }
 
-export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | 'columnPayload' | 'slotFailover'>): SetupTarget {
-  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, payloadColumn: config.columnPayload, failover: config.slotFailover });
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | ColumnKey | 'slotFailover'>): SetupTarget {
+  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, columns: columnMap(config), failover: config.slotFailover });
+}
+
+type ColumnKey = 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt';
+
+function columnMap(config: Pick<RelayConfig, ColumnKey>): ColumnMap {
+  return {
+    eventId: config.columnEventId,
+    aggregateType: config.columnAggregateType,
+    aggregateId: config.columnAggregateId,
+    eventType: config.columnEventType,
+    payload: config.columnPayload,
+    headers: config.columnHeaders,
+    createdAt: config.columnCreatedAt,
+  };
 }
 
 type DeliveryConfig = Pick<
   RelayConfig,
   | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
-  | 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt'
+  | ColumnKey
   | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents' | 'delivery' | 'transactionTimeout'
 >;
 
@@ -192,15 +239,7 @@ function streamTransactionalId(config: Pick<RelayConfig, 'transactionalId' | 'sl
 
 function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOptions {
   return {
-    columns: {
-      eventId: config.columnEventId,
-      aggregateType: config.columnAggregateType,
-      aggregateId: config.columnAggregateId,
-      eventType: config.columnEventType,
-      payload: config.columnPayload,
-      headers: config.columnHeaders,
-      createdAt: config.columnCreatedAt,
-    },
+    columns: columnMap(config),
     columnParsers: columnParsers(config),
     topicTemplate: config.topicTemplate,
     builder: {

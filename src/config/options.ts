@@ -136,7 +136,7 @@ export const OPTIONS = {
   progressTopic: option({ group: 'kafka', env: 'OUTBOX_PROGRESS_TOPIC', parser: p.text, default: 'outbox.relay-progress', description: 'exactly-once: the compacted topic where each transaction records the last event it holds, keyed by server and slot; created (compacted, one partition) when missing.' }),
   kafkaAutoCreateTopics: option({ group: 'kafka', env: 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS', parser: p.boolean, default: 'true', description: "Let the broker create a topic at its first event (when the broker's auto.create.topics.enable allows it). false: an event for a topic that does not exist is a dead letter (SINK_TOPIC_MISSING) and the stream goes on; create the topic, then replay it." }),
   columnEventId: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_ID', parser: p.identifier, default: DEFAULT_COLUMNS.eventId, description: 'Column holding the event id (Kafka header `event_id`).' }),
-  columnAggregateType: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_TYPE', parser: p.identifier, default: DEFAULT_COLUMNS.aggregateType, description: 'Column holding the aggregate type.' }),
+  columnAggregateType: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_TYPE', parser: p.optional(p.identifier), default: DEFAULT_COLUMNS.aggregateType, description: 'Column holding the aggregate type (Kafka header `aggregate_type`); empty: the table has none (no such header, and OUTBOX_TOPIC_TEMPLATE cannot use {aggregate_type}).' }),
   columnAggregateId: option({ group: 'columns', env: 'OUTBOX_COLUMN_AGGREGATE_ID', parser: p.identifier, default: DEFAULT_COLUMNS.aggregateId, description: 'Column holding the aggregate id (the Kafka key).' }),
   columnEventType: option({ group: 'columns', env: 'OUTBOX_COLUMN_EVENT_TYPE', parser: p.identifier, default: DEFAULT_COLUMNS.eventType, description: 'Column holding the event type.' }),
   columnPayload: option({ group: 'columns', env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: DEFAULT_COLUMNS.payload, description: 'Column holding the payload: json or jsonb (published as Postgres stores it), text or varchar (its bytes), bytea (its raw bytes).' }),
@@ -198,6 +198,8 @@ function check<const K extends OptionKey>(uses: readonly K[], problem: (values: 
 
 /** Rules across options; a command is held to those whose options it reads. */
 export const CHECKS: readonly Check<RelayConfig>[] = [
+  // Refused at start, not as a dead letter per event: every event would route to "null".
+  check(['topicTemplate', 'columnAggregateType'], (c, name) => (c.columnAggregateType === null && c.topicTemplate.includes('{aggregate_type}') ? `${name('topicTemplate')} "${c.topicTemplate}" uses {aggregate_type}, but ${name('columnAggregateType')} is empty (the table has no aggregate type): route by {event_type} or a fixed name, e.g. billing.{event_type}` : null)),
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
   // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.
   check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),

@@ -14,7 +14,7 @@ export class RowDecoder {
     const c = this.columns;
     return {
       eventId: this.requiredText(row, c.eventId),
-      aggregateType: this.requiredText(row, c.aggregateType),
+      aggregateType: c.aggregateType === null ? null : this.requiredText(row, c.aggregateType),
       aggregateId: this.requiredText(row, c.aggregateId),
       eventType: this.requiredText(row, c.eventType),
       payload: this.payload(row),

@@ -4,7 +4,10 @@ import { connectPostgres, overriddenSessionSettings, SESSION_SETTINGS, type Data
 import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
+import type { ColumnMap } from '../outbox-table.js';
 import { slotMissing } from '../source/slot-errors.js';
+import { describeColumnMap } from './column-map.js';
+import { recordSlotCreated, slotHistory } from './slot-history.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
@@ -15,8 +18,8 @@ export interface SetupTarget {
   readonly table: { readonly schema: string; readonly name: string };
   readonly publication: string;
   readonly slot: string;
-  /** OUTBOX_COLUMN_PAYLOAD: its type is checked (and reported) when given. */
-  readonly payloadColumn?: string;
+  /** OUTBOX_COLUMN_*: when given, the mapping is checked against the table and reported, and the payload column's type too. */
+  readonly columns?: ColumnMap;
   readonly format?: PayloadColumnTarget['format'];
   /** OUTBOX_SLOT_FAILOVER (default auto: a failover slot on Postgres 17+). */
   readonly failover?: SlotFailover;
@@ -30,21 +33,23 @@ const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
  * what already exists and refuses, with the reason, a shape the relay cannot run safely on
  * (before the slot exists: a slot holds WAL).
  */
-export async function setup(target: SetupTarget): Promise<string[]> {
+export async function setup(target: SetupTarget, slot: 'create' | 'none' = 'create'): Promise<string[]> {
   return withClient(target.database, async (client) => {
     await checkServer(client);
     // OUTBOX_SLOT_FAILOVER=true on a server before 17 is refused before anything is made.
     const version = await serverVersion(client);
     const failover = wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
-    await refuseDuringRecovery(client, target.table, 'set up');
+    // `cutover` itself runs these steps again after an unfinished cutover.
+    if (slot === 'create') await refuseDuringRecovery(client, target.table, 'set up');
     const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
     actions.push(await step(`create the outbox table ${qualified(target)}`, () => ensureTable(client, target)));
     // Made here, by the owner: a least-privilege pruner may not create tables.
     actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(target.table)}: ${await ensurePruneMarks(client, target.table)}`));
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
     actions.push(...(await findings(client, target)));
-    actions.push(...(await ensureSlot(client, target, failover, version)));
+    // `cutover` makes the slot itself, with the snapshot it publishes the pending rows in.
+    if (slot === 'create') actions.push(...(await ensureSlot(client, target, failover, version)));
     return actions;
   });
 }
@@ -96,7 +101,7 @@ export async function verify(target: SetupTarget): Promise<string[]> {
 
 /** The payload column's type (refused unless publishable), and session settings the relay overrides. */
 async function findings(client: pg.Client, target: SetupTarget): Promise<string[]> {
-  const lines = target.payloadColumn ? [await checkPayloadColumn(client, { ...target, payloadColumn: target.payloadColumn })] : [];
+  const lines = target.columns ? [await describeColumnMap(client, { table: target.table, columns: target.columns }), await checkPayloadColumn(client, { ...target, payloadColumn: target.columns.payload })] : [];
   const { source, settings } = overriddenSessionSettings(target.database);
   if (settings.length > 0) {
     lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
@@ -239,10 +244,34 @@ async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover:
     return null;
   }
   // A new slot starts at the current WAL position: rows already in the table would never be
-  // streamed. With rows there, the slot was lost or dropped (or never made): recover instead.
+  // streamed. With rows there, either a slot was lost or dropped (recover), or this is the first
+  // start on a polling relay's table (cutover): the slot history tells which.
   const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} LIMIT 1000000) AS retained`);
   const rowCount = Number(retained[0]!.n);
-  if (rowCount > 0) throw slotMissing(target.slot, `and the outbox holds ${rowCount >= 1_000_000 ? 'over a million' : rowCount} rows that a new slot would never stream`);
+  if (rowCount > 0) {
+    const rows = rowCount >= 1_000_000 ? 'over a million' : String(rowCount);
+    const history = await slotHistory(client, target);
+    if (!history.existed) throw firstStartOnRows(target, rows);
+    throw slotMissing(target.slot, `and the outbox holds ${rows} rows that a new slot would never stream (a slot existed before: ${history.evidence})`);
+  }
   const lsn = await createSlot(client, target.slot, failover, version);
+  await recordSlotCreated(client, target.publication, target.slot);
   return `slot ${target.slot}: created at ${lsn}${version >= 170_000 ? ` (${describe(failover)})` : ''}`;
+}
+
+/**
+ * A table with rows and no slot ever made for it: a team moving off a polling relay. Refused as
+ * SETUP_CUTOVER_NEEDED: a new slot would stream only what commits after it, and recover would
+ * publish every row the poller already sent.
+ */
+function firstStartOnRows(target: SetupTarget, rows: string): RelayError {
+  return new RelayError(
+    'SETUP_CUTOVER_NEEDED',
+    `outbox table ${qualified(target)} holds ${rows} rows and no slot "${target.slot}" was ever made for it (a first start on a table a polling relay fills?). ` +
+      `A slot made now would stream only rows committed after it: rows the poller has not sent yet would be skipped. ` +
+      `\`outbox-relay cutover --pending "<condition of unsent rows, e.g. status = 'pending'>" --dry-run\` says how many rows the relay would publish; ` +
+      `without --dry-run it creates the slot and publishes them, the poller may keep running meanwhile (README: Moving from a polling relay). ` +
+      `If a slot did exist before and was dropped, \`outbox-relay recover\` publishes every retained row instead`,
+    { details: { table: qualified(target), slot: target.slot } },
+  );
 }

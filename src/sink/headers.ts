@@ -18,7 +18,7 @@ export const HEADER = {
  * Built as one literal of a fixed shape: this runs once per event.
  */
 export function eventHeaders(event: OutboxEvent, commitLsnText: string): Record<string, string> {
-  const headers: Record<string, string> = event.createdAt
+  const headers: Record<string, string> = event.aggregateType === null ? headersWithoutAggregateType(event, commitLsnText) : event.createdAt
     ? { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText, created_at: event.createdAt }
     : { event_id: event.eventId, event_type: event.eventType, aggregate_type: event.aggregateType, outbox_commit_lsn: commitLsnText };
   if (event.headers === NO_HEADERS) return headers;
@@ -29,4 +29,11 @@ export function eventHeaders(event: OutboxEvent, commitLsnText: string): Record<
     else headers[name] = event.headers[name]!;
   }
   return headers;
+}
+
+/** A table without an aggregate type sends no `aggregate_type` header (rather than an empty one consumers would trust). */
+function headersWithoutAggregateType(event: OutboxEvent, commitLsnText: string): Record<string, string> {
+  return event.createdAt
+    ? { event_id: event.eventId, event_type: event.eventType, outbox_commit_lsn: commitLsnText, created_at: event.createdAt }
+    : { event_id: event.eventId, event_type: event.eventType, outbox_commit_lsn: commitLsnText };
 }

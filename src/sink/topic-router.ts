@@ -34,7 +34,8 @@ export function compileTopicTemplate(template: string): TopicRouter {
   // Topics already built and checked, by the placeholder values: a handful of topics take
   // every event. Bounded, as the values come from rows.
   const known = new Map<string, string>();
-  const keyOf = fields.length === 1 ? (event: OutboxEvent) => event[fields[0]!] : (event: OutboxEvent) => fields.map((field) => event[field]).join('\u0000');
+  // A null aggregate type never gets here with {aggregate_type}: the configuration refuses that template.
+  const keyOf = fields.length === 1 ? (event: OutboxEvent) => event[fields[0]!] ?? '' : (event: OutboxEvent) => fields.map((field) => event[field]).join('\u0000');
   return (event) => {
     const key = keyOf(event);
     const cached = known.get(key);

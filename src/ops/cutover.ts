@@ -1,0 +1,143 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { DeliveryOptions } from '../config/compile.js';
+import type { PayloadEncoder } from '../encode/encoder.js';
+import { RelayError } from '../errors.js';
+import { readSlot } from '../observe/slot-monitor.js';
+import { connectPostgres } from '../pg-connection.js';
+import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
+import { unfinishedRecovery } from '../setup/recovery-marker.js';
+import { setup, type SetupTarget } from '../setup/setup.js';
+import { recordSlotCreated } from '../setup/slot-history.js';
+import { connectForText } from './republish.js';
+import { commitOrder, countRows, extended, handOver, tableName, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+
+export interface CutoverOptions {
+  /** Table, publication, slot and columns, as `setup` makes and checks them. */
+  readonly target: SetupTarget & { readonly failover: SlotFailover };
+  readonly delivery: DeliveryOptions;
+  /** The operator's SQL condition of the rows the polling relay has not sent, e.g. `status = 'pending'`. */
+  readonly pending: string;
+}
+
+export interface CutoverReport {
+  /** Rows matching --pending in the snapshot (published, or in a dry run to publish), and the others (sent by the poller). */
+  readonly pending: RowCount;
+  readonly published: number;
+  readonly order: CommitOrder;
+  /** The new slot's consistent point; null in a dry run. */
+  readonly newSlotAt: string | null;
+  /** What `setup` found and did (columns mapped and ignored, publication). */
+  readonly setup: readonly string[];
+  /** Partial indexes on the columns of the pending condition: they now hold every row. */
+  readonly indexWarnings: readonly string[];
+  /** A slot an earlier, unfinished cutover left, dropped and made again. */
+  readonly restarted: boolean;
+}
+
+/**
+ * Takes over an outbox a polling relay fills, while it still runs (`outbox-relay cutover`):
+ * the slot is created with an exported snapshot, every row that matches the poller's pending
+ * condition in that snapshot is published, and `run` streams what commits after the slot's
+ * consistent point. A committed row is either not pending in the snapshot (the poller's mark-sent
+ * committed first: the poller sent it), pending in it (the relay publishes it; the poller may too:
+ * a duplicate, never a loss), or committed after it (streamed). Killed half way, the mark it left
+ * makes `run` wait and the next cutover start over with a new snapshot.
+ */
+export async function cutover(options: CutoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
+  const { target, delivery } = options;
+  const { logger, dryRun } = context;
+  const sql = await connectForText(target.database, 'outbox-relay-cutover', 0);
+  const inspect = await connectPostgres(target.database, 'outbox-relay-cutover').catch(async (error: unknown) => {
+    await sql.end();
+    throw error;
+  });
+  try {
+    const slot = await readSlot(inspect, target.slot);
+    const unfinished = await unfinishedRecovery(inspect, target.table);
+    if (unfinished?.command === 'recover') {
+      throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay recover\` began at ${unfinished.since} and did not finish: run \`outbox-relay recover\` again, not cutover`);
+    }
+    if (slot.exists && unfinished === null) {
+      throw new RelayError('CONFIG_INVALID', `replication slot "${target.slot}" exists: the relay already streams ${tableName(delivery)} from it (a finished cutover, or setup), so there is nothing to cut over; \`outbox-relay run\` goes on from it`);
+    }
+    const { rows: exists } = await inspect.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [tableName(delivery)]);
+    if (!exists[0]?.found) throw new RelayError('SETUP_TABLE', `outbox table ${tableName(delivery)} does not exist: cutover takes over the table a polling relay reads (OUTBOX_TABLE)`);
+    const failover = wantsFailover(target.failover, await serverVersion(inspect));
+    const condition: RowCondition = { sql: options.pending, values: [] };
+    // Checked (and counted) before anything is made: Postgres's own words for a bad condition.
+    const found = await countPending(sql, delivery, options);
+    const order = await commitOrder(inspect);
+    const indexWarnings = await pendingIndexes(inspect, delivery, options.pending);
+    if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings, restarted: unfinished !== null };
+    if (unfinished !== null) logger.warn({ slot: target.slot, since: unfinished.since }, 'cutover: an earlier cutover did not finish; starting over with a new snapshot');
+    const setupLines = await setup(target, 'none');
+    for (const line of setupLines) logger.info(line);
+    const done = await handOver(sql, inspect, {
+      command: 'cutover',
+      database: target.database,
+      slot: target.slot,
+      failover,
+      delivery,
+      encoder: context.encoder!,
+      logger,
+      dropSlot: slot.exists,
+      readOnly: true,
+      condition: async () => condition,
+      counted: (count, newSlotAt) => {
+        logger.info({ slot: target.slot, newSlotAt, pending: count.matching, notPending: count.others, from: count.from, to: count.to, order }, `cutover: new slot at ${newSlotAt}; publishing ${count.matching} pending rows, then \`run\` streams what commits after it`);
+      },
+    });
+    await recordSlotCreated(inspect, target.publication, target.slot);
+    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: setupLines, indexWarnings, restarted: unfinished !== null };
+  } finally {
+    await sql.end();
+    await inspect.end();
+  }
+}
+
+/** The pending rows now, in a read-only transaction; a condition Postgres refuses is CUTOVER_CONDITION with its message. */
+async function countPending(sql: pg.Client, delivery: DeliveryOptions, options: CutoverOptions): Promise<RowCount> {
+  await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  try {
+    // Alone in a WHERE first: Postgres then names the problem as such (argument of WHERE must be type boolean...).
+    await sql.query(extended(`SELECT FROM ${tableName(delivery)} WHERE ${options.pending} LIMIT 0`, []));
+    return await countRows(sql, delivery, { sql: options.pending, values: [] });
+  } catch (error) {
+    throw conditionRefused('--pending', options.pending, tableName(delivery), error);
+  } finally {
+    await sql.query('ROLLBACK');
+  }
+}
+
+/** Postgres's own message for SQL an operator gave (`--pending`, `--mark-sent`), and what was expected. */
+export function conditionRefused(flag: string, given: string, table: string, error: unknown): RelayError {
+  const expected = flag === '--pending' ? `a boolean expression on the columns of ${table} that is true of the rows the polling relay has not sent, e.g. status = 'pending' or NOT published` : `the SET clause of an UPDATE of ${table} that marks a row sent, e.g. status = 'sent', sent_at = now()`;
+  return new RelayError('CUTOVER_CONDITION', `${flag} "${given}" was refused by Postgres: ${(error as Error).message}; expected ${expected}`, { cause: error });
+}
+
+/**
+ * Partial indexes whose predicate reads a column the pending condition reads (the poller's
+ * `WHERE status = 'pending'` index): the relay never marks a row sent, so from now on every row
+ * matches and stays in the index until the pruner deletes it.
+ */
+async function pendingIndexes(sql: pg.Client, delivery: DeliveryOptions, pending: string): Promise<string[]> {
+  const table = tableName(delivery);
+  const { rows: columns } = await sql.query<{ name: string }>('SELECT attname AS name FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped', [table]);
+  const { rows: indexes } = await sql.query<{ name: string; predicate: string }>(
+    `SELECT i.relname AS name, pg_get_expr(x.indpred, x.indrelid) AS predicate
+       FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+      WHERE x.indrelid = to_regclass($1) AND x.indpred IS NOT NULL ORDER BY i.relname`,
+    [table],
+  );
+  const read = (text: string) => new Set(columns.map((column) => column.name).filter((name) => new RegExp(`(^|[^A-Za-z0-9_$"])"?${name.replace(/\$/g, '\\$')}"?($|[^A-Za-z0-9_$"])`).test(text)));
+  const pendingColumns = read(pending);
+  return indexes.flatMap((index) => {
+    const shared = [...read(index.predicate)].filter((name) => pendingColumns.has(name));
+    if (shared.length === 0) return [];
+    return [
+      `index ${index.name} is partial (WHERE ${index.predicate}) on ${shared.join(', ')}, as the pending condition: the relay never marks rows sent, so every row inserted from now on stays in it until the pruner deletes the row. ` +
+        `Once the poller is gone for good (and no \`handback\` is planned), DROP INDEX CONCURRENTLY ${pg.escapeIdentifier(index.name)}`,
+    ];
+  });
+}

@@ -1,0 +1,150 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { DeliveryOptions } from '../config/compile.js';
+import type { PayloadEncoder } from '../encode/encoder.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
+import { parseRow, republish } from './republish.js';
+
+/** A SQL condition on the outbox's rows, with its bind parameters ($1...). */
+export interface RowCondition {
+  readonly sql: string;
+  readonly values: readonly unknown[];
+}
+
+/** Rows that match a condition in one snapshot, and their created_at range; and the rows that do not. */
+export interface RowCount {
+  readonly matching: number;
+  readonly from: string | null;
+  readonly to: string | null;
+  readonly others: number;
+}
+
+/** How rows read from the table are put in commit order: by commit time (track_commit_timestamp) or by transaction id. */
+export type CommitOrder = 'commit timestamp' | 'transaction id';
+
+export interface HandoverOptions {
+  readonly command: Handover;
+  readonly database: DatabaseAccess;
+  readonly slot: string;
+  /** Whether the new slot is a failover slot (Postgres 17+). */
+  readonly failover: boolean;
+  readonly delivery: DeliveryOptions;
+  readonly encoder: PayloadEncoder;
+  readonly logger: Logger;
+  /** Drop this slot first (it exists and can never stream what is missing, or an earlier run left it). */
+  readonly dropSlot: boolean;
+  /** The snapshot's transaction reads only: true unless the condition must take a transaction id. */
+  readonly readOnly: boolean;
+  /** The rows to publish, built inside the snapshot's transaction. */
+  readonly condition: (sql: pg.Client) => Promise<RowCondition>;
+  /** Called once the rows are counted, before any is published: the command's log line. */
+  readonly counted: (count: RowCount, newSlotAt: string) => void;
+}
+
+const FETCH_ROWS = 1_000;
+const CURSOR = 'outbox_handover_rows';
+
+/**
+ * The one way a slot is made under rows that are already in the table (`recover`, `cutover`):
+ * 1. A mark is set first (run, setup and the pruner refuse while it is there; the same command
+ *    run again starts over), then the slot is created with an exported snapshot. A transaction
+ *    that imports it sees exactly the rows committed before the slot's consistent point; the
+ *    slot streams exactly the transactions that commit after it: no gap, no overlap.
+ * 2. In that snapshot, every row that matches the command's condition is published through the
+ *    stream's own path, in commit order (rowsInSnapshot), and acknowledged by Kafka.
+ * 3. Only then is the mark cleared and `run` may stream from the slot.
+ * The connection that created the slot holds it until the end: a relay that connects meanwhile
+ * finds it busy and waits as a standby rather than stream ahead of the rows.
+ */
+export async function handOver(sql: pg.Client, inspect: pg.Client, options: HandoverOptions): Promise<{ readonly count: RowCount; readonly published: number; readonly newSlotAt: string }> {
+  const { delivery, logger, slot } = options;
+  const table = delivery.pipeline.table;
+  const order = await commitOrder(inspect);
+  await markRecovering(inspect, table, options.command);
+  if (options.dropSlot) {
+    await inspect.query('SELECT pg_drop_replication_slot($1)', [slot]);
+    logger.warn({ slot }, `${options.command}: dropped the slot it found (it cannot stream the rows before it)`);
+  }
+  const replication = await connectPostgres(options.database, `outbox-relay-${options.command}`, { replication: true });
+  try {
+    const slotOptions = options.failover ? "(SNAPSHOT 'export', FAILOVER true)" : 'EXPORT_SNAPSHOT';
+    const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(slot)} LOGICAL pgoutput ${slotOptions}`);
+    const newSlotAt = rows[0]!.consistent_point;
+    // Imported while the exporting connection still holds it; ours from then on.
+    await sql.query(`BEGIN ISOLATION LEVEL REPEATABLE READ${options.readOnly ? ' READ ONLY' : ''}`);
+    await sql.query(`SET TRANSACTION SNAPSHOT ${pg.escapeLiteral(rows[0]!.snapshot_name)}`);
+    const condition = await options.condition(sql);
+    const count = await countRows(sql, delivery, condition);
+    options.counted(count, newSlotAt);
+    const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoder: options.encoder, logger, stage: options.command });
+    await sql.query('COMMIT');
+    await clearRecovering(inspect, table);
+    return { count, published, newSlotAt };
+  } finally {
+    await replication.end();
+  }
+}
+
+export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {
+  const { rows } = await sql.query<{ on: string }>("SELECT current_setting('track_commit_timestamp') AS on");
+  return rows[0]?.on === 'on' ? 'commit timestamp' : 'transaction id';
+}
+
+export function tableName(delivery: DeliveryOptions): string {
+  const { schema, name } = delivery.pipeline.table;
+  return `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
+}
+
+/** Counted in the caller's transaction (the snapshot's, or a dry run's). */
+export async function countRows(sql: pg.Client, delivery: DeliveryOptions, condition: RowCondition): Promise<RowCount> {
+  const createdAt = delivery.columns.createdAt ? pg.escapeIdentifier(delivery.columns.createdAt) : 'NULL::timestamptz';
+  // coalesce: a row the condition says NULL of is not published, and is counted among the others.
+  const matches = `coalesce((${condition.sql}), false)`;
+  const { rows } = await sql.query<{ matching: string; others: string; first: string | null; last: string | null }>(
+    extended(
+      `SELECT count(*) FILTER (WHERE ${matches}) AS matching,
+              count(*) FILTER (WHERE NOT ${matches}) AS others,
+              min(${createdAt}) FILTER (WHERE ${matches})::text AS first,
+              max(${createdAt}) FILTER (WHERE ${matches})::text AS last
+         FROM ${tableName(delivery)}`,
+      condition.values,
+    ),
+  );
+  const row = rows[0]!;
+  return { matching: Number(row.matching), others: Number(row.others), from: row.first, to: row.last };
+}
+
+/**
+ * The rows to publish, in commit order, read through a cursor in the snapshot's transaction:
+ * by commit timestamp where `track_commit_timestamp` is on, else by transaction id (assignment
+ * order: two transactions of one aggregate that wait on each other's row lock commit in that
+ * order; unrelated concurrent ones may not), then by the order of inserts within a transaction.
+ * This is the order the slot would have streamed them in.
+ */
+async function* rowsInSnapshot(sql: pg.Client, delivery: DeliveryOptions, condition: RowCondition, order: CommitOrder): AsyncGenerator<Record<string, unknown>[]> {
+  // age() descending is xid ascending; cmin orders the inserts of one transaction, ctid those of one statement.
+  const byTransaction = order === 'commit timestamp' ? 'pg_xact_commit_timestamp(xmin) NULLS FIRST, age(xmin) DESC' : 'age(xmin) DESC';
+  await sql.query(
+    extended(
+      `DECLARE ${CURSOR} NO SCROLL CURSOR FOR
+         SELECT * FROM ${tableName(delivery)} WHERE coalesce((${condition.sql}), false)
+          ORDER BY ${byTransaction}, cmin::text::bigint, ctid`,
+      condition.values,
+    ),
+  );
+  for (;;) {
+    const { rows, fields } = await sql.query<Record<string, string | null>>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
+    if (rows.length === 0) return;
+    yield rows.map((row) => parseRow(row, fields, delivery.columnParsers));
+  }
+}
+
+/**
+ * A query sent with the extended protocol even without parameters: it carries exactly one
+ * statement, so an operator's condition (`cutover --pending`) cannot end one and start another.
+ * (pg sends a query without parameters as a simple query unless told; @types/pg omits the option.)
+ */
+export function extended(text: string, values: readonly unknown[]): pg.QueryConfig {
+  return { text, values: [...values], queryMode: 'extended' } as pg.QueryConfig;
+}

@@ -1,0 +1,60 @@
+import type pg from 'pg';
+import { RelayError } from '../errors.js';
+import type { ColumnMap, ColumnRole } from '../outbox-table.js';
+
+/** What each role becomes on the record, and whether a row without its column can be published. */
+const ROLES: Readonly<Record<ColumnRole, { readonly becomes: string; readonly required: boolean; readonly env: string }>> = {
+  eventId: { becomes: 'header event_id', required: true, env: 'OUTBOX_COLUMN_EVENT_ID' },
+  aggregateType: { becomes: 'header aggregate_type', required: true, env: 'OUTBOX_COLUMN_AGGREGATE_TYPE' },
+  aggregateId: { becomes: 'the Kafka key', required: true, env: 'OUTBOX_COLUMN_AGGREGATE_ID' },
+  eventType: { becomes: 'header event_type', required: true, env: 'OUTBOX_COLUMN_EVENT_TYPE' },
+  payload: { becomes: 'the record value', required: true, env: 'OUTBOX_COLUMN_PAYLOAD' },
+  headers: { becomes: 'extra headers', required: false, env: 'OUTBOX_COLUMN_HEADERS' },
+  createdAt: { becomes: 'header created_at, and the pruner\'s age', required: false, env: 'OUTBOX_COLUMN_CREATED_AT' },
+};
+
+export interface ColumnMapTarget {
+  readonly table: { readonly schema: string; readonly name: string };
+  readonly columns: ColumnMap;
+}
+
+/**
+ * Reads the table's columns and says how the relay maps them, one line: which column plays each
+ * role, which role has none, and which columns the relay ignores (a polling outbox's status,
+ * attempts, sent_at...: read by nobody, written by nobody). A required role whose column is
+ * missing is refused here (SETUP_TABLE, naming the variable) rather than as a dead letter per row.
+ */
+export async function describeColumnMap(client: pg.ClientBase, target: ColumnMapTarget): Promise<string> {
+  const { schema, name } = target.table;
+  const { rows } = await client.query<{ name: string }>(
+    `SELECT a.attname AS name FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+    [schema, name],
+  );
+  const present = new Set(rows.map((row) => row.name));
+  const mapped: string[] = [];
+  const without: string[] = [];
+  const used = new Set<string>();
+  for (const [role, spec] of Object.entries(ROLES) as [ColumnRole, (typeof ROLES)[ColumnRole]][]) {
+    const column = target.columns[role];
+    if (column === null) {
+      without.push(`${spec.becomes} (${spec.env} is empty)`);
+      continue;
+    }
+    if (present.has(column)) {
+      mapped.push(`${column} -> ${spec.becomes}`);
+      used.add(column);
+    } else if (spec.required) {
+      const hint = role === 'aggregateType' ? '; a table without an aggregate type: set it empty' : '';
+      throw new RelayError('SETUP_TABLE', `outbox table ${schema}.${name} has no column "${column}" (${spec.env}), which the relay needs for ${spec.becomes}; its columns are ${[...present].join(', ')}${hint}`, { details: { table: `${schema}.${name}`, column } });
+    } else {
+      without.push(`${spec.becomes} (no column "${column}")`);
+    }
+  }
+  const ignored = rows.map((row) => row.name).filter((column) => !used.has(column));
+  return [
+    `columns of ${schema}.${name}: ${mapped.join(', ')}`,
+    without.length > 0 ? `; none for ${without.join(', ')}` : '',
+    `; ignored (never read, never written): ${ignored.length > 0 ? ignored.join(', ') : 'none'}`,
+  ].join('');
+}
