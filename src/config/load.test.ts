@@ -180,6 +180,18 @@ describe('cross-field checks', () => {
     expect(problems(COMMANDS['drop-slot'], { env: { ...required, OUTBOX_SLOT: 'orders' } })).toMatch(/drop-slot needs --yes: dropping "orders" releases its WAL/);
     expect(load(COMMANDS['drop-slot'], { env: required, flags: { yes: '' } }).yes).toBe(true);
   });
+
+  it('cutover needs the pending condition, handback it and the SET clause', () => {
+    expect(problems(COMMANDS.cutover, { env: required })).toMatch(/cutover needs --pending: the condition of the rows the polling relay has not sent/);
+    expect(load(COMMANDS.cutover, { env: required, flags: { pending: "status = 'pending'" } }).pending).toBe("status = 'pending'");
+    expect(problems(COMMANDS.handback, { env: required, flags: { pending: 'NOT published' } })).toMatch(/handback needs --pending \(which rows the poller would send\) and --mark-sent/);
+  });
+
+  it('take a table without an aggregate type, and refuse a topic template that names one', () => {
+    const without = { ...required, OUTBOX_COLUMN_AGGREGATE_TYPE: '' };
+    expect(problems(COMMANDS.run, { env: without })).toMatch(/OUTBOX_TOPIC_TEMPLATE "outbox\.\{aggregate_type\}" uses \{aggregate_type\}, but OUTBOX_COLUMN_AGGREGATE_TYPE is empty \(the table has no aggregate type\): route by \{event_type\}/);
+    expect(load(COMMANDS.run, { env: { ...without, OUTBOX_TOPIC_TEMPLATE: 'billing.{event_type}' } }).columnAggregateType).toBeNull();
+  });
 });
 
 describe('status', () => {

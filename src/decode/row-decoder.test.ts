@@ -23,6 +23,15 @@ describe('RowDecoder', () => {
     expect(Object.keys(published)).toEqual(['event_id', 'event_type', 'aggregate_type', 'outbox_commit_lsn', 'created_at', ...Object.keys(headers)]);
   });
 
+  it('reads no aggregate type from a table that has none, and publishes no aggregate_type header', () => {
+    const withoutType = new RowDecoder({ eventId: 'event_id', aggregateType: null, aggregateId: 'aggregate_id', eventType: 'event_type', payload: 'payload', headers: 'headers', createdAt: 'created_at' });
+    const { aggregate_type: _omitted, ...shapeOne } = row;
+    const event = withoutType.decode(shapeOne);
+    expect(event.aggregateType).toBeNull();
+    expect(Object.keys(eventHeaders(event, '0/1'))).toEqual(['event_id', 'event_type', 'outbox_commit_lsn', 'created_at', 'traceparent', 'retry']);
+    expect(Object.keys(eventHeaders({ ...event, createdAt: null }, '0/1'))).toEqual(['event_id', 'event_type', 'outbox_commit_lsn', 'traceparent', 'retry']);
+  });
+
   it('maps columns to an event, headers as strings', () => {
     expect(decoder.decode(row)).toEqual({
       eventId: 'evt_1', aggregateType: 'invoice', aggregateId: 'inv_1', eventType: 'invoice.paid',
