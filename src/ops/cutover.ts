@@ -88,8 +88,8 @@ export async function cutover(options: CutoverOptions, context: { encoder: Paylo
         logger.info({ slot: target.slot, newSlotAt, pending: count.matching, notPending: count.others, from: count.from, to: count.to, order }, `cutover: new slot at ${newSlotAt}; publishing ${count.matching} pending rows, then \`run\` streams what commits after it`);
       },
     });
-    await recordSlotCreated(inspect, target.publication, target.slot);
-    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: setupLines, indexWarnings, restarted: unfinished !== null };
+    const unrecorded = await recordSlotCreated(inspect, target.publication, target.slot);
+    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: unrecorded ? [...setupLines, unrecorded] : setupLines, indexWarnings, restarted: unfinished !== null };
   } finally {
     await sql.end();
     await inspect.end();

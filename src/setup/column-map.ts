@@ -8,7 +8,8 @@ const ROLES: Readonly<Record<ColumnRole, { readonly becomes: string; readonly re
   aggregateType: { becomes: 'header aggregate_type', required: true, env: 'OUTBOX_COLUMN_AGGREGATE_TYPE' },
   aggregateId: { becomes: 'the Kafka key', required: true, env: 'OUTBOX_COLUMN_AGGREGATE_ID' },
   eventType: { becomes: 'header event_type', required: true, env: 'OUTBOX_COLUMN_EVENT_TYPE' },
-  payload: { becomes: 'the record value', required: true, env: 'OUTBOX_COLUMN_PAYLOAD' },
+  // Required too, but refused by checkPayloadColumn, whose message also names the accepted types.
+  payload: { becomes: 'the record value', required: false, env: 'OUTBOX_COLUMN_PAYLOAD' },
   headers: { becomes: 'extra headers', required: false, env: 'OUTBOX_COLUMN_HEADERS' },
   createdAt: { becomes: 'header created_at, and the pruner\'s age', required: false, env: 'OUTBOX_COLUMN_CREATED_AT' },
 };

@@ -255,8 +255,8 @@ async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover:
     throw slotMissing(target.slot, `and the outbox holds ${rows} rows that a new slot would never stream (a slot existed before: ${history.evidence})`);
   }
   const lsn = await createSlot(client, target.slot, failover, version);
-  await recordSlotCreated(client, target.publication, target.slot);
-  return `slot ${target.slot}: created at ${lsn}${version >= 170_000 ? ` (${describe(failover)})` : ''}`;
+  const unrecorded = await recordSlotCreated(client, target.publication, target.slot);
+  return `slot ${target.slot}: created at ${lsn}${version >= 170_000 ? ` (${describe(failover)})` : ''}${unrecorded ? `; ${unrecorded}` : ''}`;
 }
 
 /**

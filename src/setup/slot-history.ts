@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { sqlState } from '../errors.js';
 import type { RelationRef } from '../source/messages.js';
 import { pruneMarksTable } from '../prune/marks.js';
 
@@ -12,8 +13,18 @@ import { pruneMarksTable } from '../prune/marks.js';
  */
 const CREATED = 'outbox-relay: slot ';
 
-export async function recordSlotCreated(client: pg.ClientBase, publication: string, slot: string): Promise<void> {
-  await client.query(`COMMENT ON PUBLICATION ${pg.escapeIdentifier(publication)} IS ${pg.escapeLiteral(`${CREATED}${slot} created ${new Date().toISOString()}`)}`);
+/**
+ * Returns null when recorded, else why not: only the publication's owner may comment on it, and a
+ * missing record must not fail a setup whose slot already exists (the record is evidence, not state).
+ */
+export async function recordSlotCreated(client: pg.ClientBase, publication: string, slot: string): Promise<string | null> {
+  try {
+    await client.query(`COMMENT ON PUBLICATION ${pg.escapeIdentifier(publication)} IS ${pg.escapeLiteral(`${CREATED}${slot} created ${new Date().toISOString()}`)}`);
+    return null;
+  } catch (error) {
+    if (sqlState(error) !== '42501') throw error;
+    return `slot ${slot}: not recorded on publication ${publication} (${(error as Error).message}): if this slot is ever lost, \`setup\` cannot tell it from a first start and names both \`cutover\` and \`recover\``;
+  }
 }
 
 export type SlotHistory = { readonly existed: true; readonly evidence: string } | { readonly existed: false };
