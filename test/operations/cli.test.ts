@@ -24,6 +24,7 @@ describe('operator CLI', () => {
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toBe(
       `table public.${outbox.table}: exists\nprune marks table "public"."${outbox.table}_prune_marks": exists\npublication ${outbox.publication}: exists\n` +
+        `columns of public.${outbox.table}: event_id -> header event_id, aggregate_type -> header aggregate_type, aggregate_id -> the Kafka key, event_type -> header event_type, payload -> the record value, headers -> extra headers, created_at -> header created_at, and the pruner's age; ignored (never read, never written): none\n` +
         `payload column "payload" is jsonb: published as Postgres's JSON text (with OUTBOX_FORMAT=avro: its JSON encoded with the event type's Avro schema)\n` +
         `slot ${outbox.slot}: exists\n`,
     );
