@@ -4,13 +4,11 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
-import { connectPostgres } from '../pg-connection.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { setup, type SetupTarget } from '../setup/setup.js';
 import { recordSlotCreated } from '../setup/slot-history.js';
-import { connectForText } from './republish.js';
-import { commitOrder, countRows, extended, handOver, tableName, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { commitOrder, countRows, extended, handOver, tableName, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
 
 export interface CutoverOptions {
   /** Table, publication, slot and columns, as `setup` makes and checks them. */
@@ -47,12 +45,7 @@ export interface CutoverReport {
 export async function cutover(options: CutoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
   const { target, delivery } = options;
   const { logger, dryRun } = context;
-  const sql = await connectForText(target.database, 'outbox-relay-cutover', 0);
-  const inspect = await connectPostgres(target.database, 'outbox-relay-cutover').catch(async (error: unknown) => {
-    await sql.end();
-    throw error;
-  });
-  try {
+  return withHandoverConnections(target.database, 'cutover', async (sql, inspect) => {
     const slot = await readSlot(inspect, target.slot);
     const unfinished = await unfinishedRecovery(inspect, target.table);
     if (unfinished?.command === 'recover') {
@@ -90,10 +83,7 @@ export async function cutover(options: CutoverOptions, context: { encoder: Paylo
     });
     const unrecorded = await recordSlotCreated(inspect, target.publication, target.slot);
     return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: unrecorded ? [...setupLines, unrecorded] : setupLines, indexWarnings, restarted: unfinished !== null };
-  } finally {
-    await sql.end();
-    await inspect.end();
-  }
+  });
 }
 
 /** The pending rows now, in a read-only transaction; a condition Postgres refuses is CUTOVER_CONDITION with its message. */

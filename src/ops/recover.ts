@@ -4,12 +4,11 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
-import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import type { DatabaseAccess } from '../pg-connection.js';
 import { pruneMarksTable } from '../prune/marks.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
-import { connectForText } from './republish.js';
-import { commitOrder, countRows, handOver, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { commitOrder, countRows, handOver, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
 
 export interface RecoverOptions {
   readonly database: DatabaseAccess;
@@ -57,14 +56,7 @@ interface DeliveredBound {
  */
 export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
-  // Rows are read as text (parseRow, as replay does); the slot's facts through a plain client.
-  // No per-query bound: counting and reading a large outbox after a long outage may take minutes.
-  const sql = await connectForText(options.database, 'outbox-relay-recover', 0);
-  const inspect = await connectPostgres(options.database, 'outbox-relay-recover').catch(async (error: unknown) => {
-    await sql.end();
-    throw error;
-  });
-  try {
+  return withHandoverConnections(options.database, 'recover', async (sql, inspect) => {
     const slot = await readSlot(inspect, options.slot);
     const table = options.delivery.pipeline.table;
     // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.
@@ -106,10 +98,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     });
     const found = report(done.count);
     return { cause, provablyDelivered: found.provablyDelivered, republish: { ...found.republish, rows: done.published }, order, newSlotAt: done.newSlotAt };
-  } finally {
-    await sql.end();
-    await inspect.end();
-  }
+  });
 }
 
 function report(count: RowCount): Pick<RecoverReport, 'provablyDelivered' | 'republish'> {

@@ -4,7 +4,7 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
-import { parseRow, republish } from './republish.js';
+import { connectForText, parseRow, republish } from './republish.js';
 
 /** A SQL condition on the outbox's rows, with its bind parameters ($1...). */
 export interface RowCondition {
@@ -83,6 +83,25 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
     return { count, published, newSlotAt };
   } finally {
     await replication.end();
+  }
+}
+
+/**
+ * The two connections a handover works through, for `work`'s whole length: `sql` reads rows as
+ * text (parseRow, as replay does), with no per-query bound (counting and reading a large outbox
+ * may take minutes); `inspect` reads the slot's facts and sets the mark.
+ */
+export async function withHandoverConnections<T>(database: DatabaseAccess, command: Handover, work: (sql: pg.Client, inspect: pg.Client) => Promise<T>): Promise<T> {
+  const sql = await connectForText(database, `outbox-relay-${command}`, 0);
+  try {
+    const inspect = await connectPostgres(database, `outbox-relay-${command}`);
+    try {
+      return await work(sql, inspect);
+    } finally {
+      await inspect.end();
+    }
+  } finally {
+    await sql.end();
   }
 }
 
