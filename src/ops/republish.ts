@@ -21,8 +21,10 @@ export interface RepublishContext {
   readonly delivery: DeliveryOptions;
   readonly encoder: PayloadEncoder;
   readonly logger: Logger;
-  /** `replay` or `recover`: the log's stage, and the progress line. */
+  /** `replay`, `recover` or `cutover`: the log's stage, and the progress line. */
   readonly stage: string;
+  /** How many rows are coming, when known: the progress line says how far along it is. */
+  readonly total?: number;
 }
 
 /**
@@ -30,7 +32,7 @@ export interface RepublishContext {
  * stream's own path: decode, route, encode, dead letters, one request in flight. Returns how
  * many rows went out, once Kafka acknowledged all of them. Nothing is confirmed to Postgres.
  */
-export async function republish(batches: AsyncIterable<readonly Record<string, unknown>[]>, { delivery, encoder, logger, stage }: RepublishContext): Promise<number> {
+export async function republish(batches: AsyncIterable<readonly Record<string, unknown>[]>, { delivery, encoder, logger, stage, total }: RepublishContext): Promise<number> {
   const tracker = new CommitTracker(ZERO_LSN);
   const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
@@ -67,7 +69,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
     for await (const rows of batches) {
       for (const row of rows) await pipeline.handle({ kind: 'insert', relation: delivery.pipeline.table, row });
       published += rows.length;
-      logger.info({ published }, `${stage}: progress`);
+      logger.info(total === undefined ? { published } : { published, of: total, percent: Math.floor((published / Math.max(total, 1)) * 100) }, `${stage}: progress`);
     }
     await pipeline.handle({ kind: 'commit', commitLsn: ZERO_LSN, endLsn: ZERO_LSN, commitTime: new Date() });
     await sink.drain();

@@ -77,7 +77,7 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
     const condition = await options.condition(sql);
     const count = await countRows(sql, delivery, condition);
     options.counted(count, newSlotAt);
-    const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoder: options.encoder, logger, stage: options.command });
+    const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoder: options.encoder, logger, stage: options.command, total: count.matching });
     await sql.query('COMMIT');
     await clearRecovering(inspect, table);
     return { count, published, newSlotAt };
