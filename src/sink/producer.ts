@@ -33,6 +33,8 @@ export interface RecordProducer {
   commit?(): Promise<void>;
   /** A topic's settings, or null if it does not exist. */
   describeTopic(topic: string): Promise<TopicDescription | null>;
+  /** Whether the brokers create a topic at its first record (auto.create.topics.enable); null if that cannot be read. */
+  brokersCreateTopics(): Promise<boolean | null>;
   /**
    * Exactly-once only: the value of the last progress record a committed transaction wrote for
    * this relay (null: a tombstone; undefined: none). Call after `connect`, which fenced every

@@ -5,16 +5,21 @@ import { TopicCatalog } from './topic-catalog.js';
 
 const safe: TopicDescription = { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 50_000, cleanupPolicy: 'delete' };
 
-function catalogOf(topics: Record<string, TopicDescription | null | Error>, autoCreate = true) {
+/** `brokersCreate`: what the brokers' auto.create.topics.enable says (null: it cannot be read). */
+function catalogOf(topics: Record<string, TopicDescription | null | Error>, autoCreate = true, brokersCreate: boolean | null = true) {
   const calls: string[] = [];
   const lines: { level: number; msg: string }[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line) as { level: number; msg: string }) });
-  const catalog = new TopicCatalog(async (topic) => {
-    calls.push(topic);
-    const found = topics[topic];
-    if (found instanceof Error) throw found;
-    return found ?? null;
-  }, { maxMessageBytes: 1_000_000, autoCreate, logger });
+  const kafka = {
+    describeTopic: async (topic: string) => {
+      calls.push(topic);
+      const found = topics[topic];
+      if (found instanceof Error) throw found;
+      return found ?? null;
+    },
+    brokersCreateTopics: async () => brokersCreate,
+  };
+  const catalog = new TopicCatalog(kafka, { maxMessageBytes: 1_000_000, autoCreate, logger });
   return { catalog, calls, lines };
 }
 
@@ -34,6 +39,15 @@ describe('TopicCatalog', () => {
     await expect(catalog.recordLimit('gone')).rejects.toMatchObject({ code: 'SINK_TOPIC_MISSING', message: expect.stringContaining('topic "gone" does not exist') });
     expect(() => catalog.recordLimit('gone')).toThrow(expect.objectContaining({ code: 'SINK_TOPIC_MISSING' }));
     expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('topic gone does not exist')]);
+  });
+
+  it('with auto-creation on but brokers that create no topics, makes the events a SINK_TOPIC_MISSING poison naming the broker setting', async () => {
+    const { catalog, lines } = catalogOf({ gone: null }, true, false);
+    await expect(catalog.recordLimit('gone')).rejects.toMatchObject({ code: 'SINK_TOPIC_MISSING', message: 'topic "gone" does not exist and the brokers do not create topics (auto.create.topics.enable=false); create it, then replay the event' });
+    expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('topic gone does not exist and the brokers do not create topics')]);
+    // Brokers whose setting cannot be read are trusted to create it (and kafka-client warns once).
+    const unknown = catalogOf({ fresh: null }, true, null);
+    expect(await unknown.catalog.recordLimit('fresh')).toBe(1_000_000);
   });
 
   it('with auto-creation on, lets a missing topic be created, and checks its settings once Kafka acknowledged a record', async () => {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { PoisonEventError } from '../errors.js';
-import type { TopicDescription } from './producer.js';
+import type { RecordProducer, TopicDescription } from './producer.js';
 import { durabilityProblems } from './topic-durability.js';
 
 export interface TopicCatalogOptions {
@@ -16,7 +16,7 @@ const MISSING_RECHECK_MS = 30_000;
 
 type Entry =
   | { readonly kind: 'known'; readonly limit: number }
-  | { readonly kind: 'missing'; readonly until: number }
+  | { readonly kind: 'missing'; readonly until: number; readonly why: string }
   /** Missing, to be created by its first record: described again once Kafka acknowledged one. */
   | { readonly kind: 'auto-created'; readonly limit: number };
 
@@ -25,8 +25,10 @@ type Entry =
  * event is routed there (topics come from the events, so they are not known at start):
  * - the largest record the topic takes: its own max.message.bytes, not one global number, so a
  *   record the broker would refuse forever is a dead letter (SINK_TOO_LARGE) naming the topic;
- * - whether it exists: with auto-creation off, an event for a missing topic is a dead letter
- *   (SINK_TOPIC_MISSING) and the stream goes on, instead of a session that restarts forever;
+ * - whether it exists: with auto-creation off (OUTBOX_KAFKA_AUTO_CREATE_TOPICS=false, or brokers
+ *   whose auto.create.topics.enable is false, as managed services run them), an event for a
+ *   missing topic is a dead letter (SINK_TOPIC_MISSING) and the stream goes on, instead of a
+ *   session that restarts forever and holds up every other topic's events;
  * - whether its replication settings keep acknowledged events: a warning naming what allows loss.
  */
 export class TopicCatalog {
@@ -36,7 +38,7 @@ export class TopicCatalog {
   private awaitingCreation = 0;
 
   constructor(
-    private readonly describe: (topic: string) => Promise<TopicDescription | null>,
+    private readonly kafka: Pick<RecordProducer, 'describeTopic' | 'brokersCreateTopics'>,
     private readonly options: TopicCatalogOptions,
   ) {}
 
@@ -64,7 +66,7 @@ export class TopicCatalog {
       if (entry?.kind !== 'auto-created') continue;
       this.awaitingCreation -= 1;
       this.entries.set(topic, { kind: 'known', limit: entry.limit });
-      this.describe(topic).then(
+      this.kafka.describeTopic(topic).then(
         (description) => description && this.checkDurability(topic, description),
         (error: unknown) => this.couldNotDescribe(topic, error),
       );
@@ -75,16 +77,17 @@ export class TopicCatalog {
     const { maxMessageBytes, autoCreate } = this.options;
     let entry: Entry;
     try {
-      const description = await this.describe(topic);
+      const description = await this.kafka.describeTopic(topic);
+      const why = description ? null : !autoCreate ? 'OUTBOX_KAFKA_AUTO_CREATE_TOPICS is false' : (await this.kafka.brokersCreateTopics()) === false ? 'the brokers do not create topics (auto.create.topics.enable=false)' : null;
       if (description) {
         this.checkDurability(topic, description);
         entry = { kind: 'known', limit: Math.min(maxMessageBytes, description.maxMessageBytes) };
-      } else if (autoCreate) {
+      } else if (why === null) {
         this.awaitingCreation += 1;
         entry = { kind: 'auto-created', limit: maxMessageBytes };
       } else {
-        this.options.logger.warn({ topic }, `topic ${topic} does not exist and OUTBOX_KAFKA_AUTO_CREATE_TOPICS is false: its events go to the dead-letter topic until it is created`);
-        entry = { kind: 'missing', until: Date.now() + MISSING_RECHECK_MS };
+        this.options.logger.warn({ topic }, `topic ${topic} does not exist and ${why}: its events go to the dead-letter topic until it is created`);
+        entry = { kind: 'missing', until: Date.now() + MISSING_RECHECK_MS, why };
       }
     } catch (error) {
       // No permission to describe, a broker hiccup: the relay's own bound still holds.
@@ -97,7 +100,7 @@ export class TopicCatalog {
 
   private limitOf(topic: string, entry: Entry): number {
     if (entry.kind !== 'missing') return entry.limit;
-    throw new PoisonEventError('SINK_TOPIC_MISSING', `topic "${topic}" does not exist and OUTBOX_KAFKA_AUTO_CREATE_TOPICS is false; create it, then replay the event`, { details: { topic } });
+    throw new PoisonEventError('SINK_TOPIC_MISSING', `topic "${topic}" does not exist and ${entry.why}; create it, then replay the event`, { details: { topic } });
   }
 
   private checkDurability(topic: string, description: TopicDescription): void {

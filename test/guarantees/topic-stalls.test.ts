@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestOutbox } from '../harness/fixture.js';
-import { kafkaClient } from '../harness/kafka.js';
-import { billingEvent } from '../harness/outbox.js';
+import { createTopicsOn, kafkaClient, TopicReader } from '../harness/kafka.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { OwnBroker } from '../harness/own-broker.js';
 import { RelayProcess } from '../harness/relay-process.js';
 
 /**
@@ -54,6 +55,49 @@ describe('topics that cannot take an event', () => {
       expect(relay.logs.some((line) => /stream interrupted/.test(line.msg))).toBe(false);
     } finally {
       await relay.stop();
+    }
+  });
+});
+
+/**
+ * Managed Kafka services create no topic on a producer's first record (auto.create.topics.enable
+ * false). With OUTBOX_KAFKA_AUTO_CREATE_TOPICS at its default, an event for a topic that does not
+ * exist must still be a dead letter naming the topic and the broker's setting, and the topics that
+ * exist must keep flowing: not a stream restarting for ever on "This server does not host this
+ * topic-partition".
+ */
+describe('a broker that creates no topics, OUTBOX_KAFKA_AUTO_CREATE_TOPICS left at its default', () => {
+  const broker = new OwnBroker({ autoCreateTopics: false });
+  const outbox = new TestOutbox();
+  beforeAll(async () => {
+    await broker.start();
+    await outbox.create();
+    await createTopicsOn(broker.brokers, [outbox.topic('invoice'), outbox.deadLetterTopic]);
+  });
+  afterAll(async () => {
+    await outbox.destroy();
+    await broker.stop();
+  });
+
+  it('dead-letters the missing topic\'s events, naming it and the broker setting; the other topics flow', async () => {
+    const reader = await new TopicReader(broker.brokers).start([outbox.topic('invoice'), outbox.deadLetterTopic]);
+    const relay = new RelayProcess(outbox.relayEnv({ KAFKA_BROKERS: broker.brokers })).start();
+    try {
+      await relay.waitActive();
+      const before = billingEvent('inv_m', 1);
+      const orphan = { ...billingEvent('ref_m', 1, 'refund.issued'), aggregateType: 'refund' };
+      const after = billingEvent('inv_m', 2);
+      await outbox.insert([before, orphan, after]);
+      await reader.until('both invoices and the dead letter', (records) => [before, orphan, after].every(({ eventId }) => records.some((record) => record.headers.event_id === eventId)), 30_000, () => relay.tail());
+      const dead = reader.records.find((record) => record.headers.event_id === orphan.eventId)!;
+      expect(dead.topic).toBe(outbox.deadLetterTopic);
+      expect(dead.headers.dead_letter_code).toBe('SINK_TOPIC_MISSING');
+      expect(dead.headers.dead_letter_reason).toContain(`topic "${outbox.topic('refund')}" does not exist and the brokers do not create topics (auto.create.topics.enable=false)`);
+      expect(reader.records.filter((record) => record.topic === outbox.topic('invoice')).map((record) => record.headers.event_id)).toEqual([before.eventId, after.eventId]);
+      expect(relay.logs.some((line) => /stream interrupted/.test(line.msg)), relay.tail()).toBe(false);
+    } finally {
+      await relay.stop();
+      await reader.stop();
     }
   });
 });

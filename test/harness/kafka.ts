@@ -20,7 +20,12 @@ export function kafkaClient(brokers: string = inject('services').kafkaBrokers): 
 }
 
 export async function createTopics(topics: readonly string[], partitions = 3): Promise<void> {
-  const admin = kafkaClient().admin();
+  await createTopicsOn(inject('services').kafkaBrokers, topics, partitions);
+}
+
+/** As createTopics, on the brokers given (a broker of the test's own). */
+export async function createTopicsOn(brokers: string, topics: readonly string[], partitions = 3): Promise<void> {
+  const admin = kafkaClient(brokers).admin();
   await admin.connect();
   try {
     await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })), waitForLeaders: false });
