@@ -219,6 +219,33 @@ describe('Relay lifecycle', () => {
     expect(relay.state).toBe('stopped');
   });
 
+  it('stops as INTERNAL, naming it, on an error nobody classified (a bug in a stage), instead of reconnecting into it', async () => {
+    const source = streaming();
+    const { relay } = relayWith([source]);
+    const running = relay.run(new AbortController().signal);
+    await until(() => relay.state === 'active');
+    source.abort(new TypeError("Cannot read properties of undefined (reading 'eventId')"));
+    await expect(running).rejects.toMatchObject({ code: 'INTERNAL', retriable: false, message: expect.stringMatching(/^an error the relay does not classify \(TypeError: Cannot read properties of undefined \(reading 'eventId'\)\) ended the session: a bug/) });
+    expect(relay.state).toBe('stopped');
+  });
+
+  it.each([
+    ['a socket reset', Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', syscall: 'read' })],
+    ["pg's closed connection", new Error('Connection terminated unexpectedly')],
+    ['a server shutting down', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' })],
+  ])('resumes after %s, a connection that went away', async (_what, failure) => {
+    const first = streaming();
+    const second = streaming();
+    const { relay, opened } = relayWith([first, second]);
+    const stop = new AbortController();
+    const running = relay.run(stop.signal);
+    await until(() => relay.state === 'active');
+    first.abort(failure);
+    await until(() => opened.length === 2 && relay.state === 'active');
+    stop.abort();
+    expect(await running).toBe(true);
+  });
+
   it('never confirms past an event Kafka did not acknowledge: a failed batch restarts the session', async () => {
     const first = streaming();
     const second = streaming();

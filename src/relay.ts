@@ -11,13 +11,13 @@ import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline } from './pipeline.js';
-import { postgresFailure } from './source/connection-errors.js';
 import { RecordBuilder } from './sink/record-builder.js';
 import { createKafkaProducer, type KafkaProducerOptions, type ProgressRecordOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
 import { KafkaSink } from './sink/kafka-sink.js';
 import { TopicCatalog } from './sink/topic-catalog.js';
 import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
+import { sessionFailure } from './session-failure.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
 import type { SourceOrigin, SourceStream } from './source/source.js';
 import { checkTimeline, parseProgress, progressKey, progressValue, type ResumePoint } from './sink/progress.js';
@@ -105,9 +105,9 @@ export class Relay {
         }
         await sleep(options.standbyPollMs, signal);
       } catch (thrown) {
-        // Errors the relay did not classify come from the Postgres driver: a refused login or
-        // an untrusted certificate stops; otherwise resuming from the confirmed position is safe.
-        const error = postgresFailure(thrown);
+        // A refused login, an untrusted certificate or a bug (INTERNAL) stops; a connection that
+        // went away resumes from the confirmed position (session-failure.ts).
+        const error = sessionFailure(thrown);
         if (!error.retriable) {
           this.lifecycle.transition('stopped');
           throw error;

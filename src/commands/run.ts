@@ -48,7 +48,9 @@ export const runCommand = command(COMMANDS.run, async (config) => {
     logger.info({ drained }, 'stopped');
     return drained ? EXIT.ok : EXIT.drainTimedOut;
   } catch (error) {
-    logger.fatal({ code: errorCode(error), err: errorMessage(error) }, 'relay stopped on an error it cannot recover from');
+    // A bug (INTERNAL) comes with where it happened: the stack of what nobody classified.
+    const cause = error instanceof Error && errorCode(error) === 'INTERNAL' && error.cause instanceof Error ? { stack: error.cause.stack } : {};
+    logger.fatal({ code: errorCode(error), err: errorMessage(error), ...cause }, 'relay stopped on an error it cannot recover from');
     return EXIT.failed;
   } finally {
     server?.close();
