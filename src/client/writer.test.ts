@@ -46,6 +46,28 @@ describe('writeOutboxEvent', () => {
     expect(JSON.parse(params[5] as string)).toEqual({ tenant: 'acme', traceparent });
   });
 
+  it('writes a table without an aggregate type (columns.aggregateType null, or OUTBOX_COLUMN_AGGREGATE_TYPE empty), refusing one given', async () => {
+    const { aggregateType: _none, ...withoutType } = event();
+    const tx = new FakeTx();
+    await writeOutboxEvent(tx, withoutType, { columns: { aggregateType: null } });
+    const insert = tx.statements[2]!;
+    expect(insert.text).toBe('INSERT INTO "event_outbox" ("event_id", "aggregate_id", "event_type", "payload", "headers") VALUES ($1, $2, $3, $4, $5)');
+    expect(insert.params!.slice(0, 3)).toEqual(['e1', 't1', 'thing.happened']);
+    const given = await failure(writeOutboxEvent(new FakeTx(), event(), { columns: { aggregateType: null } }));
+    expect(given.message).toMatch(/aggregateType is given, but the table has no aggregate type column/);
+
+    process.env.OUTBOX_COLUMN_AGGREGATE_TYPE = '';
+    try {
+      const fromEnv = new FakeTx();
+      await writeOutboxEvent(fromEnv, withoutType);
+      expect(fromEnv.statements[2]!.text).toMatch(/^INSERT INTO "event_outbox" \("event_id", "aggregate_id",/);
+    } finally {
+      delete process.env.OUTBOX_COLUMN_AGGREGATE_TYPE;
+    }
+    // With the column (the default), it is required.
+    expect((await failure(writeOutboxEvent(new FakeTx(), withoutType))).message).toMatch(/aggregateType is required/);
+  });
+
   it('writes header names that are Object.prototype members as headers, __proto__ included', async () => {
     const tx = new FakeTx();
     const headers = JSON.parse('{"__proto__":"p","constructor":"c","toString":"t"}') as Record<string, string>;

@@ -15,8 +15,12 @@ export interface Queryable {
 export interface OutboxEventInput {
   /** Primary key; consumers dedup on it. Use `deterministicEventId` so a retried transaction conflicts. */
   readonly eventId: string;
-  /** Routes the event: the default topic is `outbox.{aggregate_type}`. */
-  readonly aggregateType: string;
+  /**
+   * Routes the event: the default topic is `outbox.{aggregate_type}`. Required, unless the table
+   * has no aggregate type (`columns: { aggregateType: null }`, or OUTBOX_COLUMN_AGGREGATE_TYPE set
+   * empty, as the relay reads it): then it must be left out.
+   */
+  readonly aggregateType?: string;
   /** The Kafka key: one aggregate's events stay in order on one partition. */
   readonly aggregateId: string;
   /** Selects the Avro schema (`schemas/**\/<event_type>.avsc`). */
@@ -77,14 +81,14 @@ export async function writeOutboxEvent(tx: Queryable, event: OutboxEventInput, o
 
 /** The batch form of `writeOutboxEvent`: all events validated before anything is inserted. */
 export async function writeOutboxEvents(tx: Queryable, events: readonly OutboxEventInput[], options: OutboxWriterOptions = {}): Promise<void> {
-  const rows = events.map((event) => toRow(event, options.schemas));
+  const { table, columnList, withAggregateType } = insertTarget(options);
+  const rows = events.map((event) => toRow(event, options.schemas, withAggregateType));
   const duplicateInBatch = firstDuplicate(rows.map((row) => row[0]));
   if (duplicateInBatch !== undefined) {
     throw new OutboxClientError('OUTBOX_DUPLICATE_EVENT', `event_id "${duplicateInBatch}" appears twice in one batch`, { details: { eventId: duplicateInBatch } });
   }
   if (rows.length === 0) return;
   if (options.checkTransaction ?? true) await assertInTransaction(tx);
-  const { table, columnList } = insertTarget(options);
   for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
     const chunk = rows.slice(start, start + ROWS_PER_STATEMENT);
     const params: unknown[] = [];
@@ -92,7 +96,7 @@ export async function writeOutboxEvents(tx: Queryable, events: readonly OutboxEv
       const base = params.length;
       params.push(...row);
       // Untyped parameters take the column's type: json, jsonb, text or varchar payloads alike.
-      return `($${base + 1}, $${base + 2}, $${base + 3}, $${base + 4}, $${base + 5}, $${base + 6})`;
+      return `(${row.map((_, i) => `$${base + i + 1}`).join(', ')})`;
     });
     try {
       await tx.query(`INSERT INTO ${table} (${columnList}) VALUES ${tuples.join(', ')}`, params);
@@ -140,17 +144,20 @@ const WRITTEN_COLUMNS = ['eventId', 'aggregateType', 'aggregateId', 'eventType',
  * Table and column names from the options, else from the relay's own variables (OUTBOX_TABLE,
  * OUTBOX_COLUMN_*), so one environment configures the relay and the services that write for it.
  */
-function insertTarget(options: OutboxWriterOptions): { table: string; columnList: string } {
+function insertTarget(options: OutboxWriterOptions): { table: string; columnList: string; withAggregateType: boolean } {
   const env = process.env;
   const table = qualifiedTable(options.table ?? (env[OPTIONS.table.env] || 'event_outbox'));
-  const columnList = WRITTEN_COLUMNS.map((role) => {
+  // A table without an aggregate type: null in the options, or the relay's variable set empty.
+  const typeOption = options.columns?.aggregateType;
+  const withAggregateType = typeOption === undefined ? env[OPTIONS.columnAggregateType.env]?.trim() !== '' : typeOption !== null;
+  const columnList = WRITTEN_COLUMNS.filter((role) => withAggregateType || role !== 'aggregateType').map((role) => {
     const name = options.columns?.[role] ?? (env[OPTIONS[COLUMN_OPTIONS[role]].env] || DEFAULT_COLUMNS[role]);
     if (!isPlainIdentifier(name)) {
       throw new OutboxClientError('CLIENT_CONFIG_INVALID', `column for ${role} ${JSON.stringify(name)}: expected a column name (letters, digits, _, $; not starting with a digit)`, { details: { field: `columns.${role}` } });
     }
     return pg.escapeIdentifier(name);
   }).join(', ');
-  return { table, columnList };
+  return { table, columnList, withAggregateType };
 }
 
 /**
@@ -179,16 +186,18 @@ async function assertInTransaction(tx: Queryable): Promise<void> {
   await tx.query(`RELEASE SAVEPOINT ${CHECK_SAVEPOINT}`);
 }
 
-type Row = [eventId: string, aggregateType: string, aggregateId: string, eventType: string, payload: string, headers: string | null];
+/** A row's values in WRITTEN_COLUMNS' order, without the aggregate type where the table has none. */
+type Row = [eventId: string, ...rest: (string | null)[]];
 
-function toRow(event: OutboxEventInput, schemas: SchemaSet | undefined): Row {
+function toRow(event: OutboxEventInput, schemas: SchemaSet | undefined, withAggregateType: boolean): Row {
   const label = typeof event?.eventId === 'string' && event.eventId !== '' ? `event ${event.eventId}` : 'event';
   const invalid = (message: string, field: string) => new OutboxClientError('OUTBOX_INVALID_EVENT', `${label}: ${message}`, { details: { field } });
   if (event === null || typeof event !== 'object') throw invalid('expected an object', '(event)');
-  for (const field of ['eventId', 'aggregateType', 'aggregateId', 'eventType'] as const) {
+  for (const field of ['eventId', ...(withAggregateType ? (['aggregateType'] as const) : []), 'aggregateId', 'eventType'] as const) {
     const value: unknown = event[field];
     if (typeof value !== 'string' || value.trim() === '') throw invalid(`${field} is required (a non-empty string), got ${JSON.stringify(value) ?? 'nothing'}`, field);
   }
+  if (!withAggregateType && event.aggregateType !== undefined) throw invalid('aggregateType is given, but the table has no aggregate type column (OUTBOX_COLUMN_AGGREGATE_TYPE is empty); leave it out', 'aggregateType');
   const payload: unknown = event.payload;
   if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) throw invalid('payload must be a JSON object', 'payload');
   let json: string;
@@ -218,7 +227,7 @@ function toRow(event: OutboxEventInput, schemas: SchemaSet | undefined): Row {
     headers.tracestate = event.tracestate;
   }
   const headerJson = Object.keys(headers).length === 0 ? null : JSON.stringify(headers);
-  return [event.eventId, event.aggregateType, event.aggregateId, event.eventType, json, headerJson];
+  return withAggregateType ? [event.eventId, event.aggregateType!, event.aggregateId, event.eventType, json, headerJson] : [event.eventId, event.aggregateId, event.eventType, json, headerJson];
 }
 
 function firstDuplicate(ids: readonly string[]): string | undefined {
