@@ -46,7 +46,7 @@ const COMPOSE_SECURED = join(ROOT, 'deploy/compose/secured.override.yml');
 const README = process.env.VALIDATE_DEPLOY_README ?? join(ROOT, 'README.md');
 
 /** Manifests under deploy/kubernetes that are applied on their own, not by kustomization.yaml. */
-const STANDALONE_MANIFESTS = ['setup-job.yaml'];
+const STANDALONE_MANIFESTS = ['setup-job.yaml', 'cutover-job.yaml'];
 /** The alerts operators rely on (more are fine). */
 const REQUIRED_ALERTS = [
   'OutboxRelayNoActiveReader', 'OutboxRelaySlotInactive', 'OutboxRelaySlotLagHigh', 'OutboxRelayLagHigh',
