@@ -24,6 +24,8 @@ export const ERROR_CODES = {
   SOURCE_SLOT_LOST: { retriable: false, poison: false },
   /** A `recover` began and did not finish: streaming or pruning now could skip rows it has not published. */
   SOURCE_RECOVERY_UNFINISHED: { retriable: false, poison: false },
+  /** Another recover, cutover or handback of the same outbox is running: one at a time. */
+  SOURCE_HANDOVER_BUSY: { retriable: false, poison: false },
   SOURCE_UNEXPECTED_CHANGE: { retriable: false, poison: false },
   /** Exactly-once progress in Kafka was written from WAL this server's history does not contain (a failover to a standby that lacked it). */
   SOURCE_TIMELINE_DIVERGED: { retriable: false, poison: false },

@@ -232,6 +232,8 @@ describe('Relay lifecycle', () => {
   it.each([
     ['a socket reset', Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', syscall: 'read' })],
     ["pg's closed connection", new Error('Connection terminated unexpectedly')],
+    ['a name that does not resolve for now', Object.assign(new Error('getaddrinfo EAI_AGAIN db.internal'), { code: 'EAI_AGAIN', syscall: 'getaddrinfo' })],
+    ["pg's failed TLS set-up", new Error('There was an error establishing an SSL connection')],
     ['a server shutting down', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' })],
   ])('resumes after %s, a connection that went away', async (_what, failure) => {
     const first = streaming();

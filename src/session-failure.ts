@@ -19,10 +19,10 @@ export function sessionFailure(error: unknown): RelayError {
   return new RelayError('INTERNAL', `an error the relay does not classify (${name}: ${errorMessage(error)}) ended the session: a bug, so the relay stops instead of reconnecting into it again; nothing is lost (the slot keeps every event after the confirmed position). Report it with this log line (the stack is in its stack field)`, { cause: error });
 }
 
-/** Node's socket and stream errors: ECONNRESET, ETIMEDOUT, EPIPE, ...; ERR_SOCKET_*, ERR_STREAM_*, ERR_TLS_*. */
-const SYSTEM_CODE = /^(E[A-Z0-9]+|ERR_(SOCKET|STREAM|TLS|SSL)_[A-Z0-9_]+)$/;
-/** What pg and kafkajs say of a connection that closed or timed out, without a code. */
-const CLOSED_CONNECTION = /\bconnection\b.*\b(terminated|closed|ended|lost|reset|refused)\b|\bnot queryable\b|\btimed? ?out\b|\btimeout\b|\bsocket\b/i;
+/** Node's socket, DNS and stream errors: ECONNRESET, ETIMEDOUT, EPIPE, EAI_AGAIN, ...; ERR_SOCKET_*, ERR_STREAM_*, ERR_TLS_*. */
+const SYSTEM_CODE = /^(E[A-Z0-9_]+|ERR_(SOCKET|STREAM|TLS|SSL)_[A-Z0-9_]+)$/;
+/** What pg and kafkajs say of a connection that closed, timed out or could not be set up, without a code. */
+const CLOSED_CONNECTION = /\bconnection\b.*\b(terminated|closed|ended|lost|reset|refused)\b|\bnot queryable\b|\btimed? ?out\b|\btimeout\b|\bsocket\b|error establishing an SSL connection/i;
 
 function isConnectionFailure(error: unknown): boolean {
   if (!(error instanceof Error)) return false;

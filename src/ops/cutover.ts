@@ -45,11 +45,14 @@ export interface CutoverReport {
 export async function cutover(options: CutoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
   const { target, delivery } = options;
   const { logger, dryRun } = context;
-  return withHandoverConnections(target.database, 'cutover', async (sql, inspect) => {
+  return withHandoverConnections(target.database, target.table, 'cutover', async (sql, inspect) => {
     const slot = await readSlot(inspect, target.slot);
     const unfinished = await unfinishedRecovery(inspect, target.table);
     if (unfinished?.command === 'recover') {
       throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay recover\` began at ${unfinished.since} and did not finish: run \`outbox-relay recover\` again, not cutover`);
+    }
+    if (slot.exists && unfinished === null && slot.walStatus === 'lost') {
+      throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${target.slot}" exists and is lost: the relay took this table over before and then lost WAL it needed; \`outbox-relay recover\` publishes what it may not have delivered (cutover would skip what the lost slot never streamed)`);
     }
     if (slot.exists && unfinished === null) {
       throw new RelayError('CONFIG_INVALID', `replication slot "${target.slot}" exists: the relay already streams ${tableName(delivery)} from it (a finished cutover, or setup), so there is nothing to cut over; \`outbox-relay run\` goes on from it`);
@@ -90,13 +93,23 @@ export async function cutover(options: CutoverOptions, context: { encoder: Paylo
 async function countPending(sql: pg.Client, delivery: DeliveryOptions, options: CutoverOptions): Promise<RowCount> {
   await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
   try {
-    // Alone in a WHERE first: Postgres then names the problem as such (argument of WHERE must be type boolean...).
-    await sql.query(extended(`SELECT FROM ${tableName(delivery)} WHERE ${options.pending} LIMIT 0`, []));
+    await probeCondition(sql, tableName(delivery), options.pending);
     return await countRows(sql, delivery, { sql: options.pending, values: [] });
-  } catch (error) {
-    throw conditionRefused('--pending', options.pending, tableName(delivery), error);
   } finally {
     await sql.query('ROLLBACK');
+  }
+}
+
+/**
+ * The operator's condition alone in a WHERE, planned and not run: what Postgres refuses here
+ * (argument of WHERE must be type boolean..., a column that does not exist) is the condition's
+ * fault, and said so (CUTOVER_CONDITION); a failure after it is not blamed on it.
+ */
+export async function probeCondition(sql: pg.Client, table: string, condition: string): Promise<void> {
+  try {
+    await sql.query(extended(`SELECT FROM ${table} WHERE ${condition} LIMIT 0`, []));
+  } catch (error) {
+    throw conditionRefused('--pending', condition, table, error);
   }
 }
 
@@ -120,7 +133,7 @@ async function pendingIndexes(sql: pg.Client, delivery: DeliveryOptions, pending
       WHERE x.indrelid = to_regclass($1) AND x.indpred IS NOT NULL ORDER BY i.relname`,
     [table],
   );
-  const read = (text: string) => new Set(columns.map((column) => column.name).filter((name) => new RegExp(`(^|[^A-Za-z0-9_$"])"?${name.replace(/\$/g, '\\$')}"?($|[^A-Za-z0-9_$"])`).test(text)));
+  const read = (text: string) => new Set(columns.map((column) => column.name).filter((name) => new RegExp(`(^|[^A-Za-z0-9_$"])"?${name.replace(/[.*+?^${}()|[\]\\$]/g, '\\$&')}"?($|[^A-Za-z0-9_$"])`).test(text)));
   const pendingColumns = read(pending);
   return indexes.flatMap((index) => {
     const shared = [...read(index.predicate)].filter((name) => pendingColumns.has(name));

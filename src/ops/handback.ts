@@ -1,13 +1,13 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { RelayError } from '../errors.js';
+import { RelayError, sqlState } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
-import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import type { DatabaseAccess } from '../pg-connection.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { PgoutputDecoder } from '../source/pgoutput.js';
 import type { RelationRef } from '../source/messages.js';
-import { conditionRefused } from './cutover.js';
-import { extended } from './snapshot-handover.js';
+import { conditionRefused, probeCondition } from './cutover.js';
+import { extended, withHandoverConnections } from './snapshot-handover.js';
 
 export interface HandbackOptions {
   readonly database: DatabaseAccess;
@@ -48,48 +48,66 @@ const FETCH = 1_000;
  * exception. Rows committed after the snapshot are not touched: the poller sends them.
  */
 export async function handback(options: HandbackOptions, context: { logger: Logger; dryRun: boolean }): Promise<HandbackReport> {
-  const sql = await connectPostgres(options.database, 'outbox-relay-handback', { queryTimeoutMs: 0 });
-  const peek = await connectPostgres(options.database, 'outbox-relay-handback', { queryTimeoutMs: 0 }).catch(async (error: unknown) => {
-    await sql.end();
-    throw error;
-  });
   const table = `${pg.escapeIdentifier(options.table.schema)}.${pg.escapeIdentifier(options.table.name)}`;
-  try {
+  refuseComments(options.markSent);
+  return withHandoverConnections(options.database, options.table, 'handback', async (sql, peek) => {
     const slot = await readSlot(peek, options.slot);
     const unfinished = await unfinishedRecovery(peek, options.table);
     if (unfinished) throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay ${unfinished.command}\` began at ${unfinished.since} and did not finish: finish it first (run it again), then hand back`);
     if (!slot.exists) throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${options.slot}" does not exist: there is no confirmed position to prove which rows the relay delivered (after a lost slot, \`outbox-relay recover\` first)`);
     if (slot.active) throw new RelayError('SOURCE_SLOT_BUSY', `replication slot "${options.slot}" is in use (pid ${slot.activePid ?? '?'}): stop every relay first (SIGTERM: it confirms what Kafka acknowledged), then run handback`);
     if (slot.walStatus === 'lost') throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${options.slot}" is lost: its position proves nothing; \`outbox-relay recover\` first`);
-    // The snapshot first, then the peek: every row the snapshot sees committed before the peek began.
-    await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-    await sql.query('SELECT 1');
-    const unconfirmed = await unconfirmedEventIds(peek, options);
-    context.logger.info({ slot: options.slot, confirmed: slot.confirmedFlushLsn, unconfirmed: unconfirmed.length }, `handback: ${unconfirmed.length} events after the slot's confirmed position stay pending`);
-    const pending = `coalesce((${options.pending}), false)`;
-    const notUnconfirmed = `NOT (${pg.escapeIdentifier(options.eventIdColumn)}::text = ANY ($1::text[]))`;
-    const counts = await sql
-      .query<{ marked: string; left: string }>(extended(`SELECT count(*) FILTER (WHERE ${notUnconfirmed}) AS marked, count(*) FILTER (WHERE NOT ${notUnconfirmed}) AS left FROM ${table} WHERE ${pending}`, [unconfirmed]))
-      .catch((error: unknown) => {
-        throw conditionRefused('--pending', options.pending, table, error);
-      });
-    const marked = Number(counts.rows[0]!.marked);
-    const leftPending = Number(counts.rows[0]!.left);
-    if (context.dryRun) {
-      await sql.query('ROLLBACK');
-      return { marked, leftPending, unconfirmed: unconfirmed.length, confirmedAt: slot.confirmedFlushLsn, slotDropped: false };
-    }
-    await markSent(sql, table, `${pending} AND ${notUnconfirmed}`, unconfirmed, options, context.logger, marked);
-    await sql.query('COMMIT');
+    const report = await markInSnapshot(sql, peek, table, options, context, slot.confirmedFlushLsn);
+    if (context.dryRun) return { ...report, slotDropped: false };
     await peek.query('SELECT pg_drop_replication_slot($1)', [options.slot]);
     context.logger.info({ slot: options.slot }, 'handback: slot dropped');
-    return { marked, leftPending, unconfirmed: unconfirmed.length, confirmedAt: slot.confirmedFlushLsn, slotDropped: true };
+    return { ...report, slotDropped: true };
+  });
+}
+
+/** Counts, and (unless a dry run) marks, in one snapshot taken before the peek; committed when done. */
+async function markInSnapshot(sql: pg.Client, peek: pg.Client, table: string, options: HandbackOptions, context: { logger: Logger; dryRun: boolean }, confirmedAt: string | null): Promise<Omit<HandbackReport, 'slotDropped'>> {
+  await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+  try {
+    await probeCondition(sql, table, options.pending);
+    // The snapshot is the probe's; every row it sees committed before the peek below begins,
+    // and (once the WAL is flushed up to here) is decoded by it if the slot has not confirmed it.
+    await flushWal(peek);
+    const unconfirmed = await unconfirmedEventIds(peek, options);
+    context.logger.info({ slot: options.slot, confirmed: confirmedAt, unconfirmed: unconfirmed.length }, `handback: ${unconfirmed.length} events after the slot's confirmed position stay pending`);
+    const pending = `coalesce((${options.pending}), false)`;
+    const notUnconfirmed = `NOT (${pg.escapeIdentifier(options.eventIdColumn)}::text = ANY ($1::text[]))`;
+    const counts = await sql.query<{ marked: string; left: string }>(extended(`SELECT count(*) FILTER (WHERE ${notUnconfirmed}) AS marked, count(*) FILTER (WHERE NOT ${notUnconfirmed}) AS left FROM ${table} WHERE ${pending}`, [unconfirmed]));
+    const report = { marked: Number(counts.rows[0]!.marked), leftPending: Number(counts.rows[0]!.left), unconfirmed: unconfirmed.length, confirmedAt };
+    if (context.dryRun) {
+      await sql.query('ROLLBACK');
+      return report;
+    }
+    await markSent(sql, table, `${pending} AND ${notUnconfirmed}`, unconfirmed, options, report.marked);
+    await sql.query('COMMIT');
+    return report;
   } catch (error) {
     await sql.query('ROLLBACK').catch(() => undefined);
     throw error;
-  } finally {
-    await sql.end();
-    await peek.end();
+  }
+}
+
+/**
+ * A peek decodes only WAL already flushed: a row committed with synchronous_commit=off can be
+ * visible before its commit record is. A synchronous commit of our own flushes every record
+ * before it, so the peek sees every transaction the snapshot sees.
+ */
+async function flushWal(client: pg.Client): Promise<void> {
+  await client.query('BEGIN');
+  await client.query('SET LOCAL synchronous_commit = on');
+  await client.query('SELECT pg_current_xact_id()');
+  await client.query('COMMIT');
+}
+
+/** The SET clause is joined to the relay's own WHERE: a comment in it could hide that WHERE. */
+function refuseComments(markSent: string): void {
+  if (/--|\/\*|;/.test(markSent)) {
+    throw new RelayError('CUTOVER_CONDITION', `--mark-sent "${markSent}" holds a comment or a semicolon; expected only a SET clause, e.g. status = 'sent', sent_at = now()`);
   }
 }
 
@@ -123,18 +141,23 @@ async function unconfirmedEventIds(client: pg.Client, options: HandbackOptions):
 /** XLogData's 25-byte header ('w', start, end, send time): only its tag is read. */
 const XLOG_DATA_HEADER = Buffer.concat([Buffer.from('w'), Buffer.alloc(24)]);
 
-/** In the snapshot's transaction, by batches of row ids read through a cursor, with progress. */
-async function markSent(sql: pg.Client, table: string, where: string, unconfirmed: readonly string[], options: HandbackOptions, logger: Logger, total: number): Promise<void> {
-  await sql.query(extended(`DECLARE to_mark NO SCROLL CURSOR FOR SELECT ctid FROM ${table} WHERE ${where}`, [unconfirmed]));
-  let done = 0;
-  for (;;) {
-    const { rows } = await sql.query<{ ctid: string }>(`FETCH ${FETCH} FROM to_mark`);
-    if (rows.length === 0) break;
-    await sql.query(extended(`UPDATE ${table} SET ${options.markSent} WHERE ctid = ANY ($1::tid[])`, [rows.map((row) => row.ctid)])).catch((error: unknown) => {
-      throw conditionRefused('--mark-sent', options.markSent, table, error);
-    });
-    done += rows.length;
-    logger.info({ marked: done, of: total }, 'handback: progress');
+/**
+ * One UPDATE in the snapshot's transaction (a partitioned outbox has no row id unique across its
+ * partitions to batch by). It must change exactly the rows counted, and leave none of them
+ * pending, or nothing is changed.
+ */
+async function markSent(sql: pg.Client, table: string, where: string, unconfirmed: readonly string[], options: HandbackOptions, counted: number): Promise<void> {
+  let updated: number;
+  try {
+    updated = (await sql.query(extended(`UPDATE ${table} SET ${options.markSent} WHERE ${where}`, [unconfirmed]))).rowCount ?? 0;
+  } catch (error) {
+    if (sqlState(error) === SERIALIZATION_FAILURE) {
+      throw new RelayError('CUTOVER_CONDITION', `rows handback would mark were changed meanwhile (${(error as Error).message}): is the poller still running? Stop it, then run handback again; nothing was changed`, { cause: error });
+    }
+    throw conditionRefused('--mark-sent', options.markSent, table, error);
+  }
+  if (updated !== counted) {
+    throw new RelayError('CUTOVER_CONDITION', `--mark-sent "${options.markSent}" changed ${updated} rows where ${counted} were to be marked; nothing was changed. Expected only a SET clause`);
   }
   // Our own updates are visible to us: a SET clause that leaves a row pending would have the poller send it again.
   const { rows } = await sql.query<{ n: string }>(extended(`SELECT count(*)::text AS n FROM ${table} WHERE ${where}`, [unconfirmed]));
@@ -142,3 +165,5 @@ async function markSent(sql: pg.Client, table: string, where: string, unconfirme
     throw new RelayError('CUTOVER_CONDITION', `--mark-sent "${options.markSent}" leaves ${rows[0]!.n} of the rows it marked matching --pending "${options.pending}": a poller would send them again; nothing was changed. Expected a SET clause after which --pending is false, e.g. status = 'sent', sent_at = now()`);
   }
 }
+
+const SERIALIZATION_FAILURE = '40001';

@@ -56,7 +56,7 @@ interface DeliveredBound {
  */
 export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
-  return withHandoverConnections(options.database, 'recover', async (sql, inspect) => {
+  return withHandoverConnections(options.database, options.delivery.pipeline.table, 'recover', async (sql, inspect) => {
     const slot = await readSlot(inspect, options.slot);
     const table = options.delivery.pipeline.table;
     // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.

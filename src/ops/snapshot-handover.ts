@@ -3,7 +3,9 @@ import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import { RelayError } from '../errors.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
+import type { RelationRef } from '../source/messages.js';
 import { connectForText, parseRow, republish } from './republish.js';
 
 /** A SQL condition on the outbox's rows, with its bind parameters ($1...). */
@@ -54,8 +56,9 @@ const CURSOR = 'outbox_handover_rows';
  * 2. In that snapshot, every row that matches the command's condition is published through the
  *    stream's own path, in commit order (rowsInSnapshot), and acknowledged by Kafka.
  * 3. Only then is the mark cleared and `run` may stream from the slot.
- * The connection that created the slot holds it until the end: a relay that connects meanwhile
- * finds it busy and waits as a standby rather than stream ahead of the rows.
+ * The mark, not the slot, keeps a relay from streaming meanwhile: the walsender releases a slot
+ * once CREATE_REPLICATION_SLOT returns. The advisory lock of withHandoverConnections keeps a
+ * second handover from dropping this one's slot under it.
  */
 export async function handOver(sql: pg.Client, inspect: pg.Client, options: HandoverOptions): Promise<{ readonly count: RowCount; readonly published: number; readonly newSlotAt: string }> {
   const { delivery, logger, slot } = options;
@@ -66,21 +69,32 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
     await inspect.query('SELECT pg_drop_replication_slot($1)', [slot]);
     logger.warn({ slot }, `${options.command}: dropped the slot it found (it cannot stream the rows before it)`);
   }
+  const newSlotAt = await createSlotInto(sql, options);
+  const condition = await options.condition(sql);
+  const count = await countRows(sql, delivery, condition);
+  options.counted(count, newSlotAt);
+  const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoder: options.encoder, logger, stage: options.command, total: count.matching });
+  await sql.query('COMMIT');
+  await clearRecovering(inspect, table);
+  return { count, published, newSlotAt };
+}
+
+/**
+ * Creates the slot with an exported snapshot and opens `sql`'s transaction in it; returns the
+ * slot's consistent point. The exporting connection ends as soon as the snapshot is imported
+ * (the importing transaction keeps it): left idle for a long publish, a dropped connection or
+ * idle_in_transaction_session_timeout would only fail the command.
+ */
+async function createSlotInto(sql: pg.Client, options: HandoverOptions): Promise<string> {
   const replication = await connectPostgres(options.database, `outbox-relay-${options.command}`, { replication: true });
+  replication.on('error', () => undefined);
   try {
     const slotOptions = options.failover ? "(SNAPSHOT 'export', FAILOVER true)" : 'EXPORT_SNAPSHOT';
-    const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(slot)} LOGICAL pgoutput ${slotOptions}`);
-    const newSlotAt = rows[0]!.consistent_point;
-    // Imported while the exporting connection still holds it; ours from then on.
+    const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput ${slotOptions}`);
+    // Imported while the exporting connection is open; ours from then on.
     await sql.query(`BEGIN ISOLATION LEVEL REPEATABLE READ${options.readOnly ? ' READ ONLY' : ''}`);
     await sql.query(`SET TRANSACTION SNAPSHOT ${pg.escapeLiteral(rows[0]!.snapshot_name)}`);
-    const condition = await options.condition(sql);
-    const count = await countRows(sql, delivery, condition);
-    options.counted(count, newSlotAt);
-    const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoder: options.encoder, logger, stage: options.command, total: count.matching });
-    await sql.query('COMMIT');
-    await clearRecovering(inspect, table);
-    return { count, published, newSlotAt };
+    return rows[0]!.consistent_point;
   } finally {
     await replication.end();
   }
@@ -91,11 +105,13 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
  * text (parseRow, as replay does), with no per-query bound (counting and reading a large outbox
  * may take minutes); `inspect` reads the slot's facts and sets the mark.
  */
-export async function withHandoverConnections<T>(database: DatabaseAccess, command: Handover, work: (sql: pg.Client, inspect: pg.Client) => Promise<T>): Promise<T> {
+export async function withHandoverConnections<T>(database: DatabaseAccess, table: RelationRef, command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>): Promise<T> {
   const sql = await connectForText(database, `outbox-relay-${command}`, 0);
   try {
-    const inspect = await connectPostgres(database, `outbox-relay-${command}`);
+    // handback peeks the whole unconfirmed backlog through it: no per-query bound there.
+    const inspect = await connectPostgres(database, `outbox-relay-${command}`, command === 'handback' ? { queryTimeoutMs: 0 } : {});
     try {
+      await holdHandoverLock(inspect, table, command);
       return await work(sql, inspect);
     } finally {
       await inspect.end();
@@ -103,6 +119,24 @@ export async function withHandoverConnections<T>(database: DatabaseAccess, comma
   } finally {
     await sql.end();
   }
+}
+
+/**
+ * One of recover, cutover and handback at a time per outbox: two would drop each other's slot
+ * and clear each other's mark. A session advisory lock, held by `inspect` until it disconnects
+ * (a killed command's lock goes with its connection).
+ */
+async function holdHandoverLock(inspect: pg.Client, table: RelationRef, command: string): Promise<void> {
+  const key = `outbox-relay handover ${table.schema}.${table.name}`;
+  const { rows } = await inspect.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [key]);
+  if (rows[0]!.locked) return;
+  const { rows: holders } = await inspect.query<{ pid: number; application_name: string }>(
+    `SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objid = (hashtext($1)::bigint & 4294967295)::oid`,
+    [key],
+  );
+  const holder = holders[0] ? `${holders[0].application_name} (pid ${holders[0].pid})` : 'another session';
+  throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} ${table.schema}.${table.name}: ${holder} is already running recover, cutover or handback on it; wait for it to finish (or stop it), then run ${command} again`);
 }
 
 export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {
