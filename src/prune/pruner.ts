@@ -130,20 +130,28 @@ export class Pruner {
       // have one, so take it first. A frozen row (age 2^31-1) counts as old, which is why rows
       // must also predate the mark's time.
       await client.query('BEGIN');
-      let deleted: number;
+      let deleted = 0;
+      let found: number;
       try {
         const own = await client.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
-        const result = await client.query(
-          `DELETE FROM ${this.table} WHERE ctid = ANY (ARRAY(
-             SELECT ctid FROM ${this.table}
+        const { rows } = await client.query<{ part: string; ctids: string[] }>(
+          `SELECT tableoid::int8::text AS part, array_agg(ctid)::text[] AS ctids FROM (
+             SELECT tableoid, ctid FROM ${this.table}
               WHERE ${createdAt} < now() - make_interval(secs => $1::float8 / 1000)
                 AND ${createdAt} < $2
                 AND $3::bigint - age(xmin) < $4::bigint
-              LIMIT $5))`,
+              LIMIT $5) AS confirmed
+            GROUP BY tableoid`,
           [retentionMs, mark.takenAt, own.rows[0]!.xid, mark.oldestRunningXid, batchSize],
         );
+        found = rows.reduce((sum, row) => sum + row.ctids.length, 0);
+        // A ctid is unique only within one table: in a partitioned outbox the same place holds a
+        // row in every partition, so each partition's rows are deleted with its tableoid.
+        for (const { part, ctids } of rows) {
+          const result = await client.query(`DELETE FROM ${this.table} WHERE tableoid = $1::int8::oid AND ctid = ANY ($2::tid[])`, [part, ctids]);
+          deleted += result.rowCount ?? 0;
+        }
         await client.query('COMMIT');
-        deleted = result.rowCount ?? 0;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => undefined);
         throw error;
@@ -151,7 +159,7 @@ export class Pruner {
       total += deleted;
       metrics.rowsDeleted.inc(deleted);
       if (deleted > 0) logger.info({ deleted: total, elapsedMs: Date.now() - started }, 'prune: progress');
-      if (deleted < batchSize) return total;
+      if (found < batchSize) return total;
     }
   }
 
