@@ -24,11 +24,16 @@ function pollingTable(table: string): string {
     CREATE INDEX ${table}_pending_idx ON ${table} (created_at) WHERE status = 'pending'`;
 }
 
-/** One polling outbox per test: its table, the relay's environment for it, its one topic. */
+/** One polling outbox per describe: its table and topic (made before its tests, removed after), the relay's environment for it. */
 function pollingOutbox(): { outbox: TestOutbox; env: Record<string, string>; topic: string; poller: () => PollingRelay } {
   const outbox = new TestOutbox();
   const topic = `${outbox.topicPrefix}.invoice.paid`;
   const env = outbox.relayEnv({ OUTBOX_TOPIC_TEMPLATE: `${outbox.topicPrefix}.{event_type}`, OUTBOX_COLUMN_AGGREGATE_TYPE: '' });
+  beforeAll(async () => {
+    await outbox.pool.query(pollingTable(outbox.table));
+    await createTopics([topic]);
+  });
+  afterAll(() => outbox.destroy());
   const poller = () =>
     new PollingRelay({
       databaseUrl: outbox.databaseUrl,
@@ -94,11 +99,6 @@ function countsById(records: readonly ConsumedRecord[]): Map<string, number> {
 
 describe('cutover while the polling relay still runs, under load', () => {
   const { outbox, env, topic, poller: newPoller } = pollingOutbox();
-  beforeAll(async () => {
-    await outbox.pool.query(pollingTable(outbox.table));
-    await createTopics([topic]);
-  });
-  afterAll(() => outbox.destroy());
 
   it('every committed row arrives, no rolled-back one; duplicates only of rows both sent; order per aggregate for what the relay alone sent', async () => {
     const poller = await newPoller().start();
@@ -154,14 +154,11 @@ describe('cutover killed (-9) while publishing a large backlog, then run again',
   const { outbox, env, topic } = pollingOutbox();
   const ROWS = 100_000;
   beforeAll(async () => {
-    await outbox.pool.query(pollingTable(outbox.table));
-    await createTopics([topic]);
     await outbox.pool.query(
       `INSERT INTO ${outbox.table} (event_id, aggregate_id, event_type, payload)
          SELECT gen_random_uuid(), 'inv_' || (g % 500), 'invoice.paid', jsonb_build_object('sequence', g, 'amount_cents', 1000 + g, 'currency', 'EUR') FROM generate_series(1, ${ROWS}) g`,
     );
   });
-  afterAll(() => outbox.destroy());
 
   it('nothing is lost: run waits for the unfinished cutover, the second one starts over from a new snapshot', async () => {
     const first = new RelayProcess(env, ['--pending', PENDING], 'cutover').start();
@@ -204,11 +201,6 @@ describe('cutover killed (-9) while publishing a large backlog, then run again',
 
 describe('the way back to polling: handback', () => {
   const { outbox, env, topic, poller: newPoller } = pollingOutbox();
-  beforeAll(async () => {
-    await outbox.pool.query(pollingTable(outbox.table));
-    await createTopics([topic]);
-  });
-  afterAll(() => outbox.destroy());
 
   async function insert(count: number, client: pg.ClientBase | pg.Pool = outbox.pool): Promise<string[]> {
     const ids = Array.from({ length: count }, () => randomUUID());

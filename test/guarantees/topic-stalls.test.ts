@@ -7,6 +7,19 @@ import { OwnBroker } from '../harness/own-broker.js';
 import { RelayProcess } from '../harness/relay-process.js';
 
 /**
+ * Two invoices around a refund whose topic does not exist, inserted while `relay` streams; waits
+ * until all three are read (the refund as a dead letter) and returns them.
+ */
+async function invoicesAroundAnOrphan(outbox: TestOutbox, reader: TopicReader, relay: RelayProcess, aggregateId: string) {
+  const before = billingEvent(`inv_${aggregateId}`, 1);
+  const orphan = { ...billingEvent(`ref_${aggregateId}`, 1, 'refund.issued'), aggregateType: 'refund' };
+  const after = billingEvent(`inv_${aggregateId}`, 2);
+  await outbox.insert([before, orphan, after]);
+  await reader.until('both invoices and the dead letter', (records) => [before, orphan, after].every(({ eventId }) => records.some((record) => record.headers.event_id === eventId)), 30_000, () => relay.tail());
+  return { before, orphan, after, dead: reader.records.find((record) => record.headers.event_id === orphan.eventId)! };
+}
+
+/**
  * A topic that cannot take an event must not stall the stream in a silent loop: the event goes
  * to the dead-letter topic with a reason naming the topic, the events behind it flow.
  */
@@ -17,12 +30,8 @@ describe('topics that cannot take an event', () => {
     const relay = new RelayProcess(outbox.relayEnv({ OUTBOX_KAFKA_AUTO_CREATE_TOPICS: 'false' })).start();
     try {
       await relay.waitActive();
-      const before = billingEvent('inv_s', 1);
-      const orphan = { ...billingEvent('ref_s', 1, 'refund.issued'), aggregateType: 'refund' };
-      const after = billingEvent('inv_s', 2);
-      await outbox.insert([before, orphan, after]);
-      await reader.until('both invoices and the dead letter', (records) => [before, orphan, after].every(({ eventId }) => records.some((record) => record.headers.event_id === eventId)), 30_000, () => relay.tail());
-      const dead = reader.records.find((record) => record.topic === outbox.deadLetterTopic)!;
+      const { dead } = await invoicesAroundAnOrphan(outbox, reader, relay, 's');
+      expect(dead.topic).toBe(outbox.deadLetterTopic);
       expect(dead.headers.dead_letter_code).toBe('SINK_TOPIC_MISSING');
       expect(dead.headers.dead_letter_reason).toContain(`topic "${outbox.topic('refund')}" does not exist`);
       expect(relay.logs.some((line) => /stream interrupted/.test(line.msg))).toBe(false);
@@ -84,12 +93,7 @@ describe('a broker that creates no topics, OUTBOX_KAFKA_AUTO_CREATE_TOPICS left 
     const relay = new RelayProcess(outbox.relayEnv({ KAFKA_BROKERS: broker.brokers })).start();
     try {
       await relay.waitActive();
-      const before = billingEvent('inv_m', 1);
-      const orphan = { ...billingEvent('ref_m', 1, 'refund.issued'), aggregateType: 'refund' };
-      const after = billingEvent('inv_m', 2);
-      await outbox.insert([before, orphan, after]);
-      await reader.until('both invoices and the dead letter', (records) => [before, orphan, after].every(({ eventId }) => records.some((record) => record.headers.event_id === eventId)), 30_000, () => relay.tail());
-      const dead = reader.records.find((record) => record.headers.event_id === orphan.eventId)!;
+      const { before, after, dead } = await invoicesAroundAnOrphan(outbox, reader, relay, 'm');
       expect(dead.topic).toBe(outbox.deadLetterTopic);
       expect(dead.headers.dead_letter_code).toBe('SINK_TOPIC_MISSING');
       expect(dead.headers.dead_letter_reason).toContain(`topic "${outbox.topic('refund')}" does not exist and the brokers do not create topics (auto.create.topics.enable=false)`);
