@@ -12,7 +12,8 @@ import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
 import { Pipeline } from './pipeline.js';
 import { RecordBuilder } from './sink/record-builder.js';
-import { createKafkaProducer, type KafkaProducerOptions, type ProgressRecordOptions } from './sink/kafka-client.js';
+import type { KafkaProducerOptions, ProgressRecordOptions } from './sink/kafka-client.js';
+import { openKafkaProducer } from './sink/kafka-clients.js';
 import type { RecordProducer } from './sink/producer.js';
 import { KafkaSink } from './sink/kafka-sink.js';
 import { TopicCatalog } from './sink/topic-catalog.js';
@@ -137,7 +138,7 @@ export class Relay {
     const { options, logger, metrics, encoder } = this.deps;
     const { delivery } = options;
     const openSource = this.deps.openSource ?? ((sourceOptions) => new ReplicationStream(sourceOptions));
-    const openProducer = this.deps.openProducer ?? createKafkaProducer;
+    const openProducer = this.deps.openProducer ?? openKafkaProducer;
     const stream = openSource({ ...options.source, highWaterMessages: SOURCE_HIGH_WATER_MESSAGES, logger });
     let sink: KafkaSink | null = null;
     let checkpointer: Checkpointer | null = null;

@@ -51,7 +51,7 @@ export const KAFKA_SECURITY = [
 ] as const;
 export type KafkaSecurityKey = (typeof KAFKA_SECURITY)[number];
 const COLUMNS = ['columnEventId', 'columnAggregateType', 'columnAggregateId', 'columnEventType', 'columnPayload', 'columnHeaders', 'columnCreatedAt'] as const;
-const KAFKA = ['kafkaBrokers', 'kafkaClientId', 'kafkaFastEncoder', 'kafkaAutoCreateTopics', ...KAFKA_SECURITY] as const;
+const KAFKA = ['kafkaBrokers', 'kafkaClientId', 'kafkaClient', 'kafkaCompression', 'kafkaFastEncoder', 'kafkaAutoCreateTopics', ...KAFKA_SECURITY] as const;
 /** How records are delivered; `replay` and `recover` derive their own transactional id from the slot's. */
 const DELIVERY = ['delivery', 'transactionalId', 'transactionTimeout'] as const;
 const ENCODING = ['format', 'schemaRegistryUrl', 'schemaRegistryCaFile', 'schemaRegistryUsername', 'schemaRegistryPassword', 'schemasDir', 'subjectStrategy', 'autoRegister', 'keySchema'] as const;
@@ -84,7 +84,7 @@ export const COMMANDS = {
   }),
   status: declared({
     summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters.',
-    options: [...DATABASE, 'columnCreatedAt', 'kafkaBrokers', ...KAFKA_SECURITY, 'deadLetterTopic'],
+    options: [...DATABASE, 'columnCreatedAt', 'kafkaBrokers', 'kafkaClient', ...KAFKA_SECURITY, 'deadLetterTopic'],
     // Status must work when the broker is the thing that is down: without it, no dead-letter count.
     optional: ['kafkaBrokers'],
     args: { json: { description: 'print JSON instead of a table', switch: true } },

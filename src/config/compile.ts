@@ -34,7 +34,7 @@ export interface DeliveryOptions {
   readonly topicTemplate: string;
   readonly builder: RecordBuilderOptions;
   readonly pipeline: PipelineOptions;
-  readonly producer: Pick<KafkaProducerOptions, 'brokers' | 'clientId' | 'fastEncoder' | 'autoCreateTopics' | 'security'>;
+  readonly producer: Pick<KafkaProducerOptions, 'client' | 'brokers' | 'clientId' | 'fastEncoder' | 'compression' | 'maxMessageBytes' | 'autoCreateTopics' | 'security'>;
   readonly sink: Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'>;
   readonly topics: Omit<TopicCatalogOptions, 'logger'>;
   /** OUTBOX_DELIVERY=exactly-once; null: at-least-once. */
@@ -194,6 +194,7 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
     table: config.table,
     createdAtColumn: config.columnCreatedAt,
     kafkaBrokers: config.kafkaBrokers,
+    kafkaClient: config.kafkaClient,
     kafkaSecurity: kafkaSecurity(config),
     deadLetterTopic: config.deadLetterTopic,
   });
@@ -219,7 +220,7 @@ function columnMap(config: Pick<RelayConfig, ColumnKey>): ColumnMap {
 
 type DeliveryConfig = Pick<
   RelayConfig,
-  | 'table' | 'kafkaBrokers' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
+  | 'table' | 'kafkaBrokers' | 'kafkaClient' | 'kafkaCompression' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
   | ColumnKey
   | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents' | 'delivery' | 'transactionTimeout'
 >;
@@ -250,7 +251,7 @@ function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOpti
       columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
     },
     pipeline: { table: config.table, onUnexpectedChange: own.onUnexpectedChange, maxBufferedEvents: config.maxBufferedEvents },
-    producer: { brokers: config.kafkaBrokers, clientId: own.clientId, fastEncoder: config.kafkaFastEncoder, autoCreateTopics: config.kafkaAutoCreateTopics, security: kafkaSecurity(config) },
+    producer: { client: config.kafkaClient, brokers: config.kafkaBrokers, clientId: own.clientId, fastEncoder: config.kafkaFastEncoder, compression: config.kafkaCompression, maxMessageBytes: config.maxMessageBytes, autoCreateTopics: config.kafkaAutoCreateTopics, security: kafkaSecurity(config) },
     // A request is bounded like a record: the broker refuses a partition's batch above max.message.bytes.
     sink: { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger },
     topics: { maxMessageBytes: config.maxMessageBytes, autoCreate: config.kafkaAutoCreateTopics },

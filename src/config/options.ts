@@ -2,6 +2,7 @@ import { DEFAULT_COLUMNS } from '../outbox-table.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../sink/topic-router.js';
+import { KAFKA_CLIENTS, KAFKA_COMPRESSIONS, KAFKAJS_COMPRESSIONS } from '../sink/producer.js';
 import { parsePostgresUrl } from '../pg-url.js';
 import * as p from './parsers.js';
 
@@ -129,6 +130,8 @@ export const OPTIONS = {
   kafkaSaslPassword: optionalSecret({ group: 'kafka', env: 'KAFKA_SASL_PASSWORD', parser: p.text, description: 'SASL password (plain, scram-*); read again at each reconnect.' }),
   kafkaSaslOauthbearerTokenFile: option({ group: 'kafka', env: 'KAFKA_SASL_OAUTHBEARER_TOKEN_FILE', parser: p.optional(p.text), default: '', description: 'oauthbearer: file holding the token, read at each authentication (a Kubernetes projected token is replaced in place).' }),
   kafkaSaslOauthbearerProvider: option({ group: 'kafka', env: 'KAFKA_SASL_OAUTHBEARER_PROVIDER', parser: p.optional(p.text), default: '', description: 'oauthbearer: a JavaScript module whose default export returns a token, `{ value }` or a string (e.g. signed for Amazon MSK IAM; README: Security).' }),
+  kafkaClient: option({ group: 'kafka', env: 'OUTBOX_KAFKA_CLIENT', parser: p.oneOf(...KAFKA_CLIENTS), default: 'kafkajs', description: "The Kafka client: kafkajs (pure JavaScript, with the relay's per-partition send and encoder) or librdkafka (Confluent's C client through @confluentinc/kafka-javascript, built by scripts/librdkafka.sh: idempotence, retries, transactions and Java's partitioner done by librdkafka; every compression codec). Both pass the same guarantee suites (README: Kafka clients)." }),
+  kafkaCompression: option({ group: 'kafka', env: 'OUTBOX_KAFKA_COMPRESSION', parser: p.oneOf(...KAFKA_COMPRESSIONS), default: 'none', description: 'Record batch compression: none, gzip, snappy, lz4 or zstd. kafkajs compresses with gzip only (refused at start otherwise); librdkafka has all of them.' }),
   kafkaFastEncoder: option({ group: 'kafka', env: 'OUTBOX_KAFKA_FAST_ENCODER', parser: p.boolean, default: 'true', description: "Encode Produce requests and frame every request with the relay's encoder (the same bytes as kafkajs's, a fraction of the CPU); false uses kafkajs's own. The relay's per-partition send, which keeps leader changes from losing events, is always used." }),
   delivery: option({ group: 'kafka', env: 'OUTBOX_DELIVERY', parser: p.oneOf('at-least-once', 'exactly-once'), default: 'at-least-once', description: 'at-least-once: after a crash, events after the confirmed position are sent again (consumers dedupe on event_id). exactly-once: every produce request is a Kafka transaction that also records how far the relay got; after a crash nothing is sent twice, for consumers that read with isolation.level=read_committed (README: Delivery modes).' }),
   transactionalId: option({ group: 'kafka', env: 'OUTBOX_TRANSACTIONAL_ID', parser: p.optional(p.text), default: '', description: "exactly-once: the producer's transactional.id; empty: outbox-relay.<OUTBOX_SLOT>. Every instance on one slot must share it: a new one fences the old. recover uses <id>.recover, replay <id>.replay (without OUTBOX_TRANSACTIONAL_ID: outbox-relay.<OUTBOX_TABLE>.replay)." }),
@@ -198,6 +201,7 @@ function check<const K extends OptionKey>(uses: readonly K[], problem: (values: 
 
 /** Rules across options; a command is held to those whose options it reads. */
 export const CHECKS: readonly Check<RelayConfig>[] = [
+  check(['kafkaClient', 'kafkaCompression'], (c, name) => (c.kafkaClient === 'kafkajs' && !KAFKAJS_COMPRESSIONS.has(c.kafkaCompression) ? `${name('kafkaCompression')}=${c.kafkaCompression} needs ${name('kafkaClient')}=librdkafka: kafkajs compresses with gzip only (expected none or gzip)` : null)),
   // Refused at start, not as a dead letter per event: every event would route to "null".
   check(['topicTemplate', 'columnAggregateType'], (c, name) => (c.columnAggregateType === null && c.topicTemplate.includes('{aggregate_type}') ? `${name('topicTemplate')} "${c.topicTemplate}" uses {aggregate_type}, but ${name('columnAggregateType')} is empty (the table has no aggregate type): route by {event_type} or a fixed name, e.g. billing.{event_type}` : null)),
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),

@@ -10,7 +10,7 @@ import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { Pipeline } from '../pipeline.js';
-import { createKafkaProducer } from '../sink/kafka-client.js';
+import { openKafkaProducer } from '../sink/kafka-clients.js';
 import { KafkaSink } from '../sink/kafka-sink.js';
 import { RecordBuilder } from '../sink/record-builder.js';
 import { TopicCatalog } from '../sink/topic-catalog.js';
@@ -38,7 +38,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   const sinkLogger = logger.child({ stage: 'sink' });
   // Exactly-once: each request a transaction under replay's or recover's own id; no progress (nothing is confirmed).
   const exactlyOnce = delivery.exactlyOnce && { transactionalId: delivery.exactlyOnce.transactionalId, transactionTimeoutMs: delivery.exactlyOnce.transactionTimeoutMs, progress: null };
-  const producer = createKafkaProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger });
+  const producer = openKafkaProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger });
   if (exactlyOnce) {
     logger.warn({ transactionalId: exactlyOnce.transactionalId }, `${stage}: publishes rows again on purpose, in transactions of its own: read_committed consumers receive these events a second time (exactly-once covers the stream, not a ${stage}); they dedupe on event_id`);
   }

@@ -3,7 +3,8 @@ import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { readSlot, type SlotReport } from '../observe/slot-monitor.js';
 import { readStandbyCopies, type StandbyCopy } from '../observe/standby-copies.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
-import { countRecords } from '../sink/kafka-client.js';
+import { countTopicRecords } from '../sink/kafka-clients.js';
+import type { KafkaClientName } from '../sink/producer.js';
 
 export interface StatusInput {
   readonly database: DatabaseAccess;
@@ -12,6 +13,7 @@ export interface StatusInput {
   readonly table: { readonly schema: string; readonly name: string };
   readonly createdAtColumn: string;
   readonly kafkaBrokers: readonly string[] | null;
+  readonly kafkaClient: KafkaClientName;
   readonly kafkaSecurity: KafkaSecurity;
   readonly deadLetterTopic: string;
 }
@@ -54,7 +56,7 @@ async function countDeadLetters(input: StatusInput): Promise<StatusReport['deadL
   const topic = input.deadLetterTopic;
   if (!input.kafkaBrokers) return { topic, count: null, error: 'KAFKA_BROKERS not set' };
   try {
-    return { topic, count: await countRecords(input.kafkaBrokers, topic, input.kafkaSecurity) };
+    return { topic, count: await countTopicRecords(input.kafkaClient, input.kafkaBrokers, topic, input.kafkaSecurity) };
   } catch (error) {
     return { topic, count: null, error: (error as Error).message };
   }

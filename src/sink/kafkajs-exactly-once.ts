@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Kafka } from 'kafkajs';
 import { RelayError } from '../errors.js';
-import { sleep } from '../time.js';
+import { lastCommittedValue, type ProgressSettle } from './committed-progress.js';
 import { partitionForKey } from './partitioner.js';
 
 /**
@@ -18,8 +18,6 @@ const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
 const LATEST = -1;
 const EARLIEST = -2;
-/** The first window read back from the end; it grows fourfold while the key is not found. */
-const FIRST_WINDOW = 512n;
 const FETCH_MAX_BYTES = 1_048_576;
 
 interface FetchedPartition {
@@ -75,7 +73,7 @@ export async function checkTransactionalIdAccess(kafka: Kafka, transactionalId: 
 }
 
 /** The value (null: a tombstone) of the last committed record with `key`, or undefined if it has none. */
-export async function readLastCommitted(kafka: Kafka, topic: string, key: string, settle: { readonly timeoutMs: number; readonly stallMs: number }): Promise<Buffer | null | undefined> {
+export async function readLastCommitted(kafka: Kafka, topic: string, key: string, settle: ProgressSettle): Promise<Buffer | null | undefined> {
   const cluster = createCluster(kafka)({ allowAutoTopicCreation: false, isolationLevel: READ_COMMITTED });
   await cluster.connect();
   try {
@@ -87,36 +85,17 @@ export async function readLastCommitted(kafka: Kafka, topic: string, key: string
     const broker = await cluster.findBroker({ nodeId: String(leader) });
     const offset = async (isolationLevel: number, timestamp: number) =>
       BigInt((await broker.listOffsets({ isolationLevel, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0]!.partitions[0]!.offset);
-
-    // Transactions still open on this partition (another relay's, sharing the topic) hide
-    // every later record from a read_committed reader: wait until all that were open when
-    // reading began have ended, so that no committed progress of this key is missed.
-    const end = await offset(READ_UNCOMMITTED, LATEST);
-    const deadline = Date.now() + settle.timeoutMs;
-    let stable = await offset(READ_COMMITTED, LATEST);
-    let movedAt = Date.now();
-    while (stable < end) {
-      const now = Date.now();
-      const where = `${topic}-${partition}: its last stable offset stays at ${stable}, below its end ${end}`;
-      if (now > deadline) throw new RelayError('SINK_PUBLISH', `${where}: a transaction has been open on it for over ${settle.timeoutMs}ms (kafka-transactions.sh find-hanging names it)`, { details: { topic, partition } });
-      // Nothing ended for a while: the transaction holding it may be this slot's own, left by
-      // a predecessor, whose abort the coordinator may have lost while reloading its state
-      // after a broker restart. A new session's producer fences again, and that aborts it.
-      if (now - movedAt > settle.stallMs) throw new RelayError('SINK_PUBLISH', `${where}, and has not moved for ${settle.stallMs}ms: a transaction is open on it; fencing this slot's earlier producers again (one that never ends is hanging: kafka-transactions.sh find-hanging names it)`, { details: { topic, partition } });
-      await sleep(20);
-      const next = await offset(READ_COMMITTED, LATEST);
-      if (next !== stable) movedAt = Date.now();
-      stable = next;
-    }
-    const start = await offset(READ_COMMITTED, EARLIEST);
-    let window = FIRST_WINDOW;
-    for (let to = end; to > start; window *= 4n) {
-      const from = to - window > start ? to - window : start;
-      const found = await lastValueOf(broker, topic, partition, key, from, to);
-      if (found !== undefined) return found;
-      to = from;
-    }
-    return undefined;
+    return await lastCommittedValue(
+      {
+        topic,
+        partition,
+        latest: (isolation) => offset(isolation === 'committed' ? READ_COMMITTED : READ_UNCOMMITTED, LATEST),
+        earliest: () => offset(READ_COMMITTED, EARLIEST),
+        lastValueIn: (wanted, from, to) => lastValueOf(broker, topic, partition, wanted, from, to),
+      },
+      key,
+      settle,
+    );
   } finally {
     await cluster.disconnect().catch(() => undefined);
   }

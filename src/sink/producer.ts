@@ -49,3 +49,13 @@ export interface ProducerEvents {
   /** A produce request Kafka refused or did not answer; its partitions are sent again. `error` is Kafka's name for it. */
   readonly onRequestFailed?: (error: string) => void;
 }
+
+/** The Kafka clients a RecordProducer can run on (OUTBOX_KAFKA_CLIENT). */
+export const KAFKA_CLIENTS = ['kafkajs', 'librdkafka'] as const;
+export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];
+
+/** Record batch compression codecs (OUTBOX_KAFKA_COMPRESSION), as librdkafka and Kafka name them. */
+export const KAFKA_COMPRESSIONS = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
+export type KafkaCompression = (typeof KAFKA_COMPRESSIONS)[number];
+/** kafkajs has gzip built in; the others need codec plugins the relay does not carry. */
+export const KAFKAJS_COMPRESSIONS: ReadonlySet<KafkaCompression> = new Set(['none', 'gzip']);

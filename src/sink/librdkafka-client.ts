@@ -1,0 +1,360 @@
+import { createRequire } from 'node:module';
+import type * as Rdkafka from '@confluentinc/kafka-javascript';
+import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
+import { RelayError } from '../errors.js';
+import type { OutgoingMessage } from '../event.js';
+import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
+import { finishesWithin } from '../time.js';
+import { lastCommittedValue, type CommittedPartition } from './committed-progress.js';
+import { kafkaFailure } from './kafka-failure.js';
+import { createTopicInspector } from './kafkajs-admin.js';
+import { progressMessage, type KafkaProducerOptions } from './kafka-client.js';
+import { OutageLog } from './outage-log.js';
+import { partitionForKey } from './partitioner.js';
+import type { RecordProducer } from './producer.js';
+
+/**
+ * The RecordProducer on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka), through its native API
+ * (`produce()` with delivery reports): the KafkaJS-compatible API of the same package wraps each
+ * message in a promise and rewrites the message objects it is given, for no gain here (the sink
+ * already batches and awaits whole requests). librdkafka does what the kafkajs path needed the
+ * relay's own code for: idempotence and retries with the same sequence numbers, Java's
+ * partitioner (murmur2_random), transactions and fencing. The sink still sends one request at a
+ * time; librdkafka's own linger is off because the sink lingers.
+ */
+
+const require = createRequire(import.meta.url);
+const PACKAGE = '@confluentinc/kafka-javascript';
+
+/** How long librdkafka retries a message before its delivery report fails it (the batch then fails, and the stream restarts from the confirmed position). */
+const MESSAGE_TIMEOUT_MS = 30_000;
+const DISCONNECT_TIMEOUT_MS = 5_000;
+const CONNECT_TIMEOUT_MS = 30_000;
+const TRANSACTION_CALL_TIMEOUT_MS = 30_000;
+const PROGRESS_STALL_MS = 10_000;
+
+let loaded: typeof Rdkafka | null = null;
+
+/** The binding, or SINK_CLIENT saying why it cannot load and how to build it. */
+export function loadLibrdkafka(): typeof Rdkafka {
+  if (loaded) return loaded;
+  try {
+    loaded = require(PACKAGE) as typeof Rdkafka;
+  } catch (error) {
+    const reason = (error as Error).message.split('\n')[0];
+    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} cannot be loaded (${reason}); build it with scripts/librdkafka.sh (it installs the Debian build packages and caches the build), or use OUTBOX_KAFKA_CLIENT=kafkajs`, { cause: error });
+  }
+  return loaded;
+}
+
+type RdkafkaConfig = Record<string, string | number | boolean | ((...args: never[]) => unknown)>;
+
+/** librdkafka's names for the relay's TLS and SASL settings (files read now, as for kafkajs). */
+export function librdkafkaSecurity(security: KafkaSecurity): RdkafkaConfig {
+  const { ssl, sasl } = kafkaClientSecurity(security);
+  const config: RdkafkaConfig = { 'security.protocol': `${sasl ? 'sasl_' : ''}${ssl ? 'ssl' : 'plaintext'}` };
+  if (ssl && security.tls) {
+    if (ssl.ca) config['ssl.ca.pem'] = String(ssl.ca);
+    if (ssl.cert) config['ssl.certificate.pem'] = String(ssl.cert);
+    if (ssl.key) config['ssl.key.pem'] = String(ssl.key);
+    if (ssl.passphrase) config['ssl.key.password'] = ssl.passphrase;
+    config['ssl.endpoint.identification.algorithm'] = security.tls.verifyHostname ? 'https' : 'none';
+  }
+  if (sasl?.mechanism === 'oauthbearer') {
+    const provider = sasl.oauthBearerProvider;
+    config['sasl.mechanisms'] = 'OAUTHBEARER';
+    // Called by librdkafka before the token it has expires; a failure is reported to it and retried.
+    config.oauthbearer_token_refresh_cb = async () => {
+      const { value } = await provider();
+      return { tokenValue: value, lifetime: tokenExpiry(value), principal: tokenSubject(value) };
+    };
+  } else if (sasl) {
+    config['sasl.mechanisms'] = sasl.mechanism.toUpperCase();
+    config['sasl.username'] = sasl.username;
+    config['sasl.password'] = sasl.password;
+  }
+  return config;
+}
+
+/** A JWT's `exp` in ms; a token that is not a JWT is taken as good for 15 minutes (then read again). */
+function tokenExpiry(token: string): number {
+  const exp = jwtClaims(token)?.exp;
+  return typeof exp === 'number' ? exp * 1000 : Date.now() + 15 * 60_000;
+}
+
+function tokenSubject(token: string): string {
+  const sub = jwtClaims(token)?.sub;
+  return typeof sub === 'string' ? sub : '';
+}
+
+function jwtClaims(token: string): Record<string, unknown> | null {
+  const claims = token.split('.')[1];
+  if (claims === undefined) return null;
+  try {
+    return JSON.parse(Buffer.from(claims, 'base64url').toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+}
+
+/** librdkafka's error codes by number, named as Kafka names them (ERR_TOPIC_AUTHORIZATION_FAILED -> TOPIC_AUTHORIZATION_FAILED; its own, ERR__FENCED -> _FENCED). */
+let errorNames: Map<number, string> | null = null;
+
+/** A librdkafka error as an Error whose `type` is Kafka's name for it (what kafkaFailure classifies by). */
+export function namedLibrdkafkaError(error: unknown): Error {
+  if (error instanceof RelayError) return error;
+  const { code, message } = error as Rdkafka.LibrdKafkaError;
+  errorNames ??= new Map(Object.entries(loadLibrdkafka().CODES.ERRORS).map(([name, value]) => [value, name.replace(/^ERR_/, '')]));
+  const type = (typeof code === 'number' && errorNames.get(code)) || 'LIBRDKAFKA_ERROR';
+  return Object.assign(new Error(message ?? String(error), { cause: error }), { type });
+}
+
+/** Settles with librdkafka's callback, its error named. */
+function called<T = void>(start: (done: (error: Rdkafka.LibrdKafkaError | null | undefined, value?: T) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    start((error, value) => (error ? reject(namedLibrdkafkaError(error)) : resolve(value as T)));
+  });
+}
+
+/** One produce request: settles when librdkafka reported the delivery of every message in it. */
+class PendingRequest {
+  private remaining: number;
+  private failure: unknown = null;
+  readonly done: Promise<void>;
+  private settle!: (failure: unknown) => void;
+
+  constructor(messages: number) {
+    this.remaining = messages;
+    this.done = new Promise<void>((resolve, reject) => {
+      this.settle = (failure) => (failure ? reject(failure) : resolve());
+    });
+  }
+
+  delivered(error: Rdkafka.LibrdKafkaError | null | undefined): void {
+    if (error) this.failure ??= namedLibrdkafkaError(error);
+    this.remaining -= 1;
+    if (this.remaining === 0) this.settle(this.failure);
+  }
+
+  /** A message librdkafka refused to queue: the ones already queued still report, and then this fails. */
+  refused(error: unknown, unqueued: number): void {
+    this.failure ??= namedLibrdkafkaError(error);
+    this.remaining -= unqueued;
+    if (this.remaining === 0) this.settle(this.failure);
+  }
+}
+
+export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordProducer {
+  const rdkafka = loadLibrdkafka();
+  const { logger, exactlyOnce } = options;
+  const security = options.security ?? PLAINTEXT;
+  const outage = new OutageLog(logger);
+  const common: RdkafkaConfig = {
+    'bootstrap.servers': options.brokers.join(','),
+    'client.id': options.clientId,
+    ...librdkafkaSecurity(security),
+  };
+  const producer = new rdkafka.Producer({
+    ...common,
+    'enable.idempotence': true,
+    acks: -1,
+    // The sink already waits OUTBOX_LINGER for a batch, and sends it whole: librdkafka must not wait again.
+    'linger.ms': 0,
+    'batch.num.messages': 100_000,
+    'message.max.bytes': Math.max(options.maxMessageBytes, 1_000) + 1_024,
+    // The sink bounds what is queued (OUTBOX_MAX_BUFFERED_EVENTS); librdkafka's own bounds must not refuse a request.
+    'queue.buffering.max.messages': 2_000_000,
+    'queue.buffering.max.kbytes': 2_097_151,
+    'message.timeout.ms': MESSAGE_TIMEOUT_MS,
+    'socket.timeout.ms': MESSAGE_TIMEOUT_MS,
+    'retry.backoff.ms': 200,
+    'retry.backoff.max.ms': 2_000,
+    'compression.codec': options.compression,
+    'allow.auto.create.topics': options.autoCreateTopics,
+    dr_cb: true,
+    ...(exactlyOnce && { 'transactional.id': exactlyOnce.transactionalId, 'transaction.timeout.ms': exactlyOnce.transactionTimeoutMs }),
+  } as Rdkafka.ProducerGlobalConfig);
+  producer.on('delivery-report', (error, report) => (report.opaque as PendingRequest).delivered(error));
+  // Errors librdkafka retries itself (a broker down, a connection refused): the outage log and the produce errors metric.
+  producer.on('event.error', (error: Rdkafka.LibrdKafkaError) => {
+    const named = namedLibrdkafkaError(error) as Error & { type: string };
+    options.onRequestFailed?.(named.type);
+    outage.failed({ error: named.type, detail: named.message });
+  });
+  // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
+  const topics = createTopicInspector(new Kafka({ clientId: options.clientId, brokers: [...options.brokers], ...kafkaClientSecurity(security), logLevel: kafkaLogLevel.NOTHING }).admin(), logger);
+  let transactionOpen = false;
+
+  const abortTransaction = async (): Promise<void> => {
+    if (!transactionOpen) return;
+    transactionOpen = false;
+    await finishesWithin(called((done) => producer.abortTransaction(DISCONNECT_TIMEOUT_MS, done)).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+  };
+
+  const send = (messages: readonly OutgoingMessage[]): Promise<void> => {
+    const request = new PendingRequest(messages.length);
+    for (let index = 0; index < messages.length; index++) {
+      const message = messages[index]!;
+      try {
+        producer.produce(message.topic, null, typeof message.value === 'string' ? Buffer.from(message.value) : message.value, message.key, null, request, rdkafkaHeaders(message.headers));
+      } catch (error) {
+        request.refused(error, messages.length - index);
+        break;
+      }
+    }
+    return request.done;
+  };
+
+  return {
+    async connect() {
+      logger.info({ librdkafka: rdkafka.librdkafkaVersion, compression: options.compression, transactionalId: exactlyOnce?.transactionalId }, 'producer: librdkafka');
+      try {
+        if (exactlyOnce?.progress) await topics.prepareProgressTopic(exactlyOnce.progress.topic);
+        await called((done) => producer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error)));
+        producer.setPollInBackground(true);
+        // InitProducerId: fences every earlier producer with this id and aborts the transaction one left open.
+        if (exactlyOnce) await called((done) => producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, done));
+      } catch (error) {
+        throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`, exactlyOnce);
+      }
+    },
+
+    async produce(messages) {
+      try {
+        if (!exactlyOnce) {
+          await send(messages);
+        } else {
+          if (!transactionOpen) {
+            await called((done) => producer.beginTransaction(done));
+            transactionOpen = true;
+          }
+          // Every request carries the progress of its last event, as on kafkajs.
+          await send(exactlyOnce.progress ? [...messages, progressMessage(exactlyOnce.progress, messages)] : messages);
+        }
+        outage.acknowledged(messages.length);
+      } catch (error) {
+        await abortTransaction();
+        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length}${exactlyOnce ? ' in a transaction' : ''}`, exactlyOnce);
+      }
+    },
+
+    ...(exactlyOnce && {
+      commit: async () => {
+        if (!transactionOpen) return;
+        try {
+          await called((done) => producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, done));
+          transactionOpen = false;
+        } catch (error) {
+          await abortTransaction();
+          throw kafkaFailure(error, 'Kafka did not commit a transaction', exactlyOnce);
+        }
+      },
+    }),
+
+    describeTopic: topics.describeTopic,
+    brokersCreateTopics: topics.brokersCreateTopics,
+
+    ...(exactlyOnce?.progress && {
+      readProgress: async () => {
+        const { topic, key } = exactlyOnce.progress!;
+        try {
+          return await readCommittedProgress(rdkafka, common, producer, topic, key, { timeoutMs: exactlyOnce.transactionTimeoutMs + MESSAGE_TIMEOUT_MS, stallMs: PROGRESS_STALL_MS });
+        } catch (error) {
+          throw kafkaFailure(error, `cannot read the exactly-once progress of ${key} from ${topic}`, exactlyOnce);
+        }
+      },
+    }),
+
+    async disconnect() {
+      await finishesWithin(called((done) => producer.disconnect(DISCONNECT_TIMEOUT_MS, (error) => done(error))).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+      await finishesWithin(topics.disconnect(), DISCONNECT_TIMEOUT_MS);
+    },
+  };
+}
+
+/** librdkafka takes headers as a list of one-entry objects. */
+function rdkafkaHeaders(headers: Readonly<Record<string, string>>): Rdkafka.MessageHeader[] {
+  const list: Rdkafka.MessageHeader[] = [];
+  // A computed key defines an own property even for names like __proto__.
+  for (const name in headers) list.push({ [name]: headers[name]! });
+  return list;
+}
+
+/**
+ * The progress partition read as a read_committed consumer without a group (assigned, never
+ * committing), its offsets from the admin API with the isolation level asked for.
+ */
+async function readCommittedProgress(rdkafka: typeof Rdkafka, common: RdkafkaConfig, producer: Rdkafka.Producer, topic: string, key: string, settle: { timeoutMs: number; stallMs: number }): Promise<Buffer | null | undefined> {
+  const admin = rdkafka.AdminClient.createFrom(producer);
+  const described = await called<Rdkafka.TopicDescription[]>((done) => admin.describeTopics([topic], { timeout: CONNECT_TIMEOUT_MS }, done));
+  const partition = partitionForKey(key, described[0]?.partitions.length ?? 1);
+  const offset = async (spec: Rdkafka.OffsetSpec, isolationLevel: Rdkafka.IsolationLevel) => {
+    const [result] = await called<Rdkafka.ListOffsetsResult[]>((done) => admin.listOffsets([{ topic, partition, offset: spec }], { timeout: CONNECT_TIMEOUT_MS, isolationLevel }, done));
+    if (result?.error) throw namedLibrdkafkaError(result.error);
+    return BigInt(result!.offset);
+  };
+  const consumer = new rdkafka.KafkaConsumer({
+    ...common,
+    // Required by librdkafka even without joining a group: assign() joins none, nothing is committed.
+    'group.id': `outbox-relay-progress-reader`,
+    'enable.auto.commit': false,
+    'isolation.level': 'read_committed',
+    'enable.partition.eof': true,
+  } as Rdkafka.ConsumerGlobalConfig);
+  await called((done) => consumer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error)));
+  try {
+    const log: CommittedPartition = {
+      topic,
+      partition,
+      latest: (isolation) => offset(rdkafka.OffsetSpec.LATEST, isolation === 'committed' ? rdkafka.IsolationLevel.READ_COMMITTED : rdkafka.IsolationLevel.READ_UNCOMMITTED),
+      earliest: () => offset(rdkafka.OffsetSpec.EARLIEST, rdkafka.IsolationLevel.READ_COMMITTED),
+      lastValueIn: (wanted, from, to) => lastValueIn(consumer, topic, partition, wanted, from, to),
+    };
+    return await lastCommittedValue(log, key, settle);
+  } finally {
+    await finishesWithin(called((done) => consumer.disconnect((error) => done(error))).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+  }
+}
+
+/** Reads [from, to) of the partition: until a record at `to` or later, or the partition's end (below its last stable offset, which the caller waited for). */
+async function lastValueIn(consumer: Rdkafka.KafkaConsumer, topic: string, partition: number, key: string, from: bigint, to: bigint): Promise<Buffer | null | undefined> {
+  let found: Buffer | null | undefined;
+  let atEnd = false;
+  const onEof = (eof: Rdkafka.EofEvent) => {
+    if (eof.topic === topic && eof.partition === partition) atEnd = true;
+  };
+  consumer.on('partition.eof', onEof);
+  consumer.assign([{ topic, partition, offset: Number(from) }]);
+  try {
+    const deadline = Date.now() + CONNECT_TIMEOUT_MS;
+    while (!atEnd) {
+      if (Date.now() > deadline) throw new RelayError('SINK_PUBLISH', `reading ${topic}-${partition} from offset ${from} did not reach offset ${to} in ${CONNECT_TIMEOUT_MS}ms`, { details: { topic, partition } });
+      const messages = await called<Rdkafka.Message[]>((done) => consumer.consume(500, done));
+      for (const message of messages) {
+        if (BigInt(message.offset) >= to) return found;
+        if (message.key?.toString() === key) found = message.value ?? null;
+      }
+    }
+    return found;
+  } finally {
+    consumer.removeListener('partition.eof', onEof);
+    consumer.unassign();
+  }
+}
+
+/** Records in a topic (high minus low watermark over its partitions); 0 if it does not exist. */
+export async function countRecordsLibrdkafka(brokers: readonly string[], topic: string, security: KafkaSecurity = PLAINTEXT): Promise<number> {
+  const rdkafka = loadLibrdkafka();
+  const admin = rdkafka.AdminClient.create({ 'bootstrap.servers': brokers.join(','), 'client.id': 'outbox-relay-status', ...librdkafkaSecurity(security) } as Rdkafka.GlobalConfig);
+  try {
+    const names = await called<string[]>((done) => admin.listTopics({ timeout: 3_000 }, done));
+    if (!names.includes(topic)) return 0;
+    const [description] = await called<Rdkafka.TopicDescription[]>((done) => admin.describeTopics([topic], { timeout: 3_000 }, done));
+    const partitions = (description?.partitions ?? []).map((info) => info.partition);
+    const offsets = (spec: Rdkafka.OffsetSpec) => called<Rdkafka.ListOffsetsResult[]>((done) => admin.listOffsets(partitions.map((partition) => ({ topic, partition, offset: spec })), { timeout: 3_000 }, done));
+    const [high, low] = await Promise.all([offsets(rdkafka.OffsetSpec.LATEST), offsets(rdkafka.OffsetSpec.EARLIEST)]);
+    return high.reduce((sum, entry) => sum + entry.offset, 0) - low.reduce((sum, entry) => sum + entry.offset, 0);
+  } finally {
+    admin.disconnect();
+  }
+}
