@@ -6,9 +6,17 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
+# What the librdkafka client (OUTBOX_KAFKA_CLIENT=librdkafka) is built with: linked to Debian's
+# libraries, no download (scripts/librdkafka.sh, which npm ci's postinstall runs).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev \
+ && rm -rf /var/lib/apt/lists/*
 # Dependencies first, so a source change does not reinstall them.
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+COPY scripts/librdkafka.sh ./scripts/
+RUN npm ci --no-audit --no-fund \
+ && scripts/librdkafka.sh \
+ && rm -rf node_modules/@confluentinc/kafka-javascript/build/Release/obj.target node_modules/@confluentinc/kafka-javascript/build/deps/*.a node_modules/@confluentinc/kafka-javascript/deps/librdkafka
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build \
@@ -16,6 +24,10 @@ RUN npm run build \
  && npm cache clean --force
 
 FROM ${NODE_IMAGE}
+# The librdkafka client's shared libraries (the build stage linked it to them).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libssl3 libsasl2-2 libzstd1 liblz4-1 zlib1g libcurl4 \
+ && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     # In a container the metrics/health server must listen beyond loopback.
     OUTBOX_HTTP_HOST=0.0.0.0 \

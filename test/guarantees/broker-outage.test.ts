@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { serviceAction } from '../harness/control.js';
 import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
 import { TopicReader } from '../harness/kafka.js';
@@ -6,8 +7,8 @@ import { OutboxLoad } from '../harness/load.js';
 import { billingEvent } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
-describe('Kafka stopped under load', () => {
-  const { outbox } = useTestOutbox();
+describe.each(KAFKA_CLIENTS)('Kafka stopped under load (%s)', (kafkaClient) => {
+  const { outbox } = useTestOutbox({ kafkaClient });
 
   afterAll(async () => {
     await serviceAction('start', 'kafka');

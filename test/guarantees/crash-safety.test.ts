@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { parseLsn } from '../../src/lsn.js';
+import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
 import { OutboxLoad } from '../harness/load.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
-describe('crash safety: kill -9 of the relay under load', () => {
-  const { outbox } = useTestOutbox();
+describe.each(KAFKA_CLIENTS)('crash safety: kill -9 of the relay under load (%s)', (kafkaClient) => {
+  const { outbox } = useTestOutbox({ kafkaClient });
 
   it('delivers every committed event; duplicates only of events after the confirmed position at a crash', async () => {
     const load = new OutboxLoad(outbox, { writers: 4, rowsPerTransaction: 3, aggregates: 20, pauseMs: 2 }).start();
@@ -46,6 +47,6 @@ describe('crash safety: kill -9 of the relay under load', () => {
       expect(count, `event ${eventId} at ${commitLsn}`).toBeLessThanOrEqual(allowed);
       if (count > 1) duplicated += 1;
     }
-    process.stdout.write(`crash safety: ${committed.length} committed, ${records.length} delivered, ${duplicated} duplicated after ${confirmedAtCrash.length} kills\n`);
+    process.stdout.write(`crash safety (${kafkaClient}): ${committed.length} committed, ${records.length} delivered, ${duplicated} duplicated after ${confirmedAtCrash.length} kills\n`);
   });
 });

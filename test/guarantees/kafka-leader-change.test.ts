@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { expectEveryCommittedEventDelivered, expectOrderPerAggregate } from '../harness/fixture.js';
 import { get, metric } from '../harness/http.js';
 import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';
@@ -16,7 +17,7 @@ const STREAM_RESUMED = 'stream interrupted; resuming from the confirmed position
  * produce request is in flight: every committed event must still arrive, in order per
  * aggregate, and none of a rolled-back transaction.
  */
-describe('Kafka leader changes in a three-broker cluster', () => {
+describe.each(KAFKA_CLIENTS)('Kafka leader changes in a three-broker cluster (%s)', (kafkaClient) => {
   const cluster = useKafkaCluster();
   let outbox: TestOutbox;
 
@@ -24,7 +25,7 @@ describe('Kafka leader changes in a three-broker cluster', () => {
   beforeEach(async () => {
     // A broker restarted by the previous test answers before the controller counts it in again.
     await cluster.untilAllBrokersServe();
-    outbox = new TestOutbox();
+    outbox = new TestOutbox({ kafkaClient });
     await outbox.create();
     await cluster.createTopics([outbox.topic('invoice')]);
   });
@@ -79,7 +80,7 @@ describe('Kafka leader changes in a three-broker cluster', () => {
         await delay(6_000);
         await cluster.broker('start', victim);
         recoveries.push((await recovered) - killedAt);
-        process.stdout.write(`leader kills: broker ${victim} killed, events committed after the kill confirmed ${recoveries.at(-1)} ms after it\n`);
+        process.stdout.write(`leader kills (${kafkaClient}): broker ${victim} killed, events committed after the kill confirmed ${recoveries.at(-1)} ms after it\n`);
       }
       await delay(3_000);
     } finally {
@@ -87,7 +88,7 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     }
     const { committed, duplicates, resumes } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
-    process.stdout.write(`leader kills: ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}, ${load.rolledBackIds.length} rolled back; recovery per kill (ms): ${recoveries.join(', ')}\n`);
+    process.stdout.write(`leader kills (${kafkaClient}): ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}, ${load.rolledBackIds.length} rolled back; recovery per kill (ms): ${recoveries.join(', ')}\n`);
   });
 
   it('loses nothing through a rolling restart (each broker stopped cleanly and started again)', { timeout: 300_000 }, async () => {
@@ -107,7 +108,7 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     }
     const { committed, duplicates, resumes } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
-    process.stdout.write(`rolling restart: ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}\n`);
+    process.stdout.write(`rolling restart (${kafkaClient}): ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}\n`);
   });
 
   it('holds the slot and says why while two of three brokers are down, then delivers everything', { timeout: 300_000 }, async () => {
@@ -141,7 +142,7 @@ describe('Kafka leader changes in a three-broker cluster', () => {
     expect(new Set(confirmedDuringOutage).size, `confirmed positions during the outage: ${[...new Set(confirmedDuringOutage)].join(', ')}`).toBe(1);
     const { committed, duplicates, resumes } = await expectNothingLostNorReordered(load, relay);
     expect(await relay.stop()).toBe(0);
-    process.stdout.write(`two brokers down: ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}\n`);
+    process.stdout.write(`two brokers down (${kafkaClient}): ${committed} committed, 0 missing, ${duplicates} duplicates, ${resumes}\n`);
   });
 
   it('warns at the first event of a topic whose settings can lose acknowledged events', async () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect } from 'vitest';
+import type { KafkaClientName } from '../../src/sink/producer.js';
 import { createTopics, TopicReader, type ConsumedRecord } from './kafka.js';
 import { TestOutbox } from './outbox.js';
 
@@ -9,6 +10,8 @@ export interface FixtureOptions {
   readonly deadLetters?: boolean;
   /** Start a reader on the topics before the test. */
   readonly read?: boolean;
+  /** The Kafka client of the relays the outbox starts (the guarantee suites run on each). */
+  readonly kafkaClient?: KafkaClientName;
 }
 
 /**
@@ -16,7 +19,7 @@ export interface FixtureOptions {
  * created before the file's tests and removed after them.
  */
 export function useTestOutbox(options: FixtureOptions = {}): { outbox: TestOutbox; reader: TopicReader } {
-  const outbox = new TestOutbox();
+  const outbox = new TestOutbox({ kafkaClient: options.kafkaClient });
   const reader = new TopicReader();
   beforeAll(async () => {
     await outbox.create();

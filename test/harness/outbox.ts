@@ -3,6 +3,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { databaseAccess } from '../../src/pg-connection.js';
 import { setup } from '../../src/setup/setup.js';
+import type { KafkaClientName } from '../../src/sink/producer.js';
 
 export interface OutboxRow {
   readonly eventId: string;
@@ -18,6 +19,8 @@ export interface TestOutboxOptions {
   readonly databaseUrl?: string;
   /** Where the test's own SQL goes (inserts, the committed-ids oracle); one host; default databaseUrl. */
   readonly sqlUrl?: string;
+  /** OUTBOX_KAFKA_CLIENT of the relays this outbox starts; default the relay's own default. */
+  readonly kafkaClient?: KafkaClientName;
 }
 
 /**
@@ -32,10 +35,12 @@ export class TestOutbox {
   readonly topicPrefix = `itest-${this.id}`;
   readonly deadLetterTopic = `itest-${this.id}.dead-letter`;
   readonly databaseUrl: string;
+  readonly kafkaClient: KafkaClientName | null;
   private sql: pg.Pool;
 
   constructor(options: TestOutboxOptions = {}) {
     this.databaseUrl = options.databaseUrl ?? inject('services').databaseUrl;
+    this.kafkaClient = options.kafkaClient ?? null;
     this.sql = sqlPool(options.sqlUrl ?? this.databaseUrl);
   }
 
@@ -71,6 +76,7 @@ export class TestOutbox {
       // Many relays run at once in these tests: metrics only where a test asks for a port.
       OUTBOX_HTTP_PORT: '0',
       LOG_LEVEL: 'info',
+      ...(this.kafkaClient && { OUTBOX_KAFKA_CLIENT: this.kafkaClient }),
       ...extra,
     };
   }
