@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [-- --only relay-json,pg-recvlogical] [-- --no-debezium] [-- --profile]
- * [-- --secure] [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]
+ * [-- --secure] [-- --compression] [-- --events N] [-- --payload BYTES] [-- --note TEXT] [-- --render bench/results/<stem>.json]
  * [-- --soak] [-- --soak-minutes N] [-- --no-soak] [-- --relay-node-flags="--flag ..."]`
  *
  * Starts its own stack (scripts/stack.sh up; by default in a temp dir on ports apart from the
@@ -9,6 +9,8 @@
  * bench/results/<date>.md, .png and .json (raw figures; `--render <json>` redraws the others).
  * `--secure` adds relay-json-sasl-ssl: the relay JSON against the stack's secured broker
  * (secure_kafka: SASL_SSL, SCRAM-SHA-512, ACLs), started for the run unless it runs already.
+ * `--compression` adds the relay JSON with each codec (OUTBOX_KAFKA_COMPRESSION) on both clients, in
+ * the drains only: events/s, CPU and the bytes each event takes on the broker's disk.
  * The full run ends with the soak (SOAK_RATE events/s for --soak-minutes, default 10, for the
  * relay JSON and then the polling relay); `--soak` runs only the soak, `--no-soak` skips it.
  * Postgres runs with fsync on (OUTBOX_PG_FSYNC=off for quick runs; the report says which).
@@ -23,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { OPTIONS } from '../src/config/options.js';
 import * as p from '../src/config/parsers.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
-import { BUILD_DIR, CONTENDERS as REGISTRY, isCeiling, isRelay, RENAMED, type ContenderName, type Services } from './lib/contenders.js';
+import { BUILD_DIR, CONTENDERS as REGISTRY, isCeiling, isOptIn, isRelay, RENAMED, type ContenderName, type Services } from './lib/contenders.js';
 import { Database } from './lib/db.js';
 import { flag } from './lib/flags.js';
 import { fetchDebezium } from './lib/debezium.js';
@@ -73,6 +75,7 @@ function benchFlags() {
       'no-debezium': { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
       secure: { type: 'boolean', default: false },
+      compression: { type: 'boolean', default: false },
       only: { type: 'string' },
       note: { type: 'string', default: '' },
       events: { type: 'string' },
@@ -98,6 +101,7 @@ function benchFlags() {
     noDebezium: values['no-debezium'],
     profile: values.profile,
     secure: values.secure,
+    compression: values.compression,
     note: values.note,
     render: values.render,
     only,
@@ -130,7 +134,7 @@ try {
   progress(`usage: ${(error as Error).message}`);
   process.exit(2);
 }
-const { quick, noDebezium, profile, secure, note, only, events: eventsOverride, payload: quickPayload, soakOnly, soakMinutes, repeat } = flags;
+const { quick, noDebezium, profile, secure, compression, note, only, events: eventsOverride, payload: quickPayload, soakOnly, soakMinutes, repeat } = flags;
 
 async function main(): Promise<void> {
   if (flags.render !== undefined) return render(flags.render);
@@ -207,6 +211,8 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     recvlogical: recvlogical?.path ?? null,
     avroEnv: avroEnv(),
     secureKafkaEnv: secureKafka?.relayEnv ?? null,
+    // scripts/stack/kafka.sh's log.dirs: the bench reads what each drained topic takes there.
+    kafkaLogDir: join(process.env.OUTBOX_STACK_DIR!, 'kafka', 'data'),
   };
 
   // Polling relay: pick its best batch size on a small backlog first (it drains fastest with
@@ -246,7 +252,7 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
   const rates = quick ? [1000] : [1000, 5000];
   const seconds = quick ? 8 : 20;
   for (const rate of rates) {
-    for (const contender of contenders.filter((c) => !isCeiling(c))) {
+    for (const contender of contenders.filter((c) => !isCeiling(c) && !isOptIn(c))) {
       steadyResults.push(await steady(db, kafkaFor, services, contender, rate, seconds));
     }
   }
@@ -298,7 +304,8 @@ function render(file: string): void {
 }
 
 function want(contender: string): boolean {
-  return (!only || only.has(contender)) && (contender !== SECURE || secure);
+  if (only) return only.has(contender);
+  return (contender !== SECURE || secure) && (!isOptIn(contender as ContenderName) || compression);
 }
 
 /** What the Avro mode needs besides OUTBOX_FORMAT: the bench's schema directory. */

@@ -12,8 +12,8 @@ import { createRelayMetrics } from './observe/metrics.js';
 import { Pipeline } from './pipeline.js';
 import type { EventSink } from './sink/kafka-sink.js';
 import type { ResumePoint } from './sink/progress.js';
-import { RecordBuilder, type RecordBuilderOptions } from './sink/record-builder.js';
-import { compileTopicTemplate } from './sink/topic-router.js';
+import { RecordBuilder, type RecordBuilderOptions } from './transform/record-builder.js';
+import { compileTopicTemplate } from './transform/topic-router.js';
 import type { SourceMessage } from './source/messages.js';
 
 const at = (n: number) => BigInt(n) as Lsn;

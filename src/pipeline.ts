@@ -7,7 +7,7 @@ import type { OutgoingMessage } from './event.js';
 import type { RelationRef, RowValues, SourceMessage } from './source/messages.js';
 import type { EventSink } from './sink/kafka-sink.js';
 import { covers, type ResumePoint } from './sink/progress.js';
-import { PoisonStop, type RecordBuilder } from './sink/record-builder.js';
+import { PoisonStop, type RecordBuilder } from './transform/record-builder.js';
 
 export interface PipelineOptions {
   readonly table: RelationRef;

@@ -10,14 +10,11 @@ import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
-import { Pipeline } from './pipeline.js';
-import { RecordBuilder } from './sink/record-builder.js';
+import { DeliveryChain } from './delivery-chain.js';
 import type { KafkaProducerOptions, ProgressRecordOptions } from './sink/kafka-client.js';
-import { openKafkaProducer } from './sink/kafka-clients.js';
 import type { RecordProducer } from './sink/producer.js';
-import { KafkaSink } from './sink/kafka-sink.js';
-import { TopicCatalog } from './sink/topic-catalog.js';
-import { compileTopicTemplate, type TopicRouter } from './sink/topic-router.js';
+import type { KafkaSink } from './sink/kafka-sink.js';
+import { compileTopicTemplate, type TopicRouter } from './transform/topic-router.js';
 import { sessionFailure } from './session-failure.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
 import type { SourceOrigin, SourceStream } from './source/source.js';
@@ -138,9 +135,8 @@ export class Relay {
     const { options, logger, metrics, encoder } = this.deps;
     const { delivery } = options;
     const openSource = this.deps.openSource ?? ((sourceOptions) => new ReplicationStream(sourceOptions));
-    const openProducer = this.deps.openProducer ?? openKafkaProducer;
     const stream = openSource({ ...options.source, highWaterMessages: SOURCE_HIGH_WATER_MESSAGES, logger });
-    let sink: KafkaSink | null = null;
+    let chain: DeliveryChain | null = null;
     let checkpointer: Checkpointer | null = null;
     let metricsTimer: NodeJS.Timeout | undefined;
     let progressLogTimer: NodeJS.Timeout | undefined;
@@ -169,24 +165,27 @@ export class Relay {
         transactionTimeoutMs: delivery.exactlyOnce.transactionTimeoutMs,
         progress: progressRecord(options.progressTopic, options.source.slot, origin),
       };
-      const producer = openProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
-      const topics = new TopicCatalog(producer, { ...delivery.topics, logger: sinkLogger });
-      sink = new KafkaSink({
-        ...delivery.sink,
-        producer,
-        logger: sinkLogger,
-        onAcknowledged: (batch) => {
-          sessionCheckpointer.acknowledged(batch);
-          topics.acknowledged(batch);
-          this.countPublished(batch);
-        },
-        onFailure: (error) => stream.abort(error),
-      });
-      await sink.start();
-      const resumeAfter = exactlyOnce ? await this.resumePoint(producer, exactlyOnce.progress.key, origin) : null;
       const pipelineLogger = logger.child({ stage: 'pipeline' });
-      const builder = new RecordBuilder(delivery.builder, { topics, decoder: this.decoder, router: this.router, encoder, metrics, logger: pipelineLogger });
-      const pipeline = new Pipeline(delivery.pipeline, { checkpointer: sessionCheckpointer, tracker, builder, sink, logger: pipelineLogger, resumeAfter });
+      const sessionChain = new DeliveryChain({
+        delivery,
+        decoder: this.decoder,
+        router: this.router,
+        encoder,
+        metrics,
+        exactlyOnce,
+        tracker,
+        checkpointer: sessionCheckpointer,
+        sinkLogger,
+        pipelineLogger,
+        onAcknowledged: (batch) => this.countPublished(batch),
+        onFailure: (error) => stream.abort(error),
+        ...(this.deps.openProducer && { openProducer: this.deps.openProducer }),
+      });
+      chain = sessionChain;
+      const { sink } = sessionChain;
+      await sessionChain.start();
+      const resumeAfter = exactlyOnce ? await this.resumePoint(sessionChain.producer, exactlyOnce.progress.key, origin) : null;
+      const pipeline = sessionChain.pipeline(resumeAfter);
       this.lifecycle.transition('active');
       logger.info({ slot: options.source.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
       sessionCheckpointer.start();
@@ -225,7 +224,7 @@ export class Relay {
         checkpointer?.close();
         await stream.close();
       }
-      await sink?.stop();
+      await chain?.stop();
     }
   }
 

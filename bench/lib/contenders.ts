@@ -22,10 +22,20 @@ interface Contender {
   readonly color: Rgb;
   /** Relay only: its variables on top of the bench's (and of `relayEnv` below, for those known only at run time). */
   readonly env?: Readonly<Record<string, string>>;
+  /** compression: drains only, and only with --compression (or named in --only). */
+  readonly group?: 'compression';
 }
 
 function relay(label: string, short: string, color: Rgb, env: Record<string, string> = {}): Contender {
   return { kind: 'relay', label, short, color, env };
+}
+
+const LIBRDKAFKA = { OUTBOX_KAFKA_CLIENT: 'librdkafka' };
+
+/** A relay JSON with one codec (OUTBOX_KAFKA_COMPRESSION), on kafkajs or librdkafka. */
+function compressed(codec: string, client: 'kafkajs' | 'librdkafka', color: Rgb): Contender {
+  const on = client === 'librdkafka' ? ' on librdkafka' : '';
+  return { ...relay(`outbox-relay JSON${on}, ${codec}`, `relay JSON${client === 'librdkafka' ? ' rdkafka' : ''} ${codec}`, color, { OUTBOX_KAFKA_CLIENT: client, OUTBOX_KAFKA_COMPRESSION: codec }), group: 'compression' };
 }
 
 /**
@@ -42,6 +52,14 @@ export const CONTENDERS = {
   'relay-json-exactly-once': relay('outbox-relay JSON, exactly-once', 'relay JSON EOS', [255, 127, 14], { OUTBOX_DELIVERY: 'exactly-once' }),
   'relay-json-sasl-ssl': relay('outbox-relay JSON, SASL_SSL broker', 'relay JSON, SASL_SSL', [148, 103, 189]),
   'relay-avro': relay('outbox-relay Avro', 'relay Avro', [23, 190, 207], { OUTBOX_FORMAT: 'avro' }),
+  // The same relay on librdkafka (OUTBOX_KAFKA_CLIENT): which client is the default is decided by these against relay-json.
+  'relay-json-librdkafka': relay('outbox-relay JSON on librdkafka', 'relay JSON rdkafka', [140, 86, 75], LIBRDKAFKA),
+  'relay-json-librdkafka-exactly-once': relay('outbox-relay JSON on librdkafka, exactly-once', 'relay JSON rdkafka EOS', [227, 119, 194], { ...LIBRDKAFKA, OUTBOX_DELIVERY: 'exactly-once' }),
+  'relay-json-gzip': compressed('gzip', 'kafkajs', [158, 218, 229]),
+  'relay-json-librdkafka-gzip': compressed('gzip', 'librdkafka', [196, 156, 148]),
+  'relay-json-librdkafka-snappy': compressed('snappy', 'librdkafka', [247, 182, 210]),
+  'relay-json-librdkafka-lz4': compressed('lz4', 'librdkafka', [199, 199, 199]),
+  'relay-json-librdkafka-zstd': compressed('zstd', 'librdkafka', [219, 219, 141]),
   polling: { kind: 'polling', label: 'polling relay', short: 'polling relay', color: [214, 39, 40] },
   debezium: { kind: 'debezium', label: 'Debezium 3.6 + EventRouter', short: 'Debezium', color: [44, 160, 44] },
 } as const satisfies Record<string, Contender>;
@@ -56,6 +74,11 @@ export const RENAMED: Readonly<Record<string, ContenderName>> = { ceiling: 'rela
 
 export function spec(name: ContenderName): Contender {
   return CONTENDERS[name];
+}
+
+/** Contenders that only drain, and only when asked for (--compression, or --only naming them). */
+export function isOptIn(name: ContenderName): boolean {
+  return (CONTENDERS[name] as Contender).group === 'compression';
 }
 
 export function kind(name: ContenderName): ContenderKind {
@@ -103,6 +126,8 @@ export interface Services {
   readonly avroEnv: Record<string, string>;
   /** relay-json-sasl-ssl: the relay's KAFKA_* variables for the secured broker (null without --secure). */
   readonly secureKafkaEnv: Record<string, string> | null;
+  /** The broker's log.dirs: what a drained topic takes on disk is read there (null: not measured). */
+  readonly kafkaLogDir: string | null;
 }
 
 /** What one start of a contender needs besides the services. */

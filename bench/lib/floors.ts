@@ -7,6 +7,7 @@ import { CEILING, type ContenderName } from './contenders.js';
 import { formatCount, serverBusy, type DrainResult } from './measure.js';
 import type { BenchRun } from './report.js';
 import { int, num, pct } from './format.js';
+import { LIBRDKAFKA_DRAIN_SHARE } from './report-clients.js';
 
 export interface Floor {
   readonly name: string;
@@ -81,6 +82,23 @@ export function floors(run: BenchRun): Floor[] {
       measured: s && !s.error ? `p99 ${s.p99} ms (p50 ${s.p50} ms, ${s.received}/${s.events} matched)` : 'not in this run',
       pass: s && !s.error ? s.p99 <= EXACTLY_ONCE_P99_MS : null,
     });
+  }
+
+  // Issue 31: librdkafka becomes the default client only if it keeps kafkajs's drain rate and latency.
+  if (run.drains.some((d) => d.contender === 'relay-json-librdkafka')) {
+    const clientName = `librdkafka ≥ ${pct(LIBRDKAFKA_DRAIN_SHARE)} of kafkajs (the default's condition)`;
+    for (const w of workloads) rows.push(share(clientName, w, rate(run, w, 'relay-json-librdkafka'), rate(run, w, 'relay-json'), LIBRDKAFKA_DRAIN_SHARE, 'librdkafka', 'kafkajs'));
+    for (const [rateOffered] of LATENCY_P99_MS) {
+      const a = run.steady.find((r) => r.contender === 'relay-json' && r.offeredPerSecond === rateOffered);
+      const b = run.steady.find((r) => r.contender === 'relay-json-librdkafka' && r.offeredPerSecond === rateOffered);
+      const both = a && b && !a.error && !b.error;
+      rows.push({
+        name: `librdkafka p99 ≤ kafkajs p99 at ${formatCount(rateOffered)} events/s (the default's condition)`,
+        workload: `steady ${formatCount(rateOffered)}/s, relay JSON`,
+        measured: both ? `librdkafka p99 ${b.p99} ms vs kafkajs ${a.p99} ms (p50 ${b.p50} vs ${a.p50} ms)` : 'not in this run',
+        pass: both ? b.p99 <= a.p99 : null,
+      });
+    }
   }
 
   for (const [other, otherLabel] of [['polling', 'the polling relay'], ['debezium', 'Debezium']] as const) {

@@ -1,3 +1,5 @@
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { AGGREGATE_TYPE, CDC_TABLE, Database, POLLING_TABLE } from './db.js';
 import { LoadRig, topicPrefix } from './load.js';
 import { isCeiling, isRelay, kind, label, RELAY_HTTP_PORT, slot, spec, startContender, type ContenderName, type Services } from './contenders.js';
@@ -43,6 +45,8 @@ export interface DrainResult {
    * walsender (CDC contenders), its query sessions (polling). Absent in runs before it was measured.
    */
   readonly serverCpuSeconds?: number;
+  /** Bytes of the drained topic's log segments on the broker per event (record batches, compressed or not); absent where not measured. */
+  readonly brokerBytesPerEvent?: number;
   /** Relay only: session restarts (outbox_relay_reconnects_total) and the first warning. */
   readonly restarts?: number;
   readonly firstWarning?: string;
@@ -193,6 +197,7 @@ async function drainOne(
     }
     const usage = running.usage();
     const serverCpu = await server.stop();
+    const brokerBytes = isCeiling(contender) || !services.kafkaLogDir ? null : topicLogBytes(services.kafkaLogDir, topic);
     const eventsPerSecond = drainRate(timing, started);
     const result: DrainResult = {
       ...base,
@@ -203,6 +208,7 @@ async function drainOne(
       cpuSeconds: usage?.cpuSeconds ?? NaN,
       machineBusyPct: machineBusyPercent(cpuAtStart),
       serverCpuSeconds: serverCpu.walsender + serverCpu.contender,
+      ...(brokerBytes !== null && { brokerBytesPerEvent: brokerBytes / workload.events }),
       ...(relay ? await relayHealth(running) : {}),
     };
     if (result.restarts) progress(`  ${label(contender)} restarted its session ${result.restarts} times; first warning: ${result.firstWarning}`);
@@ -218,6 +224,20 @@ async function drainOne(
     server.cancel();
     await child?.stop();
     if (!isCeiling(contender)) await kafka.deleteTopics(prefix);
+  }
+}
+
+/**
+ * Bytes of a topic's log segments (every partition's *.log files) in the broker's log dir: what
+ * the records take on the broker's disk, compressed or not, batch overhead included. Read right
+ * after the last record arrived: the broker appended it before acknowledging.
+ */
+function topicLogBytes(logDir: string, topic: string): number | null {
+  const partition = new RegExp(`^${topic.replace(/[.]/g, '\\.')}-\\d+$`);
+  try {
+    return readdirSync(logDir).filter((entry) => partition.test(entry)).reduce((sum, dir) => sum + readdirSync(join(logDir, dir)).filter((file) => file.endsWith('.log')).reduce((bytes, file) => bytes + statSync(join(logDir, dir, file)).size, 0), 0);
+  } catch {
+    return null;
   }
 }
 

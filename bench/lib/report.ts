@@ -2,6 +2,7 @@ import { CEILING, isCeiling, label } from './contenders.js';
 import { CONNECT_VERSION, DEBEZIUM_VERSION } from './debezium.js';
 import { floors, rate } from './floors.js';
 import { serverBusy, type DrainResult, type SteadyResult } from './measure.js';
+import { clientsSection, compressionSection } from './report-clients.js';
 import { soakSection } from './report-soak.js';
 import type { SoakResult } from './soak.js';
 import { int, num, pct } from './format.js';
@@ -85,6 +86,8 @@ function drainSection(run: BenchRun): string[] {
       (repeated ? ` ${(d.runs ?? []).map((r) => `${int(r.eventsPerSecond)} / ${num(r.peakRssMb, 0)}`).join(' · ')} |` : ''));
   }
   if (run.drains.some((d) => d.contender === 'relay-json-sasl-ssl')) out.push(...secureSection(run));
+  if (run.drains.some((d) => d.contender === 'relay-json-librdkafka')) out.push(...clientsSection(run));
+  out.push(...compressionSection(run));
   return out;
 }
 

@@ -3,7 +3,7 @@ import type { Consumer, ConsumerConfig, EachMessagePayload, Kafka, KafkaMessage 
 import type pg from 'pg';
 import { TimestampMillisType } from '../encode/avro/logical-types.js';
 import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';
-import { HEADER } from '../sink/headers.js';
+import { HEADER } from '../transform/headers.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
 import { headerText, verifyKafkajsHeaders } from './kafkajs-headers.js';

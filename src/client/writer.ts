@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { OPTIONS, type OptionKey } from '../config/options.js';
 import { DEFAULT_COLUMNS, isPlainIdentifier, type ColumnMap, type ColumnRole } from '../outbox-table.js';
-import { HEADER } from '../sink/headers.js';
+import { HEADER } from '../transform/headers.js';
 import { OutboxClientError, sqlState } from './errors.js';
 import { assertPayloadFits, type SchemaSet } from './schemas.js';
 import { traceparentProblem } from './trace-context.js';

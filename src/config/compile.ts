@@ -13,7 +13,7 @@ import type { PruneOptions } from '../prune/pruner.js';
 import type { SetupTarget } from '../setup/setup.js';
 import type { KafkaProducerOptions } from '../sink/kafka-client.js';
 import type { KafkaSinkOptions } from '../sink/kafka-sink.js';
-import type { RecordBuilderOptions } from '../sink/record-builder.js';
+import type { RecordBuilderOptions } from '../transform/record-builder.js';
 import type { TopicCatalogOptions } from '../sink/topic-catalog.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 import type { ReplicationStreamOptions } from '../source/replication-stream.js';

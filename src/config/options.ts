@@ -1,7 +1,7 @@
 import { DEFAULT_COLUMNS } from '../outbox-table.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
-import { PLACEHOLDERS } from '../sink/topic-router.js';
+import { PLACEHOLDERS } from '../transform/topic-router.js';
 import { KAFKA_CLIENTS, KAFKA_COMPRESSIONS, KAFKAJS_COMPRESSIONS } from '../sink/producer.js';
 import { parsePostgresUrl } from '../pg-url.js';
 import * as p from './parsers.js';

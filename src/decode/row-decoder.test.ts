@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PoisonEventError } from '../errors.js';
-import { eventHeaders } from '../sink/headers.js';
+import { eventHeaders } from '../transform/headers.js';
 import { RowDecoder } from './row-decoder.js';
 
 const decoder = new RowDecoder({

@@ -9,12 +9,8 @@ import type { PayloadEncoder } from '../encode/encoder.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
-import { Pipeline } from '../pipeline.js';
-import { openKafkaProducer } from '../sink/kafka-clients.js';
-import { KafkaSink } from '../sink/kafka-sink.js';
-import { RecordBuilder } from '../sink/record-builder.js';
-import { TopicCatalog } from '../sink/topic-catalog.js';
-import { compileTopicTemplate } from '../sink/topic-router.js';
+import { DeliveryChain } from '../delivery-chain.js';
+import { compileTopicTemplate } from '../transform/topic-router.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 
 export interface RepublishContext {
@@ -38,31 +34,24 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   const sinkLogger = logger.child({ stage: 'sink' });
   // Exactly-once: each request a transaction under replay's or recover's own id; no progress (nothing is confirmed).
   const exactlyOnce = delivery.exactlyOnce && { transactionalId: delivery.exactlyOnce.transactionalId, transactionTimeoutMs: delivery.exactlyOnce.transactionTimeoutMs, progress: null };
-  const producer = openKafkaProducer({ ...delivery.producer, exactlyOnce, logger: sinkLogger });
   if (exactlyOnce) {
     logger.warn({ transactionalId: exactlyOnce.transactionalId }, `${stage}: publishes rows again on purpose, in transactions of its own: read_committed consumers receive these events a second time (exactly-once covers the stream, not a ${stage}); they dedupe on event_id`);
   }
-  const topics = new TopicCatalog(producer, { ...delivery.topics, logger: sinkLogger });
-  const sink = new KafkaSink({
-    ...delivery.sink,
-    producer,
-    logger: sinkLogger,
-    onAcknowledged: (batch) => {
-      checkpointer.acknowledged(batch);
-      topics.acknowledged(batch);
-    },
-  });
-  const stageLogger = logger.child({ stage });
-  const builder = new RecordBuilder(delivery.builder, {
-    topics,
+  const chain = new DeliveryChain({
+    delivery,
     decoder: new RowDecoder(delivery.columns),
     router: compileTopicTemplate(delivery.topicTemplate),
     encoder,
     metrics: createRelayMetrics(new Registry()),
-    logger: stageLogger,
+    exactlyOnce,
+    tracker,
+    checkpointer,
+    sinkLogger,
+    pipelineLogger: logger.child({ stage }),
   });
-  const pipeline = new Pipeline(delivery.pipeline, { checkpointer, tracker, builder, sink, logger: stageLogger });
-  await sink.start();
+  const { sink } = chain;
+  const pipeline = chain.pipeline();
+  await chain.start();
   let published = 0;
   try {
     await pipeline.handle({ kind: 'begin', commitLsn: ZERO_LSN, commitTime: new Date() });
@@ -75,7 +64,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
     await sink.drain();
     return published;
   } finally {
-    await sink.stop();
+    await chain.stop();
   }
 }
 

@@ -6,6 +6,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { avroRegistryFromEnv, kafkaConfigFromEnv } from '../../src/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { cli } from '../harness/cli.js';
 import { get } from '../harness/http.js';
 import { TopicReader } from '../harness/kafka.js';
@@ -125,7 +126,8 @@ describe('the relay on secured services', () => {
   beforeAll(async () => {
     admin = new pg.Pool({ ...secure.pg('postgres'), max: 2 });
     // Every test's slot before any row exists: setup refuses a new slot over retained rows.
-    for (const name of ['scram', 'mtls', 'oauth', 'refused', 'eos']) await createSlot(`slot_${name}_${id}`);
+    for (const client of KAFKA_CLIENTS) for (const name of ['scram', 'mtls', 'oauth', 'refused', 'eos']) await createSlot(`slot_${name}_${client}_${id}`);
+    await createSlot(`slot_refused_${id}`);
     await secure.createTopics([topic, deadLetterTopic]);
     // What the relay's principals need on their topics (README: Security, Kafka ACLs).
     const needed = [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS];
@@ -144,166 +146,176 @@ describe('the relay on secured services', () => {
     await admin?.end();
   });
 
-  it('SCRAM-SHA-512 over TLS, Postgres verify-full with a client certificate, Avro through the registry over HTTPS with basic auth: delivered, and no secret anywhere it is written', async () => {
-    const slot = `slot_scram_${id}`;
-    const port = await freePort();
-    const env = {
-      ...baseEnv(slot),
-      ...scramEnv(),
-      DATABASE_URL: secure.env.databaseCertUrl,
-      OUTBOX_FORMAT: 'avro',
-      OUTBOX_AUTO_REGISTER: 'true',
-      OUTBOX_SUBJECT_STRATEGY: 'topic-record',
-      OUTBOX_SCHEMAS_DIR: testSchemas(),
-      SCHEMA_REGISTRY_URL: secure.env.schemaRegistryUrl,
-      SCHEMA_REGISTRY_CA_FILE: tls('ca.crt'),
-      SCHEMA_REGISTRY_USERNAME: secure.env.registryUser.username,
-      SCHEMA_REGISTRY_PASSWORD_FILE: secretFile('registry', secure.env.registryUser.password),
-      OUTBOX_HTTP_PORT: String(port),
-    };
-    let metrics = '';
-    const relay = await deliversWith(env, 5, async () => {
-      const record = reader.records.at(-1)!;
-      expect(record.value![0], 'Confluent wire format: magic byte 0').toBe(0);
-      metrics = (await get(port, '/metrics')).body;
-      expect(metrics).toMatch(/outbox_relay_events_published_total\{[^}]*\} [1-9]/);
+  describe.each(KAFKA_CLIENTS)('Kafka on %s', (client) => {
+    it('SCRAM-SHA-512 over TLS, Postgres verify-full with a client certificate, Avro through the registry over HTTPS with basic auth: delivered, and no secret anywhere it is written', async () => {
+      const slot = `slot_scram_${client}_${id}`;
+      const port = await freePort();
+      const env = {
+        ...baseEnv(slot),
+        OUTBOX_KAFKA_CLIENT: client,
+        ...scramEnv(),
+        DATABASE_URL: secure.env.databaseCertUrl,
+        OUTBOX_FORMAT: 'avro',
+        OUTBOX_AUTO_REGISTER: 'true',
+        OUTBOX_SUBJECT_STRATEGY: 'topic-record',
+        OUTBOX_SCHEMAS_DIR: testSchemas(),
+        SCHEMA_REGISTRY_URL: secure.env.schemaRegistryUrl,
+        SCHEMA_REGISTRY_CA_FILE: tls('ca.crt'),
+        SCHEMA_REGISTRY_USERNAME: secure.env.registryUser.username,
+        SCHEMA_REGISTRY_PASSWORD_FILE: secretFile('registry', secure.env.registryUser.password),
+        OUTBOX_HTTP_PORT: String(port),
+      };
+      let metrics = '';
+      const relay = await deliversWith(env, 5, async () => {
+        const record = reader.records.at(-1)!;
+        expect(record.value![0], 'Confluent wire format: magic byte 0').toBe(0);
+        metrics = (await get(port, '/metrics')).body;
+        expect(metrics).toMatch(/outbox_relay_events_published_total\{[^}]*\} [1-9]/);
+      });
+      const status = await cli(['status', '--json'], env);
+      expect(status.code, status.stderr).toBe(0);
+
+      const written = [relay.raw.join('\n'), metrics, status.stdout, status.stderr].join('\n');
+      const secretsSet = { 'the Kafka password': secure.env.kafkaUser.password, 'the registry password': secure.env.registryUser.password, "the client key's first line": secure.pem('client.key').split('\n')[1]! };
+      for (const [what, value] of Object.entries(secretsSet)) {
+        const at = written.indexOf(value);
+        expect(at, `${what} was written to the logs, /metrics or status: ...${written.slice(Math.max(0, at - 300), at).replaceAll(value, '<secret>')}`).toBe(-1);
+      }
+      // The start-up line says where secrets come from, not what they are.
+      expect(relay.raw.join('\n')).toContain('(redacted) from');
+
+      // The client kit connects with the relay's own variables: a consumer (kafkaConfigFromEnv)
+      // reads the events, and decodes them through the registry (avroRegistryFromEnv).
+      const user = `User:${secure.env.kafkaUser.username}`;
+      // The reader's group id is random: '*' is Kafka's literal wildcard for any group.
+      await secure.allow(user, { topics: [topic], groups: ['*'] }, [AclOperation.READ, AclOperation.DESCRIBE]);
+      const clientEnv = {
+        ...scramEnv(),
+        SCHEMA_REGISTRY_URL: secure.env.schemaRegistryUrl,
+        SCHEMA_REGISTRY_CA_FILE: tls('ca.crt'),
+        SCHEMA_REGISTRY_USERNAME: secure.env.registryUser.username,
+        SCHEMA_REGISTRY_PASSWORD_FILE: secretFile('registry-reader', secure.env.registryUser.password),
+      };
+      const consumerReader = await new TopicReader(new Kafka({ clientId: 'secure-client-kit', ...kafkaConfigFromEnv(clientEnv), logLevel: logLevel.NOTHING })).start([topic]);
+      try {
+        await consumerReader.until('the Avro events', (records) => records.some((record) => record.value?.[0] === 0), 30_000);
+        const avro = consumerReader.records.find((record) => record.value?.[0] === 0)!;
+        const decoded = (await avroRegistryFromEnv(clientEnv).decode(avro.value!)) as { invoice_id: string };
+        expect(decoded.invoice_id).toMatch(/^inv_/);
+      } finally {
+        await consumerReader.stop();
+      }
     });
-    const status = await cli(['status', '--json'], env);
-    expect(status.code, status.stderr).toBe(0);
 
-    const written = [relay.raw.join('\n'), metrics, status.stdout, status.stderr].join('\n');
-    const secretsSet = { 'the Kafka password': secure.env.kafkaUser.password, 'the registry password': secure.env.registryUser.password, "the client key's first line": secure.pem('client.key').split('\n')[1]! };
-    for (const [what, value] of Object.entries(secretsSet)) {
-      const at = written.indexOf(value);
-      expect(at, `${what} was written to the logs, /metrics or status: ...${written.slice(Math.max(0, at - 300), at).replaceAll(value, '<secret>')}`).toBe(-1);
-    }
-    // The start-up line says where secrets come from, not what they are.
-    expect(relay.raw.join('\n')).toContain('(redacted) from');
+    it('exactly-once over SASL_SSL with ACLs: without WRITE on its transactional id it stops naming it; granted, it delivers', async () => {
+      const slot = `slot_eos_${client}_${id}`;
+      const progressTopic = `${topicPrefix}.${client}.progress`;
+      const env = { ...baseEnv(slot), OUTBOX_KAFKA_CLIENT: client, ...passwordDatabaseEnv(), ...scramEnv(), OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: progressTopic };
+      await secure.createTopics([progressTopic]);
+      const principal = `User:${secure.env.kafkaUser.username}`;
+      await secure.allow(principal, { topics: [progressTopic] }, [AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
+      const { code, log } = await refused(env);
+      expect(code).toBe(1);
+      expect(log).toMatch(/"code":"SINK_NOT_AUTHORIZED"/);
+      expect(log).toContain(`transactional id outbox-relay.${slot}`);
+      await secure.allow(principal, { transactionalIds: [`outbox-relay.${slot}`] });
+      const relay = await deliversWith(env, 3);
+      expect(relay.logs.some((line) => /^exactly-once: /.test(line.msg))).toBe(true);
+    });
 
-    // The client kit connects with the relay's own variables: a consumer (kafkaConfigFromEnv)
-    // reads the events, and decodes them through the registry (avroRegistryFromEnv).
-    const user = `User:${secure.env.kafkaUser.username}`;
-    // The reader's group id is random: '*' is Kafka's literal wildcard for any group.
-    await secure.allow(user, { topics: [topic], groups: ['*'] }, [AclOperation.READ, AclOperation.DESCRIBE]);
-    const clientEnv = {
-      ...scramEnv(),
-      SCHEMA_REGISTRY_URL: secure.env.schemaRegistryUrl,
-      SCHEMA_REGISTRY_CA_FILE: tls('ca.crt'),
-      SCHEMA_REGISTRY_USERNAME: secure.env.registryUser.username,
-      SCHEMA_REGISTRY_PASSWORD_FILE: secretFile('registry-reader', secure.env.registryUser.password),
-    };
-    const consumerReader = await new TopicReader(new Kafka({ clientId: 'secure-client-kit', ...kafkaConfigFromEnv(clientEnv), logLevel: logLevel.NOTHING })).start([topic]);
-    try {
-      await consumerReader.until('the Avro events', (records) => records.some((record) => record.value?.[0] === 0), 30_000);
-      const avro = consumerReader.records.find((record) => record.value?.[0] === 0)!;
-      const decoded = (await avroRegistryFromEnv(clientEnv).decode(avro.value!)) as { invoice_id: string };
-      expect(decoded.invoice_id).toMatch(/^inv_/);
-    } finally {
-      await consumerReader.stop();
-    }
-  });
+    it('mutual TLS to Kafka, and a Postgres password from DATABASE_PASSWORD_FILE (JSON payloads): delivered', async () => {
+      const slot = `slot_mtls_${client}_${id}`;
+      const env = {
+        ...baseEnv(slot),
+        OUTBOX_KAFKA_CLIENT: client,
+        ...passwordDatabaseEnv(),
+        KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','),
+        KAFKA_SSL: 'true',
+        KAFKA_SSL_CA_FILE: tls('ca.crt'),
+        KAFKA_SSL_CERT_FILE: tls('client.crt'),
+        KAFKA_SSL_KEY_FILE: tls('client.key'),
+      };
+      await deliversWith(env, 3);
+    });
 
-  it('exactly-once over SASL_SSL with ACLs: without WRITE on its transactional id it stops naming it; granted, it delivers', async () => {
-    const slot = `slot_eos_${id}`;
-    const progressTopic = `${topicPrefix}.progress`;
-    const env = { ...baseEnv(slot), ...passwordDatabaseEnv(), ...scramEnv(), OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: progressTopic };
-    await secure.createTopics([progressTopic]);
-    const principal = `User:${secure.env.kafkaUser.username}`;
-    await secure.allow(principal, { topics: [progressTopic] }, [AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
-    const { code, log } = await refused(env);
-    expect(code).toBe(1);
-    expect(log).toMatch(/"code":"SINK_NOT_AUTHORIZED"/);
-    expect(log).toContain(`transactional id outbox-relay.${slot}`);
-    await secure.allow(principal, { transactionalIds: [`outbox-relay.${slot}`] });
-    const relay = await deliversWith(env, 3);
-    expect(relay.logs.some((line) => /^exactly-once: /.test(line.msg))).toBe(true);
-  });
-
-  it('mutual TLS to Kafka, and a Postgres password from DATABASE_PASSWORD_FILE (JSON payloads): delivered', async () => {
-    const slot = `slot_mtls_${id}`;
-    const env = {
-      ...baseEnv(slot),
-      ...passwordDatabaseEnv(),
-      KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','),
-      KAFKA_SSL: 'true',
-      KAFKA_SSL_CA_FILE: tls('ca.crt'),
-      KAFKA_SSL_CERT_FILE: tls('client.crt'),
-      KAFKA_SSL_KEY_FILE: tls('client.key'),
-    };
-    await deliversWith(env, 3);
-  });
-
-  it('OAUTHBEARER with a token file (re-read at each authentication): delivered; an expired token stops the relay naming it', async () => {
-    const slot = `slot_oauth_${id}`;
-    const tokenFile = secretFile('token', unsecuredJws(secure.env.kafkaUser.username));
-    const env = {
-      ...baseEnv(slot),
-      ...passwordDatabaseEnv(),
-      KAFKA_BROKERS: secure.env.kafkaSaslSslBrokers.join(','),
-      KAFKA_SSL: 'true',
-      KAFKA_SSL_CA_FILE: tls('ca.crt'),
-      KAFKA_SASL_MECHANISM: 'oauthbearer',
-      KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: tokenFile,
-    };
-    await deliversWith(env, 3);
-    writeFileSync(tokenFile, unsecuredJws(secure.env.kafkaUser.username, -60));
-    const expired = await refused(env);
-    expect(expired.code, expired.log).toBe(1);
-    expect(expired.log).toMatch(/SINK_AUTHENTICATION.*OAUTHBEARER token from .*token expired at/);
+    it('OAUTHBEARER with a token file (re-read at each authentication): delivered; an expired token stops the relay naming it', async () => {
+      const slot = `slot_oauth_${client}_${id}`;
+      const tokenFile = secretFile('token', unsecuredJws(secure.env.kafkaUser.username));
+      const env = {
+        ...baseEnv(slot),
+        OUTBOX_KAFKA_CLIENT: client,
+        ...passwordDatabaseEnv(),
+        KAFKA_BROKERS: secure.env.kafkaSaslSslBrokers.join(','),
+        KAFKA_SSL: 'true',
+        KAFKA_SSL_CA_FILE: tls('ca.crt'),
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: tokenFile,
+      };
+      await deliversWith(env, 3);
+      writeFileSync(tokenFile, unsecuredJws(secure.env.kafkaUser.username, -60));
+      const expired = await refused(env);
+      expect(expired.code, expired.log).toBe(1);
+      expect(expired.log).toMatch(/SINK_AUTHENTICATION.*OAUTHBEARER token from .*token expired at/);
+    });
   });
 
   describe('each refusal stops the relay with exit 1, naming its cause (never a retry loop)', () => {
     const slot = `slot_refused_${id}`;
     const working = () => ({ ...baseEnv(slot), ...passwordDatabaseEnv(), ...scramEnv() });
 
-    it('a wrong Kafka password: SINK_AUTHENTICATION', async () => {
-      const { code, log } = await refused({ ...working(), ...scramEnv('not-the-password') });
-      expect(code, log).toBe(1);
-      expect(log).toMatch(/SINK_AUTHENTICATION/);
-      expect(log).not.toContain('not-the-password');
-    });
+    describe.each(KAFKA_CLIENTS)('Kafka refusals on %s', (client) => {
+      const clientSlot = `slot_refused_${client}_${id}`;
+      const working = () => ({ ...baseEnv(clientSlot), OUTBOX_KAFKA_CLIENT: client, ...passwordDatabaseEnv(), ...scramEnv() });
 
-    it('a broker certificate signed by a CA the relay does not trust: SINK_TLS, naming KAFKA_SSL_CA_FILE', async () => {
-      const { code, log } = await refused({ ...working(), KAFKA_SSL_CA_FILE: tls('rogue-ca.crt') }, 90_000);
-      expect(code, log).toBe(1);
-      expect(log).toMatch(/SINK_TLS.*KAFKA_SSL_CA_FILE/);
-    });
-
-    it('a principal with no WRITE at all: SINK_NOT_AUTHORIZED at start (an idempotent producer needs WRITE on some topic)', async () => {
-      const principal = 'User:relay_cert';
-      await secure.revokeAll(principal);
-      await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
-      try {
-        const env = { ...working(), KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','), KAFKA_SASL_MECHANISM: '', KAFKA_SSL_CERT_FILE: tls('client.crt'), KAFKA_SSL_KEY_FILE: tls('client.key') };
-        const { code, log } = await refused(env);
+      it('a wrong Kafka password: SINK_AUTHENTICATION', async () => {
+        const { code, log } = await refused({ ...working(), ...scramEnv('not-the-password') });
         expect(code, log).toBe(1);
-        expect(log).toMatch(/SINK_NOT_AUTHORIZED.*CLUSTER_AUTHORIZATION_FAILED/);
-      } finally {
-        await secure.revokeAll(principal);
-        await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
-      }
-    });
+        expect(log).toMatch(/SINK_AUTHENTICATION/);
+        expect(log).not.toContain('not-the-password');
+      });
 
-    it('a principal without WRITE on its events topic (one ACL fewer than needed): SINK_NOT_AUTHORIZED at the first event, which stays in the slot', async () => {
-      const principal = 'User:relay_cert';
-      await secure.revokeAll(principal);
-      await secure.allow(principal, { topics: [deadLetterTopic] }, [AclOperation.WRITE, AclOperation.DESCRIBE]);
-      await secure.allow(principal, { topics: [topic] }, [AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
-      try {
-        const env = { ...working(), KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','), KAFKA_SASL_MECHANISM: '', KAFKA_SSL_CERT_FILE: tls('client.crt'), KAFKA_SSL_KEY_FILE: tls('client.key') };
-        const relay = new RelayProcess(env).start();
-        await relay.waitActive();
-        const { rows } = await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-        await insert(1);
-        const code = await relay.waitExit(60_000);
-        expect(code, relay.tail()).toBe(1);
-        expect(relay.raw.join('\n')).toMatch(/SINK_NOT_AUTHORIZED.*TOPIC_AUTHORIZATION_FAILED/);
-        const { rows: held } = await admin.query<{ held: boolean }>('SELECT confirmed_flush_lsn <= $2::pg_lsn AS held FROM pg_replication_slots WHERE slot_name = $1', [slot, rows[0]!.lsn]);
-        expect(held[0]?.held, 'nothing confirmed past the refused event').toBe(true);
-      } finally {
+      it('a broker certificate signed by a CA the relay does not trust: SINK_TLS, naming KAFKA_SSL_CA_FILE', async () => {
+        const { code, log } = await refused({ ...working(), KAFKA_SSL_CA_FILE: tls('rogue-ca.crt') }, 90_000);
+        expect(code, log).toBe(1);
+        expect(log).toMatch(/SINK_TLS.*KAFKA_SSL_CA_FILE/);
+      });
+
+      it('a principal with no WRITE at all: SINK_NOT_AUTHORIZED at start (an idempotent producer needs WRITE on some topic)', async () => {
+        const principal = 'User:relay_cert';
         await secure.revokeAll(principal);
-        await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
-      }
+        await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
+        try {
+          const env = { ...working(), KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','), KAFKA_SASL_MECHANISM: '', KAFKA_SSL_CERT_FILE: tls('client.crt'), KAFKA_SSL_KEY_FILE: tls('client.key') };
+          const { code, log } = await refused(env);
+          expect(code, log).toBe(1);
+          expect(log).toMatch(/SINK_NOT_AUTHORIZED.*CLUSTER_AUTHORIZATION_FAILED/);
+        } finally {
+          await secure.revokeAll(principal);
+          await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
+        }
+      });
+
+      it('a principal without WRITE on its events topic (one ACL fewer than needed): SINK_NOT_AUTHORIZED at the first event, which stays in the slot', async () => {
+        const principal = 'User:relay_cert';
+        await secure.revokeAll(principal);
+        await secure.allow(principal, { topics: [deadLetterTopic] }, [AclOperation.WRITE, AclOperation.DESCRIBE]);
+        await secure.allow(principal, { topics: [topic] }, [AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
+        try {
+          const env = { ...working(), KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','), KAFKA_SASL_MECHANISM: '', KAFKA_SSL_CERT_FILE: tls('client.crt'), KAFKA_SSL_KEY_FILE: tls('client.key') };
+          const relay = new RelayProcess(env).start();
+          await relay.waitActive();
+          const { rows } = await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+          await insert(1);
+          const code = await relay.waitExit(60_000);
+          expect(code, relay.tail()).toBe(1);
+          expect(relay.raw.join('\n')).toMatch(/SINK_NOT_AUTHORIZED.*TOPIC_AUTHORIZATION_FAILED/);
+          const { rows: held } = await admin.query<{ held: boolean }>('SELECT confirmed_flush_lsn <= $2::pg_lsn AS held FROM pg_replication_slots WHERE slot_name = $1', [clientSlot, rows[0]!.lsn]);
+          expect(held[0]?.held, 'nothing confirmed past the refused event').toBe(true);
+        } finally {
+          await secure.revokeAll(principal);
+          await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
+        }
+      });
     });
 
     it('a wrong Postgres password: SOURCE_AUTHENTICATION', async () => {

@@ -1,7 +1,7 @@
 import { Counter } from 'prom-client';
 import { errorMessage, PoisonEventError, RelayError } from '../../errors.js';
 import { readPem } from '../../security/pem.js';
-import { compileTopicTemplate } from '../../sink/topic-router.js';
+import { compileTopicTemplate } from '../../transform/topic-router.js';
 import { sleep } from '../../time.js';
 import type { AvroOptions, EncoderContext } from '../create-encoder.js';
 import type { PayloadEncoder } from '../encoder.js';

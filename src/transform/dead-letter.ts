@@ -3,8 +3,8 @@ import { errorCode, errorMessage } from '../errors.js';
 import type { OutgoingMessage } from '../event.js';
 import type { RowValues } from '../source/messages.js';
 import { HEADER } from './headers.js';
-import { encodeHeaders } from './kafkajs-record.js';
-import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
+import { encodeHeaders } from '../sink/kafkajs-record.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from '../sink/record-size.js';
 
 export interface DeadLetterInput {
   readonly topic: string;

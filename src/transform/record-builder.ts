@@ -8,8 +8,8 @@ import type { RelayMetrics } from '../observe/metrics.js';
 import type { RowValues } from '../source/messages.js';
 import { deadLetterMessage } from './dead-letter.js';
 import { eventHeaders } from './headers.js';
-import { encodeHeaders } from './kafkajs-record.js';
-import { RECORD_BATCH_OVERHEAD, recordSize } from './record-size.js';
+import { encodeHeaders } from '../sink/kafkajs-record.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from '../sink/record-size.js';
 import type { TopicRouter } from './topic-router.js';
 
 export interface RecordBuilderOptions {

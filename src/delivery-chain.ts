@@ -1,0 +1,87 @@
+import type { Logger } from 'pino';
+import type { Checkpointer } from './checkpoint/checkpointer.js';
+import type { CommitTracker } from './checkpoint/commit-tracker.js';
+import type { DeliveryOptions } from './config/compile.js';
+import type { RowDecoder } from './decode/row-decoder.js';
+import type { PayloadEncoder } from './encode/encoder.js';
+import type { RelayError } from './errors.js';
+import type { OutgoingMessage } from './event.js';
+import type { RelayMetrics } from './observe/metrics.js';
+import { Pipeline } from './pipeline.js';
+import type { ExactlyOnceOptions, KafkaProducerOptions } from './sink/kafka-client.js';
+import { openKafkaProducer } from './sink/kafka-clients.js';
+import { KafkaSink } from './sink/kafka-sink.js';
+import type { RecordProducer } from './sink/producer.js';
+import type { ResumePoint } from './sink/progress.js';
+import { TopicCatalog } from './sink/topic-catalog.js';
+import { RecordBuilder } from './transform/record-builder.js';
+import type { TopicRouter } from './transform/topic-router.js';
+
+/** What the chain is made of, besides the options: the stages a caller keeps across sessions, and where acknowledgements go. */
+export interface DeliveryChainParts {
+  readonly delivery: DeliveryOptions;
+  readonly decoder: RowDecoder;
+  readonly router: TopicRouter;
+  readonly encoder: PayloadEncoder;
+  readonly metrics: RelayMetrics;
+  /** The transactional producer's settings (run: with its progress record; replay, recover: without); null: at-least-once. */
+  readonly exactlyOnce: ExactlyOnceOptions | null;
+  readonly tracker: CommitTracker;
+  readonly checkpointer: Checkpointer;
+  /** The sink's and producer's log (stage sink), and the pipeline's (stage pipeline, or the command's). */
+  readonly sinkLogger: Logger;
+  readonly pipelineLogger: Logger;
+  /** Each batch Kafka acknowledged, after the checkpointer and the topic catalogue had it. */
+  readonly onAcknowledged?: (batch: readonly OutgoingMessage[]) => void;
+  readonly onFailure?: (error: RelayError) => void;
+  /** Tests: a producer other than the one OUTBOX_KAFKA_CLIENT names. */
+  readonly openProducer?: (options: KafkaProducerOptions) => RecordProducer;
+}
+
+/**
+ * Row -> record -> Kafka, the one way every command publishes (`run` from the WAL; `replay`,
+ * `recover` and `cutover` from the table): producer on the chosen client, topic catalogue,
+ * sink, record builder, pipeline. Acknowledged batches reach the checkpointer first, so that
+ * nothing is confirmed before Kafka has it.
+ */
+export class DeliveryChain {
+  readonly producer: RecordProducer;
+  readonly topics: TopicCatalog;
+  readonly sink: KafkaSink;
+  private readonly builder: RecordBuilder;
+
+  constructor(private readonly parts: DeliveryChainParts) {
+    const { delivery, sinkLogger, metrics, checkpointer } = parts;
+    const openProducer = parts.openProducer ?? openKafkaProducer;
+    this.producer = openProducer({ ...delivery.producer, exactlyOnce: parts.exactlyOnce, logger: sinkLogger, onRequestFailed: (error) => metrics.produceErrors.inc({ error }) });
+    const topics = new TopicCatalog(this.producer, { ...delivery.topics, logger: sinkLogger });
+    this.topics = topics;
+    this.sink = new KafkaSink({
+      ...delivery.sink,
+      producer: this.producer,
+      logger: sinkLogger,
+      onAcknowledged: (batch) => {
+        checkpointer.acknowledged(batch);
+        topics.acknowledged(batch);
+        parts.onAcknowledged?.(batch);
+      },
+      ...(parts.onFailure && { onFailure: parts.onFailure }),
+    });
+    this.builder = new RecordBuilder(delivery.builder, { topics, decoder: parts.decoder, router: parts.router, encoder: parts.encoder, metrics, logger: parts.pipelineLogger });
+  }
+
+  /** Connects the producer (exactly-once: fencing every earlier one). */
+  async start(): Promise<void> {
+    await this.sink.start();
+  }
+
+  /** The pipeline feeding the sink; exactly-once, `resumeAfter` is where Kafka's committed progress says to go on from. */
+  pipeline(resumeAfter: ResumePoint | null = null): Pipeline {
+    const { delivery, checkpointer, tracker, pipelineLogger } = this.parts;
+    return new Pipeline(delivery.pipeline, { checkpointer, tracker, builder: this.builder, sink: this.sink, logger: pipelineLogger, resumeAfter });
+  }
+
+  async stop(): Promise<void> {
+    await this.sink.stop();
+  }
+}
