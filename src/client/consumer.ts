@@ -6,7 +6,7 @@ import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';
 import { HEADER } from '../transform/headers.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
-import { headerText, verifyKafkajsHeaders } from './kafkajs-headers.js';
+import { headerText } from './kafkajs-headers.js';
 import { qualifiedTable } from './writer.js';
 
 /** One outbox event as a consumer sees it: the relay's headers, decoded, and where it came from. */
@@ -142,7 +142,6 @@ export function createIdempotentConsumer<P = unknown>(options: IdempotentConsume
     consumer,
     stats,
     async start() {
-      await verifyKafkajsHeaders(options.kafka);
       await consumer.connect();
       await consumer.subscribe({ topics: [...options.topics], fromBeginning: options.fromBeginning ?? false });
       await consumer.run({ autoCommit: false, partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1, eachMessage });

@@ -22,8 +22,6 @@ export type ClientErrorCode =
   | 'OUTBOX_DUPLICATE_EVENT'
   /** A consumed record cannot become an event (no event_id header, undecodable value). */
   | 'CONSUMER_UNDECODABLE'
-  /** kafkajs is not the one the consumer's header fix was made for, or was used before it: headers would arrive changed. */
-  | 'CONSUMER_KAFKAJS'
   /** The user's handler threw; its transaction was rolled back and the record will come again. */
   | 'CONSUMER_HANDLER_FAILED';
 

@@ -19,3 +19,4 @@ export {
 export { ensureConsumedEventsTable, claimEvent, pruneConsumedEvents, type PruneConsumedEventsOptions } from './consumed-events.js';
 export { OutboxClientError, type ClientErrorCode } from './errors.js';
 export { kafkaConfigFromEnv, avroRegistryFromEnv } from './connections.js';
+export { repairHeaders, headerText } from './kafkajs-headers.js';
