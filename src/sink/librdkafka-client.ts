@@ -100,14 +100,33 @@ function jwtClaims(token: string): Record<string, unknown> | null {
 /** librdkafka's error codes by number, named as Kafka names them (ERR_TOPIC_AUTHORIZATION_FAILED -> TOPIC_AUTHORIZATION_FAILED; its own, ERR__FENCED -> _FENCED). */
 let errorNames: Map<number, string> | null = null;
 
-/** A librdkafka error as an Error whose `type` is Kafka's name for it (what kafkaFailure classifies by). */
-export function namedLibrdkafkaError(error: unknown): Error {
-  if (error instanceof RelayError) return error;
-  const { code, message } = error as Rdkafka.LibrdKafkaError;
+function errorName(code: number): string | undefined {
   errorNames ??= new Map(Object.entries(loadLibrdkafka().CODES.ERRORS).map(([name, value]) => [value, name.replace(/^ERR_/, '')]));
-  const type = (typeof code === 'number' && errorNames.get(code)) || 'LIBRDKAFKA_ERROR';
+  return errorNames.get(code);
+}
+
+/** A librdkafka error as an Error whose `type` is Kafka's name for it (what kafkaFailure classifies by). */
+export function namedLibrdkafkaError(error: unknown): Error & { type: string } {
+  if (error instanceof RelayError) return Object.assign(error, { type: error.code });
+  if (error instanceof Error && typeof (error as { type?: unknown }).type === 'string') return error as Error & { type: string };
+  const { code, message } = error as Rdkafka.LibrdKafkaError;
+  const type = (typeof code === 'number' && errorName(code)) || 'LIBRDKAFKA_ERROR';
   return Object.assign(new Error(message ?? String(error), { cause: error }), { type });
 }
+
+/** Kafka's names by librdkafka's text for them ("Broker: Not enough in-sync replicas" -> NOT_ENOUGH_REPLICAS), for its log lines. */
+let namesByText: Map<string, string> | null = null;
+
+function errorNameOfText(text: string): string | undefined {
+  if (!namesByText) {
+    const { err2str } = require(`${PACKAGE}/librdkafka.js`) as { err2str(code: number): string };
+    namesByText = new Map(Object.entries(loadLibrdkafka().CODES.ERRORS).map(([name, code]) => [err2str(code), name.replace(/^ERR_/, '')]));
+  }
+  return namesByText.get(text);
+}
+
+/** A produce request's error as librdkafka logs it (debug context msg), before retrying it itself. */
+const MESSAGE_SET_ERROR = /encountered error: (.+?) \(actions /;
 
 /** Settles with librdkafka's callback, its error named. */
 function called<T = void>(start: (done: (error: Rdkafka.LibrdKafkaError | null | undefined, value?: T) => void) => void): Promise<T> {
@@ -172,14 +191,31 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     'compression.codec': options.compression,
     'allow.auto.create.topics': options.autoCreateTopics,
     dr_cb: true,
+    event_cb: true,
+    debug: 'msg',
     ...(exactlyOnce && { 'transactional.id': exactlyOnce.transactionalId, 'transaction.timeout.ms': exactlyOnce.transactionTimeoutMs }),
   } as Rdkafka.ProducerGlobalConfig);
   producer.on('delivery-report', (error, report) => (report.opaque as PendingRequest).delivered(error));
   // Errors librdkafka retries itself (a broker down, a connection refused): the outage log and the produce errors metric.
-  producer.on('event.error', (error: Rdkafka.LibrdKafkaError) => {
-    const named = namedLibrdkafkaError(error) as Error & { type: string };
-    options.onRequestFailed?.(named.type);
-    outage.failed({ error: named.type, detail: named.message });
+  const requestFailed = (error: unknown) => {
+    const { type, message } = namedLibrdkafkaError(error);
+    options.onRequestFailed?.(type);
+    outage.failed({ error: type, detail: message });
+  };
+  producer.on('event.error', requestFailed);
+  // librdkafka retries a refused produce request itself and says so only in its debug log
+  // (context msg): read there, each refusal is counted and in the outage log, as on kafkajs
+  // (e.g. NOT_ENOUGH_REPLICAS while brokers are down). About two lines per partition and request.
+  producer.on('event.log', (line: { severity: number; fac: string; message: string }) => {
+    if (line.fac === 'MSGSET') {
+      const refused = MESSAGE_SET_ERROR.exec(line.message)?.[1];
+      if (refused === undefined) return;
+      const type = errorNameOfText(refused) ?? 'LIBRDKAFKA_ERROR';
+      options.onRequestFailed?.(type);
+      outage.failed({ error: type, detail: refused });
+    } else if (line.severity <= 4) {
+      logger.warn({ librdkafka: line.fac }, line.message);
+    }
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
   const topics = createTopicInspector(new Kafka({ clientId: options.clientId, brokers: [...options.brokers], ...kafkaClientSecurity(security), logLevel: kafkaLogLevel.NOTHING }).admin(), logger);
@@ -233,6 +269,8 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
         }
         outage.acknowledged(messages.length);
       } catch (error) {
+        // librdkafka retried the request until message.timeout.ms; its delivery reports carry Kafka's last answer (e.g. NOT_ENOUGH_REPLICAS).
+        requestFailed(error);
         await abortTransaction();
         throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length}${exactlyOnce ? ' in a transaction' : ''}`, exactlyOnce);
       }
