@@ -87,7 +87,8 @@ cluster_name = '$(pg_cluster_name)'
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$(pg_socket_dir)'
 wal_level = logical
-max_replication_slots = 20
+# The bench holds a slot per contender and round (drains of the same load): with --compression, about 40.
+max_replication_slots = 64
 max_wal_senders = 20
 max_connections = 200
 wal_sender_timeout = 60s
