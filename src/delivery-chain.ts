@@ -5,7 +5,7 @@ import type { DeliveryOptions } from './config/compile.js';
 import type { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import type { RelayError } from './errors.js';
-import type { OutgoingMessage } from './event.js';
+import type { OutgoingMessage } from './sink/record.js';
 import type { RelayMetrics } from './observe/metrics.js';
 import { Pipeline } from './pipeline.js';
 import type { ExactlyOnceOptions, KafkaProducerOptions } from './sink/kafka-client.js';

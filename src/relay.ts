@@ -5,7 +5,7 @@ import type { RelayOptions } from './config/compile.js';
 import { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
-import type { OutgoingMessage } from './event.js';
+import type { OutgoingMessage } from './sink/record.js';
 import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';

@@ -3,7 +3,7 @@ import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
 import { CompressionTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from 'kafkajs';
 import type { Logger } from 'pino';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
-import type { OutgoingMessage } from '../event.js';
+import type { OutgoingMessage } from './record.js';
 import { PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
 import { createTopicInspector } from './kafkajs-admin.js';
 import { checkTransactionalIdAccess, readLastCommitted } from './kafkajs-exactly-once.js';

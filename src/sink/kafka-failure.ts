@@ -3,11 +3,14 @@ import { isTlsTrustError } from '../security/tls-errors.js';
 import { kafkaErrorName } from './kafkajs-send-messages.js';
 
 /** Kafka's answers that mean another producer with this transactional id took over. */
-const FENCED_ERRORS = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH']);
+const FENCED_ERRORS = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', '_FENCED']);
 /** Kafka's answers that mean the broker cannot keep exactly-once as configured. */
 const EXACTLY_ONCE_REFUSALS = new Set(['INVALID_TRANSACTION_TIMEOUT', 'UNSUPPORTED_VERSION', 'KafkaJSNotImplemented', 'UNSUPPORTED_FOR_MESSAGE_FORMAT']);
 
-const AUTHENTICATION_ERRORS = new Set(['KafkaJSSASLAuthenticationError', 'SASL_AUTHENTICATION_FAILED', 'ILLEGAL_SASL_STATE', 'UNSUPPORTED_SASL_MECHANISM']);
+// kafkajs's names, Kafka's, and librdkafka's own (_AUTHENTICATION: a SASL handshake it gave up on).
+const AUTHENTICATION_ERRORS = new Set(['KafkaJSSASLAuthenticationError', 'SASL_AUTHENTICATION_FAILED', 'ILLEGAL_SASL_STATE', 'UNSUPPORTED_SASL_MECHANISM', '_AUTHENTICATION']);
+/** librdkafka's words (from OpenSSL) for a broker certificate it does not trust: its error is _SSL, as for any TLS failure. */
+const LIBRDKAFKA_TLS_TRUST = /certificate verify failed|self[- ]signed certificate|unable to get (?:local )?issuer certificate|unknown ca/i;
 const AUTHORIZATION_ERRORS = new Set(['TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'GROUP_AUTHORIZATION_FAILED', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED']);
 
 /**
@@ -42,10 +45,16 @@ export function kafkaFailure(error: unknown, what: string, exactlyOnce?: { reado
     hint = `; another relay instance started with transactional id ${exactlyOnce.transactionalId} and took over (this session ends; it waits as a standby while the other holds the slot)`;
   } else if (exactlyOnce && names.includes('COORDINATOR_NOT_AVAILABLE')) {
     hint = "; the transaction coordinator is not available: the brokers' transaction.state.log.replication.factor and transaction.state.log.min.isr must be met by the live brokers";
-  } else if (isTlsTrustError(error)) {
+  } else if (isTlsTrustError(error) || (names.includes('_SSL') && LIBRDKAFKA_TLS_TRUST.test(detail))) {
     code = 'SINK_TLS';
     hint = '; check KAFKA_SSL_CA_FILE (the CA that signed the brokers) and, for mutual TLS, KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE';
   }
   return new RelayError(code, `${what}: ${detail}${hint}`, { cause: error });
+}
+
+/** A failure retrying cannot mend (refused credentials, a missing ACL, an untrusted certificate): the relay stops on it. */
+export function isKafkaRefusal(error: unknown): boolean {
+  const { code } = kafkaFailure(error, '');
+  return code === 'SINK_AUTHENTICATION' || code === 'SINK_NOT_AUTHORIZED' || code === 'SINK_TLS';
 }
 

@@ -2,7 +2,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from '../event.js';
+import type { OutgoingMessage } from './record.js';
 import { KafkaSink, type KafkaSinkOptions } from './kafka-sink.js';
 import { NO_HEADER_BLOCK } from './kafkajs-record.js';
 import type { RecordProducer, TopicDescription } from './producer.js';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from '../event.js';
+import type { OutgoingMessage } from './record.js';
 import { Fifo } from '../fifo.js';
 import type { RecordProducer } from './producer.js';
 import { finishesWithin } from '../time.js';

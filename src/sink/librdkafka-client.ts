@@ -2,11 +2,11 @@ import { createRequire } from 'node:module';
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
 import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from '../event.js';
+import type { OutgoingMessage } from './record.js';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
 import { finishesWithin } from '../time.js';
 import { lastCommittedValue, type CommittedPartition } from './committed-progress.js';
-import { kafkaFailure } from './kafka-failure.js';
+import { isKafkaRefusal, kafkaFailure } from './kafka-failure.js';
 import { createTopicInspector } from './kafkajs-admin.js';
 import { progressMessage, type KafkaProducerOptions } from './kafka-client.js';
 import { OutageLog } from './outage-log.js';
@@ -110,8 +110,27 @@ export function namedLibrdkafkaError(error: unknown): Error & { type: string } {
   if (error instanceof RelayError) return Object.assign(error, { type: error.code });
   if (error instanceof Error && typeof (error as { type?: unknown }).type === 'string') return error as Error & { type: string };
   const { code, message } = error as Rdkafka.LibrdKafkaError;
-  const type = (typeof code === 'number' && errorName(code)) || 'LIBRDKAFKA_ERROR';
+  let type = (typeof code === 'number' && errorName(code)) || 'LIBRDKAFKA_ERROR';
+  // A fatal error, and librdkafka's generic ones (code -1), name their cause only in their text.
+  if ((type === '_FATAL' || type === 'UNKNOWN' || type === 'LIBRDKAFKA_ERROR') && typeof message === 'string') type = errorNameInText(message) ?? type;
   return Object.assign(new Error(message ?? String(error), { cause: error }), { type });
+}
+
+/** Kafka's broker errors in librdkafka's words, longest first ("topic authorization failed" before "authorization failed"), lower case. */
+let brokerErrorTexts: [string, string][] | null = null;
+
+/**
+ * The cause named in one of librdkafka's texts (an error event, a log line): its own words for a
+ * TLS handshake or a SASL login that failed, or a broker error ("Fatal error: Broker: Cluster
+ * authorization failed: ...", or the same words in lower case).
+ */
+function errorNameInText(text: string): string | undefined {
+  const lower = text.toLowerCase();
+  if (lower.includes('ssl handshake failed') || lower.includes('certificate verify failed')) return '_SSL';
+  if (lower.includes('sasl authentication error')) return '_AUTHENTICATION';
+  errorNameOfText('');
+  brokerErrorTexts ??= [...namesByText!].filter(([words]) => words.startsWith('Broker: ')).map(([words, name]): [string, string] => [words.slice('Broker: '.length).toLowerCase(), name]).sort((a, b) => b[0].length - a[0].length);
+  return brokerErrorTexts.find(([words]) => lower.includes(words))?.[1];
 }
 
 /** Kafka's names by librdkafka's text for them ("Broker: Not enough in-sync replicas" -> NOT_ENOUGH_REPLICAS), for its log lines. */
@@ -202,7 +221,22 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     options.onRequestFailed?.(type);
     outage.failed({ error: type, detail: message });
   };
-  producer.on('event.error', requestFailed);
+  // A refusal while connecting (SASL, an ACL, the broker's certificate, a token the provider
+  // cannot give) ends the connect at once: librdkafka would retry it until the connect timeout.
+  let refuseConnect: ((error: unknown) => void) | null = null;
+  const refused = new Promise<never>((_, reject) => {
+    refuseConnect = reject;
+  });
+  refused.catch(() => undefined);
+  producer.on('event.error', (error: Rdkafka.LibrdKafkaError) => {
+    requestFailed(error);
+    if (isKafkaRefusal(namedLibrdkafkaError(error))) refuseConnect?.(namedLibrdkafkaError(error));
+  });
+  // The OAUTHBEARER token callback's failure comes as the client's 'error' event (the relay's own error, e.g. an expired token).
+  (producer as unknown as NodeJS.EventEmitter).on('error', (error: unknown) => {
+    logger.warn({ err: (error as Error).message }, 'librdkafka client error');
+    refuseConnect?.(error instanceof RelayError ? error : namedLibrdkafkaError(error));
+  });
   // librdkafka retries a refused produce request itself and says so only in its debug log
   // (context msg): read there, each refusal is counted and in the outage log, as on kafkajs
   // (e.g. NOT_ENOUGH_REPLICAS while brokers are down). About two lines per partition and request.
@@ -215,6 +249,9 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
       outage.failed({ error: type, detail: refused });
     } else if (line.severity <= 4) {
       logger.warn({ librdkafka: line.fac }, line.message);
+      // Refusals are logged before (or instead of) any error event: a failed TLS handshake, a SASL login, a fatal ACL refusal.
+      const named = namedLibrdkafkaError({ code: -1, message: line.message });
+      if (isKafkaRefusal(named)) refuseConnect?.(named);
     }
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
@@ -246,10 +283,11 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
       logger.info({ librdkafka: rdkafka.librdkafkaVersion, compression: options.compression, transactionalId: exactlyOnce?.transactionalId }, 'producer: librdkafka');
       try {
         if (exactlyOnce?.progress) await topics.prepareProgressTopic(exactlyOnce.progress.topic);
-        await called((done) => producer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error)));
+        await Promise.race([called((done) => producer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error))), refused]);
         producer.setPollInBackground(true);
         // InitProducerId: fences every earlier producer with this id and aborts the transaction one left open.
-        if (exactlyOnce) await called((done) => producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, done));
+        if (exactlyOnce) await Promise.race([called((done) => producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, done)), refused]);
+        refuseConnect = null;
       } catch (error) {
         throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`, exactlyOnce);
       }

@@ -1,4 +1,4 @@
-import type { OutgoingMessage } from '../event.js';
+import type { OutgoingMessage } from './record.js';
 
 /** What decides whether an acknowledged record can still be lost. */
 export interface TopicDurability {

@@ -1,6 +1,6 @@
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { errorCode, errorMessage } from '../errors.js';
-import type { OutgoingMessage } from '../event.js';
+import type { OutgoingMessage } from '../sink/record.js';
 import type { RowValues } from '../source/messages.js';
 import { HEADER } from './headers.js';
 import { encodeHeaders } from '../sink/kafkajs-record.js';
