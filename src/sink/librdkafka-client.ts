@@ -196,8 +196,11 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     ...common,
     'enable.idempotence': true,
     acks: -1,
-    // The sink already waits OUTBOX_LINGER for a batch, and sends it whole: librdkafka must not wait again.
-    'linger.ms': 0,
+    // The sink already waits OUTBOX_LINGER for a batch; librdkafka waits only while the batch is
+    // being queued. With 0 its broker thread sends the first messages of a batch while the rest are
+    // still being produced: measured here (npm run bench -- --quick, 100k events), 1-row drains at
+    // 14k events/s and a steady 1k/s at p99 272 ms with 0, 20k and p99 34 ms with 2.
+    'linger.ms': 2,
     'batch.num.messages': 100_000,
     'message.max.bytes': Math.max(options.maxMessageBytes, 1_000) + 1_024,
     // The sink bounds what is queued (OUTBOX_MAX_BUFFERED_EVENTS); librdkafka's own bounds must not refuse a request.
