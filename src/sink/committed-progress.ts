@@ -1,5 +1,7 @@
 import { RelayError } from '../errors.js';
 import { sleep } from '../time.js';
+import { kafkaFailure } from './kafka-failure.js';
+import type { RecordProducer } from './producer.js';
 
 /**
  * Reading the exactly-once progress back: the last committed record of one key on the progress
@@ -59,4 +61,31 @@ export async function lastCommittedValue(log: CommittedPartition, key: string, s
     to = from;
   }
   return undefined;
+}
+
+/** How long the progress partition's last stable offset may stand still before the session fences again. */
+const PROGRESS_STALL_MS = 10_000;
+
+/**
+ * A producer's `readProgress` (exactly-once with a progress record; none otherwise) on a client's
+ * read of the partition. Transactions open on the topic end within their timeout: the read waits
+ * that long, and one produce request's timeout more.
+ */
+export function progressReading(
+  exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number; readonly progress: { readonly topic: string; readonly key: string } | null } | null | undefined,
+  requestTimeoutMs: number,
+  read: (topic: string, key: string, settle: ProgressSettle) => Promise<Buffer | null | undefined>,
+): Pick<RecordProducer, 'readProgress'> {
+  const progress = exactlyOnce?.progress;
+  if (!exactlyOnce || !progress) return {};
+  return {
+    readProgress: async () => {
+      const { topic, key } = progress;
+      try {
+        return await read(topic, key, { timeoutMs: exactlyOnce.transactionTimeoutMs + requestTimeoutMs, stallMs: PROGRESS_STALL_MS });
+      } catch (error) {
+        throw kafkaFailure(error, `cannot read the exactly-once progress of ${key} from ${topic}`, exactlyOnce);
+      }
+    },
+  };
 }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
 import type { OutgoingMessage } from './record.js';
 import { PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
+import { progressReading } from './committed-progress.js';
 import { createTopicInspector } from './kafkajs-admin.js';
 import { checkTransactionalIdAccess, readLastCommitted } from './kafkajs-exactly-once.js';
 import { kafkaFailure } from './kafka-failure.js';
@@ -56,8 +57,6 @@ export interface ProgressRecordOptions {
 
 /** Each send waits this long for acks=all before the request counts as failed and is retried. */
 const PRODUCE_TIMEOUT_MS = 30_000;
-/** How long the progress partition's last stable offset may stand still before the session fences again. */
-const PROGRESS_STALL_MS = 10_000;
 const DISCONNECT_TIMEOUT_MS = 5_000;
 
 /**
@@ -178,17 +177,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     describeTopic: topics.describeTopic,
     brokersCreateTopics: topics.brokersCreateTopics,
 
-    ...(exactlyOnce?.progress && {
-      readProgress: async () => {
-        const { topic, key } = exactlyOnce.progress!;
-        try {
-          // Transactions open on the topic end within their timeout: wait that long, and a little more.
-          return await readLastCommitted(kafka, topic, key, { timeoutMs: exactlyOnce.transactionTimeoutMs + PRODUCE_TIMEOUT_MS, stallMs: PROGRESS_STALL_MS });
-        } catch (error) {
-          throw kafkaFailure(error, `cannot read the exactly-once progress of ${key} from ${topic}`, exactlyOnce);
-        }
-      },
-    }),
+    ...progressReading(exactlyOnce, PRODUCE_TIMEOUT_MS, (topic, key, settle) => readLastCommitted(kafka, topic, key, settle)),
 
     async disconnect() {
       // A broker that stopped answering must not hold the session's end.

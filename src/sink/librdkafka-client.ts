@@ -5,7 +5,7 @@ import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from './record.js';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
 import { finishesWithin } from '../time.js';
-import { lastCommittedValue, type CommittedPartition } from './committed-progress.js';
+import { lastCommittedValue, progressReading, type CommittedPartition, type ProgressSettle } from './committed-progress.js';
 import { isKafkaRefusal, kafkaFailure } from './kafka-failure.js';
 import { createTopicInspector } from './kafkajs-admin.js';
 import { progressMessage, type KafkaProducerOptions } from './kafka-client.js';
@@ -31,7 +31,6 @@ const MESSAGE_TIMEOUT_MS = 30_000;
 const DISCONNECT_TIMEOUT_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 30_000;
 const TRANSACTION_CALL_TIMEOUT_MS = 30_000;
-const PROGRESS_STALL_MS = 10_000;
 
 let loaded: typeof Rdkafka | null = null;
 
@@ -333,16 +332,7 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     describeTopic: topics.describeTopic,
     brokersCreateTopics: topics.brokersCreateTopics,
 
-    ...(exactlyOnce?.progress && {
-      readProgress: async () => {
-        const { topic, key } = exactlyOnce.progress!;
-        try {
-          return await readCommittedProgress(rdkafka, common, producer, topic, key, { timeoutMs: exactlyOnce.transactionTimeoutMs + MESSAGE_TIMEOUT_MS, stallMs: PROGRESS_STALL_MS });
-        } catch (error) {
-          throw kafkaFailure(error, `cannot read the exactly-once progress of ${key} from ${topic}`, exactlyOnce);
-        }
-      },
-    }),
+    ...progressReading(exactlyOnce, MESSAGE_TIMEOUT_MS, (topic, key, settle) => readCommittedProgress(rdkafka, common, producer, topic, key, settle)),
 
     async disconnect() {
       await finishesWithin(called((done) => producer.disconnect(DISCONNECT_TIMEOUT_MS, (error) => done(error))).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
@@ -363,7 +353,7 @@ function rdkafkaHeaders(headers: Readonly<Record<string, string>>): Rdkafka.Mess
  * The progress partition read as a read_committed consumer without a group (assigned, never
  * committing), its offsets from the admin API with the isolation level asked for.
  */
-async function readCommittedProgress(rdkafka: typeof Rdkafka, common: RdkafkaConfig, producer: Rdkafka.Producer, topic: string, key: string, settle: { timeoutMs: number; stallMs: number }): Promise<Buffer | null | undefined> {
+async function readCommittedProgress(rdkafka: typeof Rdkafka, common: RdkafkaConfig, producer: Rdkafka.Producer, topic: string, key: string, settle: ProgressSettle): Promise<Buffer | null | undefined> {
   const admin = rdkafka.AdminClient.createFrom(producer);
   const described = await called<Rdkafka.TopicDescription[]>((done) => admin.describeTopics([topic], { timeout: CONNECT_TIMEOUT_MS }, done));
   const partition = partitionForKey(key, described[0]?.partitions.length ?? 1);
