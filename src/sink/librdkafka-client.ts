@@ -250,10 +250,13 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
       options.onRequestFailed?.(type);
       outage.failed({ error: type, detail: refused });
     } else if (line.severity <= 4) {
-      logger.warn({ librdkafka: line.fac }, line.message);
       // Refusals are logged before (or instead of) any error event: a failed TLS handshake, a SASL login, a fatal ACL refusal.
       const named = namedLibrdkafkaError({ code: -1, message: line.message });
-      if (isKafkaRefusal(named)) refuseConnect?.(named);
+      const refusal = isKafkaRefusal(named);
+      // A broker that cannot be reached is logged at every reconnect: the outage warning (from
+      // its error event) says it once, so these go to debug, as kafkajs's connection errors do.
+      logger[refusal || line.fac !== 'FAIL' ? 'warn' : 'debug']({ librdkafka: line.fac }, line.message);
+      if (refusal) refuseConnect?.(named);
     }
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
