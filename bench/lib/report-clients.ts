@@ -16,7 +16,7 @@ export const LIBRDKAFKA_DRAIN_SHARE = 0.95;
 export function clientsSection(run: BenchRun): string[] {
   const out = ['', '## Kafka clients: kafkajs against librdkafka', ''];
   out.push('The same relay, its produce path on kafkajs (the relay\'s per-partition send and Produce encoder) or on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka: ' +
-    '`produce()` with delivery reports, librdkafka\'s idempotence and batching; its own linger off, the sink lingers as on kafkajs). Same slot contents, drained one after the other.', '');
+    '`produce()` with delivery reports, librdkafka\'s idempotence and batching; its own linger 2 ms to queue a whole batch, the sink lingers as on kafkajs). Same slot contents, drained one after the other.', '');
   out.push('| workload | kafkajs events/s | librdkafka events/s | librdkafka ÷ kafkajs | relay CPU µs/event, kafkajs / librdkafka | peak RSS MB, kafkajs / librdkafka |');
   out.push('| --- | ---: | ---: | ---: | ---: | ---: |');
   for (const [kafkajs, librdkafka] of CLIENT_PAIRS) {
