@@ -268,7 +268,8 @@ describe('the relay on secured services', () => {
       const working = () => ({ ...baseEnv(clientSlot), OUTBOX_KAFKA_CLIENT: client, ...passwordDatabaseEnv(), ...scramEnv() });
 
       it('a wrong Kafka password: SINK_AUTHENTICATION', async () => {
-        const { code, log } = await refused({ ...working(), ...scramEnv('not-the-password') });
+        // 90 s: librdkafka takes about 30 s to close its client after the refusal (README: Kafka clients).
+        const { code, log } = await refused({ ...working(), ...scramEnv('not-the-password') }, 90_000);
         expect(code, log).toBe(1);
         expect(log).toMatch(/SINK_AUTHENTICATION/);
         expect(log).not.toContain('not-the-password');
@@ -286,7 +287,7 @@ describe('the relay on secured services', () => {
         await secure.allow(principal, { topics: [topic, deadLetterTopic] }, [AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS]);
         try {
           const env = { ...working(), KAFKA_BROKERS: secure.env.kafkaMtlsBrokers.join(','), KAFKA_SASL_MECHANISM: '', KAFKA_SSL_CERT_FILE: tls('client.crt'), KAFKA_SSL_KEY_FILE: tls('client.key') };
-          const { code, log } = await refused(env);
+          const { code, log } = await refused(env, 90_000);
           expect(code, log).toBe(1);
           expect(log).toMatch(/SINK_NOT_AUTHORIZED.*CLUSTER_AUTHORIZATION_FAILED/);
         } finally {
