@@ -20,7 +20,7 @@ import type { RecordProducer } from './producer.js';
  * already batches and awaits whole requests). librdkafka does what the kafkajs path needed the
  * relay's own code for: idempotence and retries with the same sequence numbers, Java's
  * partitioner (murmur2_random), transactions and fencing. The sink still sends one request at a
- * time; librdkafka's own linger is off because the sink lingers.
+ * time; librdkafka's own linger is only long enough to queue a batch (the sink lingers).
  */
 
 const require = createRequire(import.meta.url);
