@@ -59,6 +59,16 @@ export const ERROR_CODES = {
   SINK_FENCED: { retriable: true, poison: false },
   /** The exactly-once progress record in Kafka cannot be read: resuming on a guess could skip events. */
   SINK_PROGRESS: { retriable: false, poison: false },
+  /** A webhook endpoint given to the CLI that cannot be used as given (URL, event types, headers, limits). */
+  WEBHOOK_ENDPOINT_INVALID: { retriable: false, poison: false },
+  /** An endpoint's address resolves to a loopback, private, link-local or metadata range not in OUTBOX_WEBHOOK_ALLOW_ADDRESSES. */
+  WEBHOOK_ADDRESS_REFUSED: { retriable: false, poison: false },
+  /** No endpoint or delivery with the id given. */
+  WEBHOOK_NOT_FOUND: { retriable: false, poison: false },
+  /** The webhook tables are missing or older than this version: `outbox-relay webhooks setup` makes them. */
+  WEBHOOK_SCHEMA_MISSING: { retriable: false, poison: false },
+  /** A record on a webhooks topic that is not an outbox event (no event_id header, a value that does not decode): counted and skipped, it stays in Kafka. */
+  WEBHOOK_UNDECODABLE: { retriable: false, poison: false },
   /** A broken invariant of the relay's own: a bug. The process stops (exit 1) instead of looping. */
   INTERNAL: { retriable: false, poison: false },
 } as const satisfies Record<string, { readonly retriable: boolean; readonly poison: boolean }>;

@@ -119,7 +119,7 @@ export function createIdempotentConsumer<P = unknown>(options: IdempotentConsume
     const { topic, partition, message } = payload;
     let event: ConsumedEvent<P>;
     try {
-      event = await decodeRecord<P>(topic, partition, message, registry);
+      event = await decodeOutboxRecord<P>(topic, partition, message, registry);
     } catch (error) {
       const undecodable = error instanceof OutboxClientError ? error : new OutboxClientError('CONSUMER_UNDECODABLE', `${topic}[${partition}]@${message.offset}: ${(error as Error).message}`, { cause: error });
       if (!options.onUndecodable) throw undecodable;
@@ -194,7 +194,11 @@ export function avroRegistry(url: string, access: { readonly auth?: { username: 
   return new SchemaRegistry({ host: url, ...access }, { [SchemaType.AVRO]: { logicalTypes: { 'timestamp-millis': TimestampMillisType } } });
 }
 
-async function decodeRecord<P>(topic: string, partition: number, message: KafkaMessage, registry: SchemaRegistry | undefined): Promise<ConsumedEvent<P>> {
+/**
+ * One record of the relay as an event: headers, key and value decoded (Avro through `registry`
+ * when given, else JSON). OutboxClientError CONSUMER_UNDECODABLE when it is not one.
+ */
+export async function decodeOutboxRecord<P>(topic: string, partition: number, message: KafkaMessage, registry: SchemaRegistry | undefined): Promise<ConsumedEvent<P>> {
   const where = `${topic}[${partition}]@${message.offset}`;
   const headers = headerText(message.headers);
   const eventId = headers[HEADER.eventId];

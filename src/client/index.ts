@@ -9,6 +9,7 @@ export { traceparentProblem } from './trace-context.js';
 export {
   createIdempotentConsumer,
   applyOnce,
+  decodeOutboxRecord,
   avroRegistry,
   type ConsumedEvent,
   type ConsumeOutcome,

@@ -16,6 +16,8 @@ import { runCommand } from './run.js';
 import { schemasCheckCommand } from './schemas-check.js';
 import { setupCommand } from './setup.js';
 import { statusCommand } from './status.js';
+import { attemptsCommand, deliveriesListCommand, endpointAddCommand, endpointDisableCommand, endpointEnableCommand, endpointListCommand, endpointRotateSecretCommand, endpointUpdateCommand, replayCommand as webhooksReplayCommand, webhooksSetupCommand } from './webhook-admin.js';
+import { webhooksCommand } from './webhooks.js';
 
 const ACTIONS: { readonly [C in CommandName]: Command } = {
   run: runCommand,
@@ -28,15 +30,30 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   handback: handbackCommand,
   'drop-slot': dropSlotCommand,
   'schemas check': schemasCheckCommand,
+  webhooks: webhooksCommand,
+  'webhooks setup': webhooksSetupCommand,
+  'webhooks endpoint add': endpointAddCommand,
+  'webhooks endpoint list': endpointListCommand,
+  'webhooks endpoint update': endpointUpdateCommand,
+  'webhooks endpoint disable': endpointDisableCommand,
+  'webhooks endpoint enable': endpointEnableCommand,
+  'webhooks endpoint rotate-secret': endpointRotateSecretCommand,
+  'webhooks deliveries list': deliveriesListCommand,
+  'webhooks attempts': attemptsCommand,
+  'webhooks replay': webhooksReplayCommand,
 };
 
 const isCommand = (name: string): name is CommandName => name in COMMANDS;
+const isCommandOrFamily = (name: string): boolean => isCommand(name) || Object.keys(COMMANDS).some((each) => each.startsWith(`${name} `));
 
 /** `outbox-relay <argv>`: the exit code. Writes to stdout and stderr. */
 export async function main(argv: readonly string[], env: ConfigSources['env']): Promise<number> {
-  const [first, ...rest] = argv;
-  // Two-word commands (`schemas check`).
-  const command = first !== undefined && rest[0] !== undefined && isCommand(`${first} ${rest[0]}`) ? `${first} ${rest.shift()}` : first;
+  // Commands of several words (`schemas check`, `webhooks endpoint add`): the longest run of
+  // words that names a command or a family of them (`webhooks endpoint`).
+  let length = argv.length === 0 ? 0 : 1;
+  while (length < argv.length && !argv[length]!.startsWith('--') && isCommandOrFamily(argv.slice(0, length + 1).join(' '))) length += 1;
+  const command = argv.length === 0 ? undefined : argv.slice(0, length).join(' ');
+  const rest = argv.slice(length);
   if (command === '--version' || command === 'version') {
     process.stdout.write(`outbox-relay ${(createRequire(import.meta.url)('../../package.json') as { version: string }).version}\n`);
     return EXIT.ok;

@@ -59,6 +59,28 @@ const BATCHING = ['linger', 'batchMaxEvents', 'maxMessageBytes', 'maxBufferedEve
 /** The encoder's start-up retries while the schema registry is down. */
 const RETRY = ['reconnectMin', 'reconnectMax'] as const;
 const REPLAY_FILTERS = ['since', 'until', 'eventType', 'eventId'] as const;
+/** Where the webhook tables are. */
+const WEBHOOK_STORE = [...DATABASE_ACCESS, 'webhookSchema'] as const;
+const WEBHOOK_DELIVERY = [
+  'webhookTopics', 'webhookGroup', 'webhookRetrySchedule', 'webhookConnectTimeout', 'webhookTimeout', 'webhookConcurrency', 'webhookCircuitFailures', 'webhookCircuitCooldown',
+  'webhookDisableAfter', 'webhookAllowAddresses', 'webhookRetention', 'webhookPoll', 'webhookResponseSnippet',
+] as const;
+const REGISTRY_ACCESS = ['schemaRegistryUrl', 'schemaRegistryCaFile', 'schemaRegistryUsername', 'schemaRegistryPassword'] as const;
+/** The settings of an endpoint, for `endpoint add` and `endpoint update`. */
+const ENDPOINT_ARGS = {
+  url: { description: 'where events are POSTed, e.g. https://billing.example.com/webhooks (its address may not be private: OUTBOX_WEBHOOK_ALLOW_ADDRESSES)', parser: p.text },
+  eventTypes: { description: 'event types it receives, comma-separated; a trailing .* takes every type below (invoice.*), * every type', parser: p.commaList('invoice.paid,subscription.*') },
+  description: { description: 'a note for operators (whose endpoint, which customer)', parser: p.text },
+  maxInFlight: { description: 'attempts in flight to it at once, over every process (default 10)', parser: p.integer(1, 1_000) },
+  rateLimit: { description: 'attempts per second to it, over every process; 0 for none (default none)', parser: p.integer(0, 100_000) },
+  headers: { description: 'headers sent with every request, as a JSON object, e.g. \'{"authorization":"Bearer ..."}\'', parser: p.jsonStringMap },
+} as const;
+const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list` shows them)', parser: p.text } } as const;
+const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
+
+function required<const N extends string>(command: string, ...names: N[]): Check<Record<N, unknown>> {
+  return { uses: names, problem: (values, name) => (names.some((key) => values[key] === undefined) ? `${command} needs ${names.map(name).join(' and ')}` : null) };
+}
 
 /**
  * Every command and what it reads, declared once (Debezium's Field groups): `<command> --help`,
@@ -159,6 +181,109 @@ export const COMMANDS = {
           values.yes
             ? null
             : `drop-slot needs ${name('yes')}: dropping "${values.slot}" releases its WAL, and events committed after its confirmed position are then published only by \`outbox-relay recover\``,
+      },
+    ],
+  }),
+  webhooks: declared({
+    summary: 'Deliver outbox events from Kafka to the endpoints subscribed to them (signed, retried, never dropped) until SIGTERM.',
+    options: [
+      ...WEBHOOK_STORE, 'kafkaBrokers', 'kafkaClientId', ...KAFKA_SECURITY, ...REGISTRY_ACCESS, 'topicTemplate', 'deadLetterTopic', ...WEBHOOK_DELIVERY,
+      'shutdownTimeout', 'logLevel', 'httpHost', 'httpPort',
+    ],
+    // Its own port, beside a relay (9464) and a pruner (9465) on one host.
+    defaults: { httpPort: '9466', kafkaClientId: 'outbox-relay-webhooks' },
+  }),
+  'webhooks setup': declared({
+    summary: 'Create the webhook tables (endpoints, events, deliveries, attempts) if missing (idempotent).',
+    options: [...WEBHOOK_STORE],
+  }),
+  'webhooks endpoint add': declared({
+    summary: 'Add an endpoint and its subscriptions; prints its id and signing secret.',
+    options: [...WEBHOOK_STORE, 'webhookAllowAddresses'],
+    args: {
+      ...ENDPOINT_ARGS,
+      id: { description: 'its id (default: a new ep_ id)', parser: p.text },
+      secret: { description: "a whsec_ signing secret to use (the receiver's current one, when moving from another sender); default: a new one", parser: p.text },
+      ordered: { description: "deliver one aggregate's events one at a time, in order (the next waits for the previous one's success)", switch: true },
+      ...JSON_OUTPUT,
+    },
+    checks: [required('webhooks endpoint add', 'url', 'eventTypes')],
+  }),
+  'webhooks endpoint list': declared({
+    summary: 'List endpoints: subscriptions, state (enabled, circuit, disabled and why), limits.',
+    options: [...WEBHOOK_STORE],
+    args: { ...JSON_OUTPUT },
+  }),
+  'webhooks endpoint update': declared({
+    summary: "Change an endpoint's URL, subscriptions, limits, ordering or headers (what is not given stays).",
+    options: [...WEBHOOK_STORE, 'webhookAllowAddresses'],
+    args: { ...ENDPOINT_ID, ...ENDPOINT_ARGS, ordered: { description: "true or false: deliver one aggregate's events in order", parser: p.boolean }, ...JSON_OUTPUT },
+    checks: [required('webhooks endpoint update', 'id')],
+  }),
+  'webhooks endpoint disable': declared({
+    summary: 'Stop sending to an endpoint; its deliveries are still recorded, and held.',
+    options: [...WEBHOOK_STORE],
+    args: { ...ENDPOINT_ID, reason: { description: 'why (shown by `endpoint list`)', parser: p.text } },
+    checks: [required('webhooks endpoint disable', 'id')],
+  }),
+  'webhooks endpoint enable': declared({
+    summary: 'Send to an endpoint again: circuit closed, failure streak ended, held deliveries due now.',
+    options: [...WEBHOOK_STORE],
+    args: { ...ENDPOINT_ID },
+    checks: [required('webhooks endpoint enable', 'id')],
+  }),
+  'webhooks endpoint rotate-secret': declared({
+    summary: 'Give an endpoint a new signing secret; the old ones keep signing for --keep-old; prints the new one.',
+    options: [...WEBHOOK_STORE],
+    args: {
+      ...ENDPOINT_ID,
+      keepOld: { description: 'how long the current secrets keep signing beside the new one (default 24h)', parser: p.duration },
+      secret: { description: 'the new whsec_ secret (default: a new one)', parser: p.text },
+    },
+    checks: [required('webhooks endpoint rotate-secret', 'id')],
+  }),
+  'webhooks deliveries list': declared({
+    summary: 'List deliveries, newest first, by endpoint, event or status.',
+    options: [...WEBHOOK_STORE],
+    args: {
+      endpoint: { description: 'only this endpoint', parser: p.text },
+      eventId: { description: 'only this event', parser: p.text },
+      status: { description: 'pending, delivered or failed', parser: p.oneOf('pending', 'delivered', 'failed') },
+      since: { description: 'recorded at or after this ISO time', parser: p.time },
+      limit: { description: 'at most this many (default 50)', parser: p.integer(1, 100_000) },
+      ...JSON_OUTPUT,
+    },
+  }),
+  'webhooks attempts': declared({
+    summary: "Every attempt of one delivery: when, how long, the endpoint's status and answer.",
+    options: [...WEBHOOK_STORE],
+    args: { delivery: { description: 'the delivery id (`webhooks deliveries list` shows them)', parser: p.text }, ...JSON_OUTPUT },
+    checks: [required('webhooks attempts', 'delivery')],
+  }),
+  'webhooks replay': declared({
+    summary: 'Send deliveries again, with their webhook-id and a fresh retry schedule: one delivery, an event, or an endpoint since a time.',
+    options: [...WEBHOOK_STORE],
+    args: {
+      delivery: { description: 'one delivery (failed or delivered)', parser: p.text },
+      eventId: { description: "an event's deliveries (with --endpoint: to that endpoint only)", parser: p.text },
+      endpoint: { description: "with --since: the endpoint's deliveries recorded since then", parser: p.text },
+      since: { description: 'with --endpoint: recorded at or after this ISO time', parser: p.time },
+    },
+    checks: [
+      {
+        uses: ['delivery', 'eventId', 'endpoint', 'since'],
+        problem: (v, name) =>
+          v.delivery !== undefined
+            ? v.eventId !== undefined || v.endpoint !== undefined || v.since !== undefined
+              ? `${name('delivery')} stands alone`
+              : null
+            : v.eventId !== undefined
+              ? v.since !== undefined
+                ? `${name('eventId')} takes no ${name('since')}`
+                : null
+              : v.endpoint !== undefined && v.since !== undefined
+                ? null
+                : `webhooks replay needs ${name('delivery')}, ${name('eventId')}, or ${name('endpoint')} with ${name('since')}`,
       },
     ],
   }),

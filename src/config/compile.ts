@@ -11,6 +11,8 @@ import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
 import type { SetupTarget } from '../setup/setup.js';
+import type { EndpointRules } from '../webhooks/delivery-store.js';
+import type { RetryPolicy } from '../webhooks/retry-policy.js';
 import type { KafkaProducerOptions } from '../sink/kafka-client.js';
 import type { KafkaSinkOptions } from '../sink/kafka-sink.js';
 import type { RecordBuilderOptions } from '../transform/record-builder.js';
@@ -184,6 +186,55 @@ export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOption
     everyMs: config.pruneEvery,
     http: httpOptions(config),
   });
+}
+
+export interface WebhooksCommandOptions {
+  readonly logLevel: string;
+  readonly database: DatabaseAccess;
+  readonly schema: string;
+  readonly kafka: { readonly brokers: readonly string[]; readonly clientId: string; readonly security: KafkaSecurity };
+  /** Null: JSON events only (an Avro record is counted as undecodable). */
+  readonly registry: RegistryAccess | null;
+  readonly topics: readonly (string | RegExp)[];
+  readonly groupId: string;
+  readonly policy: RetryPolicy;
+  readonly rules: EndpointRules;
+  readonly sender: { readonly connectTimeoutMs: number; readonly timeoutMs: number; readonly responseSnippetBytes: number; readonly allowAddresses: readonly string[] };
+  readonly concurrency: number;
+  readonly pollMs: number;
+  readonly retentionMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly http: HttpOptions;
+}
+
+/** A Retry-After is honoured up to this long. */
+const MAX_RETRY_AFTER_MS = 3_600_000;
+
+export function compileWebhooks(config: CommandConfig<'webhooks'>): WebhooksCommandOptions {
+  return frozen({
+    logLevel: config.logLevel,
+    database: database(config),
+    schema: config.webhookSchema,
+    kafka: { brokers: config.kafkaBrokers, clientId: config.kafkaClientId, security: kafkaSecurity(config) },
+    registry: config.schemaRegistryUrl === null ? null : registryAccess(config),
+    topics: config.webhookTopics ?? [templateTopics(config.topicTemplate, config.deadLetterTopic)],
+    groupId: config.webhookGroup,
+    policy: { scheduleMs: config.webhookRetrySchedule, maxRetryAfterMs: MAX_RETRY_AFTER_MS },
+    rules: { circuitFailures: config.webhookCircuitFailures, circuitCooldownMs: config.webhookCircuitCooldown, disableAfterMs: config.webhookDisableAfter },
+    sender: { connectTimeoutMs: config.webhookConnectTimeout, timeoutMs: config.webhookTimeout, responseSnippetBytes: config.webhookResponseSnippet, allowAddresses: config.webhookAllowAddresses ?? [] },
+    concurrency: config.webhookConcurrency,
+    pollMs: config.webhookPoll,
+    retentionMs: config.webhookRetention,
+    shutdownTimeoutMs: config.shutdownTimeout,
+    http: httpOptions(config),
+  });
+}
+
+/** Every topic OUTBOX_TOPIC_TEMPLATE can name (a placeholder stands for any text), the dead-letter topic excepted. */
+export function templateTopics(template: string, deadLetterTopic: string): RegExp {
+  const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const pattern = template.split(/\{[^}]*\}/).map(escape).join('.+');
+  return new RegExp(`^(?!${escape(deadLetterTopic)}$)${pattern}$`);
 }
 
 export function compileStatus(config: CommandConfig<'status'>): StatusInput {

@@ -32,7 +32,10 @@ const NAME_WIDTH = 14;
 export function commandLine(name: CommandName): string {
   const spec: CommandHelp = COMMANDS[name];
   const needed = needs(spec);
-  return `  ${name.padEnd(NAME_WIDTH)} ${spec.summary}${needed ? `\n  ${''.padEnd(NAME_WIDTH)} ${needed}` : ''}`;
+  const indent = `\n  ${''.padEnd(NAME_WIDTH)} `;
+  // A long name (`webhooks endpoint rotate-secret`) stands on its own line.
+  const head = name.length < NAME_WIDTH ? `  ${name.padEnd(NAME_WIDTH)} ` : `  ${name}${indent}`;
+  return `${head}${spec.summary}${needed ? `${indent}${needed}` : ''}`;
 }
 
 export function usage(): string {

@@ -4,6 +4,7 @@ import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../transform/topic-router.js';
 import { KAFKA_CLIENTS, KAFKA_COMPRESSIONS, KAFKAJS_COMPRESSIONS } from '../sink/producer.js';
 import { parsePostgresUrl } from '../pg-url.js';
+import { AddressGuard } from '../webhooks/address-guard.js';
 import * as p from './parsers.js';
 
 export interface OptionSpec<T> {
@@ -36,6 +37,7 @@ export const GROUPS = {
   stream: 'Streaming, timeouts and reconnects',
   observe: 'Logs, metrics and health',
   prune: 'Pruning',
+  webhooks: 'Webhooks',
 } as const;
 
 export type Group = keyof typeof GROUPS;
@@ -101,6 +103,29 @@ const httpUrl: p.Parser<string> = {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('is not an http(s) URL');
     return raw.trim();
+  },
+};
+
+const webhookTopics: p.Parser<readonly (string | RegExp)[]> = {
+  expected: 'comma-separated topic names or /regular expressions/, e.g. outbox.invoice,/^outbox\\./',
+  parse: (raw) =>
+    p.list.parse(raw).map((item) => {
+      if (!item.startsWith('/')) return item;
+      if (!item.endsWith('/') || item.length < 3) throw new Error(`has "${item}", which starts with / but does not end with one`);
+      try {
+        return new RegExp(item.slice(1, -1));
+      } catch (error) {
+        throw new Error(`has "${item}", not a regular expression (${(error as Error).message})`);
+      }
+    }),
+};
+
+const allowAddresses: p.Parser<readonly string[]> = {
+  expected: 'comma-separated addresses or CIDRs, e.g. 127.0.0.1,10.20.0.0/16,::1/128',
+  parse: (raw) => {
+    const entries = p.list.parse(raw);
+    new AddressGuard(entries);
+    return entries;
   },
 };
 
@@ -177,6 +202,20 @@ export const OPTIONS = {
   pruneRetention: option({ group: 'prune', env: 'OUTBOX_PRUNE_RETENTION', flag: 'retention', parser: p.age, default: '7d', description: 'Keep rows at least this long (and always until the relay confirmed them; 0s allowed).' }),
   pruneEvery: option({ group: 'prune', env: 'OUTBOX_PRUNE_EVERY', flag: 'every', parser: p.duration, default: '0s', description: 'Repeat a pass at this interval; 0s runs one pass and exits.' }),
   pruneBatchSize: option({ group: 'prune', env: 'OUTBOX_PRUNE_BATCH_SIZE', flag: 'batch-size', parser: p.integer(1, 100_000), default: '1000', description: 'Rows deleted per transaction (bounds lock time).' }),
+  webhookSchema: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_SCHEMA', parser: p.identifier, default: 'outbox_webhooks', description: 'Postgres schema of the webhook tables (endpoints, events, deliveries, attempts); `webhooks setup` creates it.' }),
+  webhookTopics: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_TOPICS', parser: p.optional(webhookTopics), default: '', description: "Topics the webhooks consumer reads, comma-separated; /regex/ for a pattern. Empty: every topic OUTBOX_TOPIC_TEMPLATE can name, except OUTBOX_DEAD_LETTER_TOPIC." }),
+  webhookGroup: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_GROUP', parser: p.text, default: 'outbox-relay-webhooks', description: 'Kafka consumer group of the webhooks processes: processes in one group split the partitions.' }),
+  webhookRetrySchedule: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_RETRY_SCHEDULE', parser: p.durationList, default: '0s,5s,5m,30m,2h,5h,10h,10h', description: "Delay before each attempt (the Standard Webhooks schedule): the first after the event is recorded, each next after a failure, with jitter (-20% to +20%). After the last one fails the delivery is failed: listed, counted, alerting, replayable." }),
+  webhookConnectTimeout: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_CONNECT_TIMEOUT', parser: p.durationAtLeast(100, '100ms'), default: '5s', description: 'An endpoint not connected within this time fails the attempt.' }),
+  webhookTimeout: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_TIMEOUT', parser: p.durationAtLeast(100, '100ms'), default: '15s', description: 'An attempt not answered (headers and the read part of the body) within this time, connecting included, fails.' }),
+  webhookConcurrency: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_CONCURRENCY', parser: p.integer(1, 10_000), default: '200', description: "Attempts in flight in one process, over every endpoint (each endpoint also has its own limit, `--max-in-flight`)." }),
+  webhookCircuitFailures: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_CIRCUIT_FAILURES', parser: p.integer(1, 1_000), default: '5', description: "Consecutive failed attempts that open an endpoint's circuit: nothing is sent to it for OUTBOX_WEBHOOK_CIRCUIT_COOLDOWN, then one probe; its success closes the circuit." }),
+  webhookCircuitCooldown: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_CIRCUIT_COOLDOWN', parser: p.durationAtLeast(100, '100ms'), default: '30s', description: 'How long an open circuit waits before its probe.' }),
+  webhookDisableAfter: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_DISABLE_AFTER', parser: p.durationAtLeast(1_000, '1s'), default: '5d', description: 'An endpoint failing for this long without one success is disabled, with the reason; its deliveries are held until `webhooks endpoint enable`.' }),
+  webhookAllowAddresses: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_ALLOW_ADDRESSES', parser: p.optional(allowAddresses), default: '', description: 'Addresses or CIDRs (comma-separated) an endpoint may resolve to although they are loopback, private, link-local or metadata addresses (refused otherwise, at `endpoint add` and at every connection), e.g. 10.20.0.0/16 for a private deployment.' }),
+  webhookRetention: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_RETENTION', parser: p.age, default: '7d', description: 'Delivered deliveries (and their attempts) are deleted after this long; pending and failed ones are kept.' }),
+  webhookPoll: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_POLL', parser: p.durationAtLeast(10, '10ms'), default: '250ms', description: "How often a process looks for due deliveries when nothing woke it (its own consumer wakes it at once; this bounds the wait for retries and for other processes' events)." }),
+  webhookResponseSnippet: option({ group: 'webhooks', env: 'OUTBOX_WEBHOOK_RESPONSE_SNIPPET', parser: p.integer(0, 65_536), default: '1024', description: "Bytes of an endpoint's answer kept with each attempt (for `webhooks attempts`)." }),
 } as const;
 
 export type OptionKey = keyof typeof OPTIONS;

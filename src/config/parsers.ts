@@ -91,6 +91,38 @@ export const duration: Parser<number> = {
   },
 };
 
+/** A JSON object of strings (HTTP headers). */
+export const jsonStringMap: Parser<Readonly<Record<string, string>>> = {
+  expected: 'a JSON object of strings, e.g. {"authorization":"Bearer abc"}',
+  parse: (raw) => {
+    let value: unknown;
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      throw new Error('is not JSON');
+    }
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('is not a JSON object');
+    for (const [name, item] of Object.entries(value)) if (typeof item !== 'string') throw new Error(`has "${name}", whose value is not a string`);
+    return value as Record<string, string>;
+  },
+};
+
+/** Durations in order, comma-separated (a retry schedule). */
+export const durationList: Parser<readonly number[]> = {
+  expected: 'comma-separated durations, e.g. 0s,5s,5m,30m,2h',
+  parse: (raw) => {
+    const items = raw.split(',').map((item) => item.trim());
+    if (items.length === 0 || items.some((item) => item === '')) throw new Error('has an empty entry');
+    return items.map((item) => {
+      try {
+        return duration.parse(item);
+      } catch (error) {
+        throw new Error(`has "${item}", which ${(error as Error).message}`);
+      }
+    });
+  },
+};
+
 /** A duration of at least `minMs`: a watchdog or a stall bound of 0 would fire at once. */
 export function durationAtLeast(minMs: number, shown: string): Parser<number> {
   return {

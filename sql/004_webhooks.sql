@@ -1,0 +1,113 @@
+-- Webhooks (`outbox-relay webhooks`): the endpoints customers registered, and a durable record of
+-- every delivery owed to them. `outbox-relay webhooks setup` applies this file, idempotently, in
+-- the schema OUTBOX_WEBHOOK_SCHEMA names (outbox_webhooks here, its default).
+
+CREATE SCHEMA IF NOT EXISTS outbox_webhooks;
+
+-- One row per receiving endpoint. The dispatcher keeps its circuit, pause and failure streak
+-- here, so every webhooks process sees the same state.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoints (
+  id                   text        PRIMARY KEY,
+  url                  text        NOT NULL,
+  -- Exact types (invoice.paid) or patterns (invoice.*, *): a `*` stands for one or more dot-separated words at the end.
+  event_types          text[]      NOT NULL,
+  -- [{"secret": "whsec_...", "expires_at": null | ISO time}], newest first: every secret not yet
+  -- expired signs, so a receiver can switch to the new one while the old one still verifies.
+  secrets              jsonb       NOT NULL,
+  headers              jsonb       NOT NULL DEFAULT '{}',
+  max_in_flight        integer     NOT NULL DEFAULT 10 CHECK (max_in_flight > 0),
+  -- Attempts per second, across every process; null: no limit.
+  rate_limit           integer     CHECK (rate_limit > 0),
+  -- Deliver one aggregate's events one at a time, in order: the next waits for the previous one's success.
+  ordered              boolean     NOT NULL DEFAULT false,
+  description          text,
+  disabled_at          timestamptz,
+  disabled_reason      text,
+  -- The first failure since the last success; disabled when it is older than OUTBOX_WEBHOOK_DISABLE_AFTER.
+  failing_since        timestamptz,
+  consecutive_failures integer     NOT NULL DEFAULT 0,
+  -- Nothing is sent before this time: the circuit is open, or the endpoint asked (Retry-After).
+  paused_until         timestamptz,
+  -- The rate limit's one-second window.
+  rate_window          timestamptz,
+  rate_window_count    integer     NOT NULL DEFAULT 0,
+  -- Round robin among endpoints with due deliveries.
+  last_claimed_at      timestamptz,
+  created_at           timestamptz NOT NULL DEFAULT now(),
+  updated_at           timestamptz NOT NULL DEFAULT now()
+);
+
+-- Bumped on every change of who receives what: intake processes reload their subscriptions when it moves.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.subscriptions_version (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  version   bigint  NOT NULL DEFAULT 0
+);
+INSERT INTO outbox_webhooks.subscriptions_version DEFAULT VALUES ON CONFLICT DO NOTHING;
+
+CREATE OR REPLACE FUNCTION outbox_webhooks.bump_subscriptions_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE outbox_webhooks.subscriptions_version SET version = version + 1;
+  RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS endpoints_subscriptions_changed ON outbox_webhooks.endpoints;
+CREATE TRIGGER endpoints_subscriptions_changed
+  AFTER INSERT OR DELETE OR UPDATE OF event_types ON outbox_webhooks.endpoints
+  FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.bump_subscriptions_version();
+
+-- One row per event owed to at least one endpoint: the exact body every attempt sends (a retry
+-- signs the same bytes), stored once however many endpoints receive it.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.events (
+  event_id       text        PRIMARY KEY,
+  event_type     text        NOT NULL,
+  aggregate_id   text,
+  body           text        NOT NULL,
+  -- The Kafka record's timestamp: the start of "event to first attempt".
+  produced_at    timestamptz NOT NULL,
+  recorded_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per (event, endpoint), recorded before the Kafka offset is committed.
+-- status: pending (due at next_attempt_at; leased while lease_owner is set and next_attempt_at
+-- is ahead), delivered, failed (attempts exhausted; `webhooks replay` makes it pending again).
+CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
+  id              bigserial   PRIMARY KEY,
+  event_id        text        NOT NULL REFERENCES outbox_webhooks.events (event_id),
+  endpoint_id     text        NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
+  -- The aggregate: an ordered endpoint sends one aggregate's deliveries one at a time, by id.
+  ordering_key    text,
+  status          text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+  -- Attempts started (numbering them), and failures counted against the retry schedule (a 429
+  -- with Retry-After is an attempt, not a failure).
+  attempts        integer     NOT NULL DEFAULT 0,
+  failures        integer     NOT NULL DEFAULT 0,
+  next_attempt_at timestamptz NOT NULL,
+  lease_owner     text,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  finished_at     timestamptz,
+  last_error      text,
+  UNIQUE (event_id, endpoint_id)
+);
+
+-- The dispatcher's questions touch pending rows only: how much history is kept does not slow it.
+CREATE INDEX IF NOT EXISTS deliveries_due_idx ON outbox_webhooks.deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS deliveries_ordering_idx ON outbox_webhooks.deliveries (endpoint_id, ordering_key, id) WHERE status = 'pending';
+-- Listing and pruning by age.
+CREATE INDEX IF NOT EXISTS deliveries_finished_idx ON outbox_webhooks.deliveries (finished_at) WHERE status <> 'pending';
+CREATE INDEX IF NOT EXISTS deliveries_endpoint_created_idx ON outbox_webhooks.deliveries (endpoint_id, created_at);
+
+-- Every attempt, as the endpoint answered it.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (
+  delivery_id  bigint      NOT NULL REFERENCES outbox_webhooks.deliveries (id) ON DELETE CASCADE,
+  attempt      integer     NOT NULL,
+  started_at   timestamptz NOT NULL,
+  latency_ms   integer     NOT NULL,
+  status_code  integer,
+  -- delivered, http_status, timeout, connect, refused_address, redirect, network.
+  outcome      text        NOT NULL,
+  error        text,
+  -- The first bytes of the answer, for the operator (bounded: see OUTBOX_WEBHOOK_RESPONSE_SNIPPET).
+  response     text,
+  process      text        NOT NULL,
+  PRIMARY KEY (delivery_id, attempt)
+);

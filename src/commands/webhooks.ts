@@ -1,0 +1,130 @@
+import { randomBytes } from 'node:crypto';
+import { Agent } from 'node:https';
+import { createRequire } from 'node:module';
+import { hostname } from 'node:os';
+import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
+import type { Logger } from 'pino';
+import { avroRegistry } from '../client/consumer.js';
+import { COMMANDS } from '../config/commands.js';
+import { compileWebhooks } from '../config/compile.js';
+import type { RegistryAccess } from '../encode/create-encoder.js';
+import { errorMessage } from '../errors.js';
+import { startHttpServer } from '../observe/http-server.js';
+import { createLogger } from '../observe/logger.js';
+import { kafkaClientSecurity, type KafkaSecurity } from '../security/kafka-security.js';
+import { readPem } from '../security/pem.js';
+import { AddressGuard } from '../webhooks/address-guard.js';
+import { DeliveryQueries } from '../webhooks/delivery-queries.js';
+import { DeliveryStore } from '../webhooks/delivery-store.js';
+import { Dispatcher } from '../webhooks/dispatcher.js';
+import { startHousekeeping } from '../webhooks/housekeeping.js';
+import { WebhookSender } from '../webhooks/http-sender.js';
+import { WebhookIntake } from '../webhooks/intake.js';
+import { createWebhookMetrics } from '../webhooks/metrics.js';
+import { firstAttemptAt } from '../webhooks/retry-policy.js';
+import { requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/webhook-tables.js';
+import { command, EXIT, exitDeadline } from './command.js';
+
+const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+/** Beyond the attempt's own timeout, before its lease runs out and another process may send it. */
+const LEASE_MARGIN_MS = 30_000;
+/** The dispatcher loop, the completions, the consumer's partitions, the gauges. */
+const POOL_SIZE = 10;
+/** A dispatcher loop that has not turned for this long is stuck: /healthz fails. */
+const STUCK_MS = 120_000;
+
+/** `outbox-relay webhooks`: the consumer, the dispatcher and housekeeping, until SIGTERM. */
+export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
+  const options = compileWebhooks(config);
+  const logger = createLogger(options.logLevel, 'outbox-relay-webhooks');
+  const metrics = createWebhookMetrics();
+  const tables = new WebhookTables(options.schema);
+  const pool = webhookPool(options.database, 'outbox-relay-webhooks', POOL_SIZE);
+  await requireWebhookTables(pool, tables);
+  const owner = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const clock = () => new Date();
+  const sender = new WebhookSender({ ...options.sender, guard: new AddressGuard(options.sender.allowAddresses), connectionsPerOrigin: 16, userAgent: `outbox-relay/${VERSION}` });
+  const store = new DeliveryStore(pool, tables);
+  const dispatcher = new Dispatcher({
+    store,
+    sender,
+    policy: options.policy,
+    rules: options.rules,
+    concurrency: options.concurrency,
+    leaseMs: options.sender.timeoutMs + LEASE_MARGIN_MS,
+    pollMs: options.pollMs,
+    owner,
+    clock,
+    logger,
+    metrics,
+  });
+  const intake = new WebhookIntake({
+    kafka: kafkaFor(options.kafka, logger),
+    groupId: options.groupId,
+    topics: options.topics,
+    pool,
+    tables,
+    store,
+    registry: options.registry && registryFor(options.registry),
+    firstAttemptAt: () => firstAttemptAt(options.policy, clock()),
+    logger,
+    metrics,
+    onRecorded: () => dispatcher.wake(),
+  });
+  let joined = false;
+  intake.on('group_join', () => (joined = true));
+  intake.on('crash', (detail) => {
+    joined = false;
+    logger.error({ err: errorMessage((detail as { payload?: { error?: unknown } }).payload?.error) }, 'webhooks: the consumer crashed; kafkajs restarts it from the committed offsets');
+  });
+  const housekeeping = new AbortController();
+  const housekeepingDone = startHousekeeping({ queries: new DeliveryQueries(pool, tables), metrics, logger, clock, circuitFailures: options.rules.circuitFailures, retentionMs: options.retentionMs }, housekeeping.signal);
+  const server =
+    options.http &&
+    (await startHttpServer(options.http.host, options.http.port, {
+      registry: metrics.registry,
+      readiness: () => (joined ? [true, 'consuming'] : [false, 'joining the consumer group']),
+      liveness: () => (Date.now() - dispatcher.lastTurn < STUCK_MS ? [true, 'dispatching'] : [false, `the dispatcher has not turned for ${Math.round((Date.now() - dispatcher.lastTurn) / 1000)}s`]),
+    }));
+  dispatcher.start();
+  await intake.start();
+  logger.info({ owner, topics: options.topics.map(String), group: options.groupId, schema: options.schema, concurrency: options.concurrency }, 'webhooks: consuming and dispatching');
+
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  exitDeadline(logger, signal, options.shutdownTimeoutMs);
+  logger.info({ signal }, 'webhooks: stopping: no new deliveries claimed, attempts in flight finish');
+  // The consumer first: what it recorded is committed with its offsets, nothing half-read.
+  await intake.stop().catch((error: unknown) => logger.warn({ err: errorMessage(error) }, 'webhooks: leaving the consumer group failed'));
+  const { unfinished } = await dispatcher.stop(options.shutdownTimeoutMs);
+  if (unfinished > 0) logger.warn({ unfinished }, 'webhooks: attempts still running at the shutdown timeout; their leases run out and they are sent again');
+  housekeeping.abort();
+  await housekeepingDone;
+  server?.close();
+  await sender.close();
+  await pool.end();
+  logger.info('webhooks: stopped');
+  return EXIT.ok;
+});
+
+function kafkaFor(kafka: { readonly brokers: readonly string[]; readonly clientId: string; readonly security: KafkaSecurity }, logger: Logger): Kafka {
+  return new Kafka({
+    clientId: kafka.clientId,
+    brokers: [...kafka.brokers],
+    ...kafkaClientSecurity(kafka.security),
+    logLevel: kafkaLogLevel.WARN,
+    logCreator: () => ({ namespace, level, log }) => {
+      const { message, ...extra } = log;
+      logger[level <= kafkaLogLevel.ERROR ? 'error' : 'warn']({ kafkajs: namespace, ...extra }, message);
+    },
+  });
+}
+
+function registryFor(access: RegistryAccess): ReturnType<typeof avroRegistry> {
+  return avroRegistry(access.url.reveal(), {
+    ...(access.auth ? { auth: { username: access.auth.username, password: access.auth.password.reveal() } } : {}),
+    ...(access.caFile ? { agent: new Agent({ ca: readPem('SCHEMA_REGISTRY_CA_FILE', access.caFile), keepAlive: true }) } : {}),
+  });
+}

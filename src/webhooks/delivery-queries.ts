@@ -1,0 +1,175 @@
+import type pg from 'pg';
+import { RelayError } from '../errors.js';
+import type { WebhookTables } from './webhook-tables.js';
+
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+export interface DeliveryRow {
+  readonly id: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly endpointId: string;
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  readonly failures: number;
+  readonly nextAttemptAt: Date | null;
+  readonly createdAt: Date;
+  readonly finishedAt: Date | null;
+  readonly lastError: string | null;
+}
+
+export interface AttemptRow {
+  readonly attempt: number;
+  readonly startedAt: Date;
+  readonly latencyMs: number;
+  readonly statusCode: number | null;
+  readonly outcome: string;
+  readonly error: string | null;
+  readonly response: string | null;
+  readonly process: string;
+}
+
+export interface DeliveryFilter {
+  readonly endpointId?: string;
+  readonly eventId?: string;
+  readonly status?: DeliveryStatus;
+  readonly since?: Date;
+  readonly limit: number;
+}
+
+/** What `webhooks replay` sends again: one delivery, an event's deliveries, or an endpoint's since a time. */
+export type ReplaySelection = { readonly deliveryId: string } | { readonly eventId: string; readonly endpointId?: string } | { readonly endpointId: string; readonly since: Date };
+
+export interface StoreGauges {
+  readonly pending: number;
+  readonly failed: number;
+  readonly openCircuits: number;
+  readonly disabledEndpoints: number;
+  /** The endpoints with the oldest pending deliveries (at most `top`), age in seconds. */
+  readonly oldestPending: readonly { readonly endpointId: string; readonly ageSeconds: number }[];
+  readonly storeBytes: number;
+}
+
+/** The delivery store as the operator sees it: listings, replay, pruning, the gauges. */
+export class DeliveryQueries {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly tables: WebhookTables,
+  ) {}
+
+  async list(filter: DeliveryFilter): Promise<DeliveryRow[]> {
+    const { rows } = await this.pool.query(
+      `SELECT d.id::text AS id, d.event_id, ev.event_type, d.endpoint_id, d.status, d.attempts, d.failures,
+         CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_attempt_at, d.created_at, d.finished_at, d.last_error
+       FROM ${this.tables.deliveries} d JOIN ${this.tables.events} ev ON ev.event_id = d.event_id
+       WHERE ($1::text IS NULL OR d.endpoint_id = $1) AND ($2::text IS NULL OR d.event_id = $2) AND ($3::text IS NULL OR d.status = $3) AND ($4::timestamptz IS NULL OR d.created_at >= $4)
+       ORDER BY d.id DESC LIMIT $5`,
+      [filter.endpointId ?? null, filter.eventId ?? null, filter.status ?? null, filter.since ?? null, filter.limit],
+    );
+    return rows.map((row) => ({
+      id: row.id,
+      eventId: row.event_id,
+      eventType: row.event_type,
+      endpointId: row.endpoint_id,
+      status: row.status,
+      attempts: row.attempts,
+      failures: row.failures,
+      nextAttemptAt: row.next_attempt_at,
+      createdAt: row.created_at,
+      finishedAt: row.finished_at,
+      lastError: row.last_error,
+    }));
+  }
+
+  async attempts(deliveryId: string): Promise<AttemptRow[]> {
+    const { rows: found } = await this.pool.query(`SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryId]);
+    if (found.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `no webhook delivery ${deliveryId}; \`outbox-relay webhooks deliveries list\` shows them`);
+    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.attempts} WHERE delivery_id = $1 ORDER BY attempt`, [deliveryId]);
+    return rows.map((row) => ({
+      attempt: row.attempt,
+      startedAt: row.started_at,
+      latencyMs: row.latency_ms,
+      statusCode: row.status_code,
+      outcome: row.outcome,
+      error: row.error,
+      response: row.response,
+      process: row.process,
+    }));
+  }
+
+  /**
+   * Makes the selected deliveries due now, with a fresh retry schedule: failed ones, and
+   * delivered ones (the endpoint lost them; they go with the same webhook-id, so a receiver
+   * that had them can tell). Pending ones are left as they are: they are on their way.
+   */
+  async replay(selection: ReplaySelection, now: Date): Promise<number> {
+    const where =
+      'deliveryId' in selection
+        ? { sql: 'd.id = $2', params: [selection.deliveryId] }
+        : 'since' in selection
+          ? { sql: 'd.endpoint_id = $2 AND d.created_at >= $3', params: [selection.endpointId, selection.since] }
+          : { sql: 'd.event_id = $2 AND ($3::text IS NULL OR d.endpoint_id = $3)', params: [selection.eventId, selection.endpointId ?? null] };
+    const { rowCount } = await this.pool.query(
+      `UPDATE ${this.tables.deliveries} d SET status = 'pending', failures = 0, next_attempt_at = $1, lease_owner = NULL, finished_at = NULL
+       WHERE ${where.sql} AND d.status <> 'pending'`,
+      [now, ...where.params],
+    );
+    return rowCount ?? 0;
+  }
+
+  /**
+   * Deletes delivered deliveries finished before `before` (their attempts with them), then the
+   * events no delivery refers to any more; in batches, so no transaction holds many locks.
+   */
+  async prune(before: Date, batchSize = 5_000): Promise<{ readonly deliveries: number; readonly events: number }> {
+    let deliveries = 0;
+    for (;;) {
+      const { rowCount } = await this.pool.query(
+        `DELETE FROM ${this.tables.deliveries} WHERE id IN (
+           SELECT id FROM ${this.tables.deliveries} WHERE status = 'delivered' AND finished_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batchSize],
+      );
+      deliveries += rowCount ?? 0;
+      if ((rowCount ?? 0) < batchSize) break;
+    }
+    let events = 0;
+    for (;;) {
+      const { rowCount } = await this.pool.query(
+        `DELETE FROM ${this.tables.events} WHERE event_id IN (
+           SELECT ev.event_id FROM ${this.tables.events} ev WHERE ev.recorded_at < $1
+             AND NOT EXISTS (SELECT 1 FROM ${this.tables.deliveries} d WHERE d.event_id = ev.event_id)
+           LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batchSize],
+      );
+      events += rowCount ?? 0;
+      if ((rowCount ?? 0) < batchSize) break;
+    }
+    return { deliveries, events };
+  }
+
+  async gauges(now: Date, circuitFailures: number, top = 50): Promise<StoreGauges> {
+    const { rows } = await this.pool.query(
+      `SELECT
+         (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'pending')::float8 AS pending,
+         (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'failed')::float8 AS failed,
+         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $2 AND paused_until > $1)::float8 AS open_circuits,
+         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NOT NULL)::float8 AS disabled,
+         (SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($3::regclass[]) AS t)::float8 AS store_bytes`,
+      [now, circuitFailures, [this.tables.events, this.tables.deliveries, this.tables.attempts]],
+    );
+    const { rows: oldest } = await this.pool.query(
+      `SELECT endpoint_id, extract(epoch FROM $1::timestamptz - min(created_at))::float8 AS age FROM ${this.tables.deliveries} WHERE status = 'pending' GROUP BY endpoint_id ORDER BY min(created_at) LIMIT $2`,
+      [now, top],
+    );
+    const row = rows[0];
+    return {
+      pending: row.pending,
+      failed: row.failed,
+      openCircuits: row.open_circuits,
+      disabledEndpoints: row.disabled,
+      storeBytes: row.store_bytes,
+      oldestPending: oldest.map((o) => ({ endpointId: o.endpoint_id, ageSeconds: Math.max(0, o.age) })),
+    };
+  }
+}

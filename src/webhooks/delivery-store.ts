@@ -1,0 +1,328 @@
+import type pg from 'pg';
+import type { SigningSecret } from './endpoint-store.js';
+import type { AttemptResult } from './http-sender.js';
+import type { Verdict } from './retry-policy.js';
+import type { WebhookTables } from './webhook-tables.js';
+
+/** One consumed event and the endpoints it is owed to. */
+export interface EventToDeliver {
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly aggregateId: string | null;
+  readonly body: string;
+  readonly producedAt: Date;
+  readonly endpointIds: readonly string[];
+}
+
+/** A delivery handed to this process: its lease runs until it is completed or the lease ends. */
+export interface ClaimedDelivery {
+  readonly id: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly endpointId: string;
+  /** The number of this attempt (1 for the first); an attempt a crash interrupted leaves a gap. */
+  readonly attempt: number;
+  readonly failures: number;
+  readonly body: string;
+  readonly producedAt: Date;
+  readonly url: string;
+  readonly secrets: readonly SigningSecret[];
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+export interface Completion {
+  readonly delivery: ClaimedDelivery;
+  readonly startedAt: Date;
+  readonly result: AttemptResult;
+  readonly verdict: Verdict;
+}
+
+/** How endpoints react to failures: the same numbers in every process. */
+export interface EndpointRules {
+  readonly circuitFailures: number;
+  readonly circuitCooldownMs: number;
+  readonly disableAfterMs: number;
+}
+
+export interface EndpointChange {
+  readonly endpointId: string;
+  /** Set when this completion disabled the endpoint (410, or failing longer than the bound). */
+  readonly disabledReason: string | null;
+  /** This completion opened the endpoint's circuit (its failures reached the threshold). */
+  readonly circuitOpened: boolean;
+}
+
+/**
+ * The hot path of the delivery store: record deliveries (the consumer, before it commits its
+ * offsets), hand due ones to exactly one process, complete them. Every statement takes `now`
+ * from the caller's clock, so tests drive the schedule.
+ */
+export class DeliveryStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly tables: WebhookTables,
+  ) {}
+
+  /**
+   * In the caller's transaction: the events' bodies once each, a delivery per (event,
+   * endpoint). A re-consumed event conflicts on both and adds nothing. Returns the deliveries
+   * added.
+   */
+  async record(client: pg.ClientBase, events: readonly EventToDeliver[], firstAttemptAt: () => Date): Promise<number> {
+    const owed = events.filter((event) => event.endpointIds.length > 0);
+    if (owed.length === 0) return 0;
+    await client.query(
+      `INSERT INTO ${this.tables.events} (event_id, event_type, aggregate_id, body, produced_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT (event_id) DO NOTHING`,
+      [owed.map((e) => e.eventId), owed.map((e) => e.eventType), owed.map((e) => e.aggregateId), owed.map((e) => e.body), owed.map((e) => e.producedAt)],
+    );
+    const eventIds: string[] = [];
+    const endpointIds: string[] = [];
+    const orderingKeys: (string | null)[] = [];
+    const dueAt: Date[] = [];
+    for (const event of owed) {
+      for (const endpointId of event.endpointIds) {
+        eventIds.push(event.eventId);
+        endpointIds.push(endpointId);
+        orderingKeys.push(event.aggregateId);
+        dueAt.push(firstAttemptAt());
+      }
+    }
+    // WITH ORDINALITY ... ORDER BY: ids are assigned in consumption order, which ordered endpoints send by.
+    const { rowCount } = await client.query(
+      `INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at)
+       SELECT event_id, endpoint_id, ordering_key, due FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, n)
+       WHERE EXISTS (SELECT 1 FROM ${this.tables.endpoints} e WHERE e.id = u.endpoint_id)
+       ORDER BY n
+       ON CONFLICT (event_id, endpoint_id) DO NOTHING`,
+      [eventIds, endpointIds, orderingKeys, dueAt],
+    );
+    return rowCount ?? 0;
+  }
+
+  /**
+   * Up to `limit` due deliveries, leased to `owner` until now + leaseMs. Two statements in one
+   * transaction: first the endpoints are locked (SKIP LOCKED: another process claiming for an
+   * endpoint is passed over, not waited for), then — in a snapshot taken after the locks, so
+   * every earlier claim for those endpoints is seen — each endpoint gets no more than its free
+   * in-flight slots (one while its circuit is half-open), its rate limit's remainder, and, when
+   * ordered, only the oldest pending delivery of each aggregate.
+   */
+  async claim(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, endpointsPerClaim = 200): Promise<ClaimedDelivery[]> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows: locked } = await client.query<{ id: string }>(
+        `SELECT e.id FROM ${this.tables.endpoints} e
+         WHERE e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
+           AND EXISTS (SELECT 1 FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1)
+         ORDER BY e.last_claimed_at NULLS FIRST, e.id
+         LIMIT $2
+         FOR UPDATE SKIP LOCKED`,
+        [now, endpointsPerClaim],
+      );
+      if (locked.length === 0) {
+        await client.query('COMMIT');
+        return [];
+      }
+      const ids = locked.map((row) => row.id);
+      const { rows } = await client.query(
+        `WITH ep AS (
+           SELECT e.id, e.ordered, LEAST(
+             (CASE WHEN e.consecutive_failures >= $5 THEN 1 ELSE e.max_in_flight END)
+               - (SELECT count(*) FROM ${this.tables.deliveries} f WHERE f.endpoint_id = e.id AND f.status = 'pending' AND f.lease_owner IS NOT NULL AND f.next_attempt_at > $2),
+             CASE WHEN e.rate_limit IS NULL THEN $3
+                  WHEN e.rate_window = date_trunc('second', $2::timestamptz) THEN e.rate_limit - e.rate_window_count
+                  ELSE e.rate_limit END
+           ) AS capacity
+           FROM ${this.tables.endpoints} e WHERE e.id = ANY($1)
+         ), picked AS (
+           SELECT d.id FROM ep CROSS JOIN LATERAL (
+             SELECT d.id FROM ${this.tables.deliveries} d
+             WHERE d.endpoint_id = ep.id AND d.status = 'pending' AND d.next_attempt_at <= $2
+               AND (NOT ep.ordered OR d.ordering_key IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM ${this.tables.deliveries} p WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.status = 'pending' AND p.id < d.id))
+             ORDER BY d.next_attempt_at, d.id
+             LIMIT GREATEST(ep.capacity, 0)
+           ) d
+           LIMIT $3
+         ), claimed AS (
+           UPDATE ${this.tables.deliveries} d SET next_attempt_at = $2::timestamptz + make_interval(secs => $6 / 1000.0), lease_owner = $4, attempts = d.attempts + 1
+           FROM picked WHERE d.id = picked.id
+           RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures
+         ), counted AS (
+           UPDATE ${this.tables.endpoints} e SET last_claimed_at = $2,
+             rate_window = date_trunc('second', $2::timestamptz),
+             rate_window_count = (CASE WHEN e.rate_window = date_trunc('second', $2::timestamptz) THEN e.rate_window_count ELSE 0 END)
+               + (SELECT count(*) FROM claimed c WHERE c.endpoint_id = e.id)
+           WHERE e.id = ANY($1)
+         )
+         SELECT c.id::text AS id, c.event_id, c.endpoint_id, c.attempts, c.failures, ev.body, ev.event_type, ev.produced_at, e.url, e.secrets, e.headers
+         FROM claimed c JOIN ${this.tables.events} ev ON ev.event_id = c.event_id JOIN ${this.tables.endpoints} e ON e.id = c.endpoint_id`,
+        [ids, now, limit, owner, rules.circuitFailures, leaseMs],
+      );
+      await client.query('COMMIT');
+      return rows.map((row) => ({
+        id: row.id,
+        eventId: row.event_id,
+        eventType: row.event_type,
+        endpointId: row.endpoint_id,
+        attempt: row.attempts,
+        failures: row.failures,
+        body: row.body,
+        producedAt: row.produced_at,
+        url: row.url,
+        secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })),
+        headers: row.headers,
+      }));
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * Records attempts and their verdicts, in one transaction for many completions. A failure
+   * counts only while this process still holds the lease for that attempt (a lease that ran out
+   * was handed to another process, whose result wins); a success always counts.
+   */
+  async complete(owner: string, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
+    if (completions.length === 0) return [];
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const verdicts = completions.map(({ delivery, verdict }) => ({ delivery, verdict: verdict.delivery }));
+      await client.query(
+        `UPDATE ${this.tables.deliveries} d SET status = u.status, next_attempt_at = COALESCE(u.next_at, d.next_attempt_at), failures = u.failures, lease_owner = NULL,
+           finished_at = CASE WHEN u.status = 'pending' THEN NULL ELSE $2::timestamptz END, last_error = u.error
+         FROM unnest($3::bigint[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::int[]) AS u(id, status, next_at, failures, error, attempt)
+         WHERE d.id = u.id AND d.status = 'pending' AND (u.status = 'delivered' OR (d.lease_owner = $1 AND d.attempts = u.attempt))`,
+        [
+          owner,
+          now,
+          verdicts.map(({ delivery }) => delivery.id),
+          verdicts.map(({ verdict }) => verdict.status),
+          verdicts.map(({ verdict }) => (verdict.status === 'pending' ? verdict.nextAttemptAt : null)),
+          verdicts.map(({ delivery, verdict }) => (verdict.status === 'delivered' ? delivery.failures : verdict.failures)),
+          completions.map(({ result }) => result.error),
+          verdicts.map(({ delivery }) => delivery.attempt),
+        ],
+      );
+      await client.query(
+        `INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
+         SELECT *, $9 FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[])
+         ON CONFLICT (delivery_id, attempt) DO NOTHING`,
+        [
+          completions.map((c) => c.delivery.id),
+          completions.map((c) => c.delivery.attempt),
+          completions.map((c) => c.startedAt),
+          completions.map((c) => Math.round(c.result.latencyMs)),
+          completions.map((c) => c.result.statusCode),
+          completions.map((c) => c.result.outcome),
+          completions.map((c) => c.result.error),
+          // Postgres text holds no NUL: a binary answer keeps its other characters.
+          completions.map((c) => c.result.response?.replaceAll('\0', '') ?? null),
+          owner,
+        ],
+      );
+      const changes = endpointEffects(completions);
+      const { rows } = await client.query<{ id: string; disabled_now: boolean; disabled_reason: string | null; opened: boolean }>(
+        `WITH u AS (
+           SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
+         ), next AS (
+           SELECT e.id,
+             (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
+             CASE WHEN u.streak THEN (CASE WHEN u.reset THEN $1::timestamptz ELSE COALESCE(e.failing_since, $1) END) WHEN u.reset THEN NULL ELSE e.failing_since END AS failing_since,
+             e.consecutive_failures AS before, u.*
+           FROM ${this.tables.endpoints} e JOIN u ON u.id = e.id
+         )
+         UPDATE ${this.tables.endpoints} e SET
+           consecutive_failures = n.consecutive,
+           failing_since = n.failing_since,
+           paused_until = CASE
+             WHEN n.failures > 0 AND n.consecutive >= $2 THEN GREATEST(COALESCE(n.pause_until, $1), $1::timestamptz + make_interval(secs => $10 / 1000.0))
+             WHEN n.pause_until IS NOT NULL THEN GREATEST(COALESCE(e.paused_until, n.pause_until), n.pause_until)
+             WHEN n.reset THEN NULL
+             ELSE e.paused_until END,
+           disabled_at = CASE
+             WHEN e.disabled_at IS NOT NULL THEN e.disabled_at
+             WHEN n.gone IS NOT NULL THEN $1
+             WHEN n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0) THEN $1
+             END,
+           disabled_reason = CASE
+             WHEN e.disabled_at IS NOT NULL THEN e.disabled_reason
+             WHEN n.gone IS NOT NULL THEN n.gone
+             WHEN n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0)
+               THEN format('failing since %s, longer than OUTBOX_WEBHOOK_DISABLE_AFTER (%s); last attempt: %s', to_char(n.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), $12::text, n.last_error)
+             END,
+           updated_at = CASE WHEN e.disabled_at IS NULL AND (n.gone IS NOT NULL OR (n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0))) THEN $1 ELSE e.updated_at END
+         FROM next n WHERE e.id = n.id
+         RETURNING e.id, (e.disabled_at = $1 AND e.updated_at = $1) AS disabled_now, e.disabled_reason, (n.before < $2 AND n.consecutive >= $2) AS opened`,
+        [
+          now,
+          rules.circuitFailures,
+          changes.map((c) => c.endpointId),
+          changes.map((c) => c.reset),
+          changes.map((c) => c.failures),
+          changes.map((c) => c.streak),
+          changes.map((c) => c.pauseUntil),
+          changes.map((c) => c.gone),
+          changes.map((c) => c.lastError),
+          rules.circuitCooldownMs,
+          rules.disableAfterMs,
+          humanDuration(rules.disableAfterMs),
+        ],
+      );
+      await client.query('COMMIT');
+      return rows
+        .filter((row) => row.disabled_now || row.opened)
+        .map((row) => ({ endpointId: row.id, disabledReason: row.disabled_now ? row.disabled_reason : null, circuitOpened: row.opened }));
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+}
+
+interface EndpointEffect {
+  readonly endpointId: string;
+  /** A success among these completions: the streak and the circuit start again from it. */
+  reset: boolean;
+  /** Failures counting toward the circuit, after the last success. */
+  failures: number;
+  /** Any failure after the last success (a 429 too): the endpoint is failing. */
+  streak: boolean;
+  pauseUntil: Date | null;
+  gone: string | null;
+  lastError: string | null;
+}
+
+/** What a batch of completions does to each endpoint, in the order the attempts ended. */
+function endpointEffects(completions: readonly Completion[]): EndpointEffect[] {
+  const effects = new Map<string, EndpointEffect>();
+  for (const { delivery, result, verdict } of completions) {
+    let effect = effects.get(delivery.endpointId);
+    if (!effect) effects.set(delivery.endpointId, (effect = { endpointId: delivery.endpointId, reset: false, failures: 0, streak: false, pauseUntil: null, gone: null, lastError: null }));
+    const { endpoint } = verdict;
+    if (endpoint.kind === 'success') {
+      Object.assign(effect, { reset: true, failures: 0, streak: false, pauseUntil: null, gone: null });
+      continue;
+    }
+    effect.streak = true;
+    effect.lastError = result.error;
+    if (endpoint.circuit) effect.failures += 1;
+    if (endpoint.pauseUntil && (!effect.pauseUntil || endpoint.pauseUntil > effect.pauseUntil)) effect.pauseUntil = endpoint.pauseUntil;
+    if (endpoint.gone) effect.gone = `answered 410 Gone (${delivery.url}): the receiver says this endpoint no longer exists`;
+  }
+  return [...effects.values()];
+}
+
+function humanDuration(ms: number): string {
+  const units: [number, string][] = [[86_400_000, 'd'], [3_600_000, 'h'], [60_000, 'm'], [1_000, 's']];
+  for (const [size, unit] of units) if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}

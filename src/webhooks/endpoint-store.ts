@@ -1,0 +1,231 @@
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { RelayError } from '../errors.js';
+import type { AddressGuard } from './address-guard.js';
+import { eventTypeProblem, type Subscriber } from './event-types.js';
+import { generateSecret, secretProblem } from './signature.js';
+import type { WebhookTables } from './webhook-tables.js';
+
+export interface SigningSecret {
+  readonly secret: string;
+  /** null: current. A time: retired by a rotation, still signing until then. */
+  readonly expiresAt: string | null;
+}
+
+export interface Endpoint {
+  readonly id: string;
+  readonly url: string;
+  readonly eventTypes: readonly string[];
+  readonly secrets: readonly SigningSecret[];
+  readonly headers: Readonly<Record<string, string>>;
+  readonly maxInFlight: number;
+  readonly rateLimit: number | null;
+  readonly ordered: boolean;
+  readonly description: string | null;
+  readonly disabledAt: Date | null;
+  readonly disabledReason: string | null;
+  readonly failingSince: Date | null;
+  readonly consecutiveFailures: number;
+  readonly pausedUntil: Date | null;
+  readonly createdAt: Date;
+}
+
+/** What the operator sets; everything else is the dispatcher's. */
+export interface EndpointSettings {
+  readonly url: string;
+  readonly eventTypes: readonly string[];
+  readonly headers: Readonly<Record<string, string>>;
+  readonly maxInFlight: number;
+  readonly rateLimit: number | null;
+  readonly ordered: boolean;
+  readonly description: string | null;
+}
+
+export const ENDPOINT_DEFAULTS = { headers: {}, maxInFlight: 10, rateLimit: null, ordered: false, description: null } as const satisfies Partial<EndpointSettings>;
+
+const ID = /^[A-Za-z0-9_.-]{1,64}$/;
+/** Headers the relay writes itself: an endpoint's own headers may not replace them. */
+const RESERVED_HEADERS = new Set(['webhook-id', 'webhook-timestamp', 'webhook-signature', 'content-type', 'content-length', 'host', 'user-agent', 'transfer-encoding', 'connection']);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Endpoints and subscriptions, as the CLI manages them. */
+export class EndpointStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly tables: WebhookTables,
+    private readonly guard: AddressGuard,
+  ) {}
+
+  /** Checks everything, then adds; returns the endpoint with its signing secret. */
+  async add(settings: EndpointSettings, options: { readonly id?: string; readonly secret?: string } = {}): Promise<Endpoint> {
+    const id = options.id ?? `ep_${randomBytes(8).toString('hex')}`;
+    if (!ID.test(id)) throw invalid(`id "${id}" is not 1 to 64 letters, digits, _ . or -`);
+    const secret = options.secret ?? generateSecret();
+    const problem = secretProblem(secret);
+    if (problem) throw invalid(`--secret ${problem}`);
+    await this.checkSettings(settings);
+    const { rows } = await this.pool.query(
+      `INSERT INTO ${this.tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, rate_limit, ordered, description)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING RETURNING *`,
+      [id, settings.url, settings.eventTypes, JSON.stringify([{ secret, expires_at: null }]), JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description],
+    );
+    if (rows.length === 0) throw invalid(`an endpoint with id "${id}" exists already; change it with \`webhooks endpoint update --id ${id}\``);
+    return endpointFrom(rows[0]);
+  }
+
+  async list(): Promise<Endpoint[]> {
+    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} ORDER BY created_at, id`);
+    return rows.map(endpointFrom);
+  }
+
+  async get(id: string): Promise<Endpoint> {
+    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} WHERE id = $1`, [id]);
+    if (rows.length === 0) throw notFound(id);
+    return endpointFrom(rows[0]);
+  }
+
+  /** Changes what is given, checked as `add` checks it. */
+  async update(id: string, change: Partial<EndpointSettings>): Promise<Endpoint> {
+    const current = await this.get(id);
+    const settings: EndpointSettings = { ...settingsOf(current), ...change };
+    await this.checkSettings(settings);
+    const { rows } = await this.pool.query(
+      `UPDATE ${this.tables.endpoints} SET url = $2, event_types = $3, headers = $4, max_in_flight = $5, rate_limit = $6, ordered = $7, description = $8, updated_at = now()
+       WHERE id = $1 RETURNING *`,
+      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description],
+    );
+    if (rows.length === 0) throw notFound(id);
+    return endpointFrom(rows[0]);
+  }
+
+  /** Nothing is sent to it; its deliveries are held (still recorded) until `enable`. */
+  async disable(id: string, reason: string): Promise<Endpoint> {
+    const { rows } = await this.pool.query(`UPDATE ${this.tables.endpoints} SET disabled_at = COALESCE(disabled_at, now()), disabled_reason = $2, updated_at = now() WHERE id = $1 RETURNING *`, [id, reason]);
+    if (rows.length === 0) throw notFound(id);
+    return endpointFrom(rows[0]);
+  }
+
+  /** Sends again, from a clean slate: circuit closed, failure streak ended, held deliveries due now. */
+  async enable(id: string): Promise<{ readonly endpoint: Endpoint; readonly released: number }> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query(
+        `UPDATE ${this.tables.endpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, consecutive_failures = 0, paused_until = NULL, updated_at = now() WHERE id = $1 RETURNING *`,
+        [id],
+      );
+      if (rows.length === 0) throw notFound(id);
+      const released = await client.query(`UPDATE ${this.tables.deliveries} SET next_attempt_at = now() WHERE endpoint_id = $1 AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > now()`, [id]);
+      await client.query('COMMIT');
+      return { endpoint: endpointFrom(rows[0]), released: released.rowCount ?? 0 };
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * A new secret signs from now on; the current ones keep signing for `keepOldMs` (every
+   * secret signs each request, so the receiver can switch at any time within it). Retired
+   * secrets past their time are dropped.
+   */
+  async rotateSecret(id: string, keepOldMs: number, secret: string = generateSecret()): Promise<{ readonly endpoint: Endpoint; readonly secret: string }> {
+    const problem = secretProblem(secret);
+    if (problem) throw invalid(`--secret ${problem}`);
+    const { rows } = await this.pool.query(
+      `UPDATE ${this.tables.endpoints} SET secrets = (
+         SELECT jsonb_build_array(jsonb_build_object('secret', $2::text, 'expires_at', null)) || COALESCE(jsonb_agg(
+           jsonb_build_object('secret', s->>'secret', 'expires_at', COALESCE(s->>'expires_at', to_jsonb(now() + make_interval(secs => $3 / 1000.0))->>0))), '[]'::jsonb)
+         FROM jsonb_array_elements(secrets) AS s
+         WHERE s->>'expires_at' IS NULL OR (s->>'expires_at')::timestamptz > now()
+       ), updated_at = now() WHERE id = $1 RETURNING *`,
+      [id, secret, keepOldMs],
+    );
+    if (rows.length === 0) throw notFound(id);
+    return { endpoint: endpointFrom(rows[0]), secret };
+  }
+
+  private async checkSettings(settings: EndpointSettings): Promise<void> {
+    let url: URL;
+    try {
+      url = new URL(settings.url);
+    } catch {
+      throw invalid(`--url "${settings.url}" is not a URL: expected e.g. https://billing.example.com/webhooks`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw invalid(`--url is a ${url.protocol} URL: expected http:// or https://`);
+    // Credentials in the URL would be shown by every list and log line: the endpoint's headers carry them.
+    if (url.username !== '' || url.password !== '') throw invalid('--url has a user or password in it: give credentials as a header instead (--headers \'{"authorization":"Bearer ..."}\')');
+    if (settings.eventTypes.length === 0) throw invalid('--event-types is empty: expected event types or patterns, e.g. invoice.paid,subscription.*');
+    for (const pattern of settings.eventTypes) {
+      const problem = eventTypeProblem(pattern);
+      if (problem) throw invalid(`--event-types: ${problem}`);
+    }
+    for (const [name, value] of Object.entries(settings.headers)) {
+      if (!HEADER_NAME.test(name)) throw invalid(`--headers: "${name}" is not an HTTP header name`);
+      if (RESERVED_HEADERS.has(name.toLowerCase())) throw invalid(`--headers: "${name}" is set by the relay itself (${[...RESERVED_HEADERS].join(', ')})`);
+      if (typeof value !== 'string' || /[\r\n\0]/.test(value)) throw invalid(`--headers: the value of "${name}" must be a string without line breaks`);
+    }
+    if (!Number.isInteger(settings.maxInFlight) || settings.maxInFlight < 1 || settings.maxInFlight > 1_000) throw invalid(`--max-in-flight ${settings.maxInFlight} is not an integer from 1 to 1000`);
+    if (settings.rateLimit !== null && (!Number.isInteger(settings.rateLimit) || settings.rateLimit < 1 || settings.rateLimit > 100_000)) throw invalid(`--rate-limit ${settings.rateLimit} is not an integer from 1 to 100000 (attempts per second)`);
+    try {
+      await this.guard.check(url);
+    } catch (error) {
+      const reason = (error as Error).message;
+      throw new RelayError((error as { code?: string }).code === 'WEBHOOK_ADDRESS_REFUSED' ? 'WEBHOOK_ADDRESS_REFUSED' : 'WEBHOOK_ENDPOINT_INVALID', `--url ${url.origin}: ${reason}`, { cause: error });
+    }
+  }
+}
+
+/** Every endpoint's subscriptions (disabled ones too: their deliveries are held, not skipped), and the version they are at. */
+export async function loadSubscribers(client: pg.ClientBase, tables: WebhookTables): Promise<{ readonly version: string; readonly subscribers: Subscriber[] }> {
+  const { rows } = await client.query<{ id: string; event_types: string[]; version: string }>(
+    `SELECT e.id, e.event_types, v.version::text AS version FROM ${tables.subscriptionsVersion} v LEFT JOIN ${tables.endpoints} e ON true`,
+  );
+  return { version: rows[0]?.version ?? '0', subscribers: rows.filter((row) => row.id !== null).map((row) => ({ endpointId: row.id, eventTypes: row.event_types })) };
+}
+
+export async function subscriptionsVersion(client: pg.ClientBase, tables: WebhookTables): Promise<string> {
+  const { rows } = await client.query<{ version: string }>(`SELECT version::text AS version FROM ${tables.subscriptionsVersion}`);
+  return rows[0]?.version ?? '0';
+}
+
+/** The secrets that sign at `now`: the current one and those retired less than their grace ago. */
+export function signingSecrets(secrets: readonly SigningSecret[], now: Date): string[] {
+  return secrets.filter((s) => s.expiresAt === null || new Date(s.expiresAt) > now).map((s) => s.secret);
+}
+
+function settingsOf(endpoint: Endpoint): EndpointSettings {
+  const { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description } = endpoint;
+  return { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a row of the endpoints table, typed here once
+function endpointFrom(row: any): Endpoint {
+  return {
+    id: row.id,
+    url: row.url,
+    eventTypes: row.event_types,
+    secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })),
+    headers: row.headers,
+    maxInFlight: row.max_in_flight,
+    rateLimit: row.rate_limit,
+    ordered: row.ordered,
+    description: row.description,
+    disabledAt: row.disabled_at,
+    disabledReason: row.disabled_reason,
+    failingSince: row.failing_since,
+    consecutiveFailures: row.consecutive_failures,
+    pausedUntil: row.paused_until,
+    createdAt: row.created_at,
+  };
+}
+
+function invalid(message: string): RelayError {
+  return new RelayError('WEBHOOK_ENDPOINT_INVALID', message);
+}
+
+function notFound(id: string): RelayError {
+  return new RelayError('WEBHOOK_NOT_FOUND', `no webhook endpoint with id "${id}"; \`outbox-relay webhooks endpoint list\` shows them`);
+}

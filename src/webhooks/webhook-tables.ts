@@ -1,0 +1,62 @@
+import { readFile } from 'node:fs/promises';
+import pg from 'pg';
+import { RelayError } from '../errors.js';
+import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+
+const WEBHOOKS_SQL = new URL('../../sql/004_webhooks.sql', import.meta.url);
+/** The schema name sql/004_webhooks.sql is written with; `setup` puts OUTBOX_WEBHOOK_SCHEMA in its place. */
+const FILE_SCHEMA = 'outbox_webhooks';
+
+/** The webhook tables, quoted, in one schema (OUTBOX_WEBHOOK_SCHEMA). */
+export class WebhookTables {
+  readonly endpoints: string;
+  readonly events: string;
+  readonly deliveries: string;
+  readonly attempts: string;
+  readonly subscriptionsVersion: string;
+
+  constructor(readonly schema: string) {
+    const table = (name: string) => `${pg.escapeIdentifier(schema)}.${name}`;
+    this.endpoints = table('endpoints');
+    this.events = table('events');
+    this.deliveries = table('deliveries');
+    this.attempts = table('attempts');
+    this.subscriptionsVersion = table('subscriptions_version');
+  }
+}
+
+/** A pool for the webhook tables (one host: pg's pool cannot choose a primary per connection). */
+export function webhookPool(database: DatabaseAccess, applicationName: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ ...pgConnectionConfig(database, applicationName), max });
+  // A broken idle client (a Postgres restart) is dropped by the pool; the next query reconnects.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** Creates the schema and tables, idempotently (CREATE ... IF NOT EXISTS throughout). */
+export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
+  const sql = (await readFile(WEBHOOKS_SQL, 'utf8')).replaceAll(`${FILE_SCHEMA}.`, `${pg.escapeIdentifier(tables.schema)}.`).replace(`CREATE SCHEMA IF NOT EXISTS ${FILE_SCHEMA};`, `CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(tables.schema)};`);
+  const client = await pool.connect();
+  try {
+    // Two setups at once would race on CREATE OR REPLACE FUNCTION and the trigger: one at a time.
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outbox-relay webhooks setup ${tables.schema}`]);
+    await client.query(sql);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists. */
+export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
+  const names = [tables.endpoints, tables.events, tables.deliveries, tables.attempts, tables.subscriptionsVersion];
+  const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
+  const missing = rows.filter((row) => row.found === null).map((row) => row.name);
+  if (missing.length > 0) {
+    throw new RelayError('WEBHOOK_SCHEMA_MISSING', `the webhook tables ${missing.join(', ')} do not exist: run \`outbox-relay webhooks setup\` (OUTBOX_WEBHOOK_SCHEMA=${tables.schema})`);
+  }
+}
