@@ -43,7 +43,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   await requireWebhookTables(pool, tables);
   const owner = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const clock = () => new Date();
-  const sender = new WebhookSender({ ...options.sender, guard: new AddressGuard(options.sender.allowAddresses), connectionsPerOrigin: 16, userAgent: `outbox-relay/${VERSION}` });
+  const sender = new WebhookSender({ ...options.sender, guard: new AddressGuard(options.sender.allowAddresses), connectionsPerOrigin: options.concurrency, userAgent: `outbox-relay/${VERSION}` });
   const store = new DeliveryStore(pool, tables);
   const dispatcher = new Dispatcher({
     store,

@@ -235,7 +235,7 @@ export class DeliveryStore {
            SELECT e.id,
              (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
              CASE WHEN u.streak THEN (CASE WHEN u.reset THEN $1::timestamptz ELSE COALESCE(e.failing_since, $1) END) WHEN u.reset THEN NULL ELSE e.failing_since END AS failing_since,
-             e.consecutive_failures AS before, u.*
+             e.consecutive_failures AS before, u.reset, u.failures, u.streak, u.pause_until, u.gone, u.last_error
            FROM ${this.tables.endpoints} e JOIN u ON u.id = e.id
          )
          UPDATE ${this.tables.endpoints} e SET

@@ -23,7 +23,7 @@ export class RelayProcess {
   constructor(
     private readonly env: Record<string, string>,
     private readonly args: readonly string[] = [],
-    private readonly command: 'run' | 'prune' | 'recover' | 'cutover' = 'run',
+    private readonly command: 'run' | 'prune' | 'recover' | 'cutover' | 'webhooks' = 'run',
   ) {}
 
   start(): this {
