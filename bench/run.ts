@@ -18,7 +18,7 @@
  * measure side by side), not to the bench's own build and runner as NODE_OPTIONS would.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -31,10 +31,10 @@ import { flag } from './lib/flags.js';
 import { fetchDebezium } from './lib/debezium.js';
 import { KafkaTools } from './lib/kafka.js';
 import { drain, steady, type DrainResult, type DrainWorkload, type KafkaFor, type SteadyResult } from './lib/measure.js';
-import { progress, run } from './lib/proc.js';
+import { machineDescription, progress } from './lib/proc.js';
 import { findRecvlogical } from './lib/recvlogical.js';
 import { soak, type SoakResult } from './lib/soak.js';
-import { SecureKafka, STACK_SCRIPT, stackEnv } from './lib/stack.js';
+import { SecureKafka, upBenchStack } from './lib/stack.js';
 import { renderChart, renderSoakChart } from './lib/chart.js';
 import { renderReport, type BenchRun } from './lib/report.js';
 
@@ -140,19 +140,7 @@ async function main(): Promise<void> {
   if (flags.render !== undefined) return render(flags.render);
   const began = Date.now();
   const ownStack = process.env.OUTBOX_STACK_DIR === undefined;
-  for (const [key, value] of Object.entries({ ...STACK_DEFAULTS, ...(ownStack ? OWN_STACK_SECURE_PORTS : {}) })) process.env[key] ??= value;
-  // Commits cost what they cost on a real disk (scripts/stack/pg.sh: off for the tests).
-  process.env.OUTBOX_PG_FSYNC ??= 'on';
-  if (!['on', 'off'].includes(process.env.OUTBOX_PG_FSYNC)) throw new Error(`OUTBOX_PG_FSYNC=${process.env.OUTBOX_PG_FSYNC}: expected on or off`);
-
-  progress('building the relay (npm run build) and the bench processes');
-  await run('npm', ['run', 'build'], { cwd: REPO });
-  await run(process.execPath, [join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(REPO, 'bench', 'tsconfig.json')], { cwd: REPO });
-
-  const stackServices = ['pg', 'kafka', 'registry'];
-  progress(`starting the stack (${stackServices.join(', ')}) in ${process.env.OUTBOX_STACK_DIR}`);
-  await run(STACK_SCRIPT, ['up', ...stackServices], { cwd: REPO });
-  const env = await stackEnv();
+  const env = await upBenchStack({ ...STACK_DEFAULTS, ...(ownStack ? OWN_STACK_SECURE_PORTS : {}) }, ['pg', 'kafka', 'registry']);
   const secureKafka = secure ? await SecureKafka.up(process.env.OUTBOX_STACK_DIR!) : null;
   let results: BenchRun;
   try {
@@ -265,8 +253,8 @@ async function measure(env: Record<string, string>, secureKafka: SecureKafka | n
     quick,
     args: process.argv.slice(2).join(' '),
     minutes: (Date.now() - began) / 60_000,
-    machine: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
-    postgres: `${(await db.setting('server_version')).split(' ')[0]}, fsync=${await db.setting('fsync')}, synchronous_commit=${await db.setting('synchronous_commit')}, wal_level=${await db.setting('wal_level')}`,
+    machine: machineDescription(),
+    postgres: await db.description(),
     ...(recvlogical ? { ceiling: recvlogical.version } : {}),
     // This build has the Avro format (the report of an older run may say otherwise).
     avro: true,

@@ -218,6 +218,11 @@ export class Database {
     };
   }
 
+  /** The server and the settings the figures depend on, as the reports name them. */
+  async description(): Promise<string> {
+    return `${(await this.setting('server_version')).split(' ')[0]}, fsync=${await this.setting('fsync')}, synchronous_commit=${await this.setting('synchronous_commit')}, wal_level=${await this.setting('wal_level')}`;
+  }
+
   async setting(name: string): Promise<string> {
     const [row] = await this.query<{ value: string }>('SELECT current_setting($1) AS value', [name]);
     return row!.value;

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 
 /** Linux clock ticks per second for /proc/<pid>/stat (USER_HZ, 100 on every mainstream arch). */
 const CLOCK_TICKS = 100;
@@ -25,6 +26,11 @@ export function processUsage(pid: number): ProcessUsage | null {
   } catch {
     return null;
   }
+}
+
+/** The machine, as the reports head their figures with. */
+export function machineDescription(): string {
+  return `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
 }
 
 /** Jiffies of the whole machine (all cores) from /proc/stat: busy and total. */

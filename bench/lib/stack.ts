@@ -14,6 +14,26 @@ import { progress, run, sleep } from './proc.js';
 const { AclOperationTypes: Operation, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } = kafkajs;
 
 export const STACK_SCRIPT = fileURLToPath(new URL('../../scripts/stack.sh', import.meta.url));
+const REPO = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * A bench on a stack of its own: `defaults` (OUTBOX_STACK_DIR and ports apart from the test
+ * stack's) fill what the environment leaves unset, Postgres runs with fsync on unless
+ * OUTBOX_PG_FSYNC=off (commits cost what they cost on a real disk; scripts/stack/pg.sh: off for
+ * the tests), the relay (dist/) and the bench's child processes (bench/tsconfig.json) are
+ * built, and `services` started. Returns the stack's variables.
+ */
+export async function upBenchStack(defaults: Readonly<Record<string, string>>, services: readonly string[]): Promise<Record<string, string>> {
+  for (const [key, value] of Object.entries(defaults)) process.env[key] ??= value;
+  process.env.OUTBOX_PG_FSYNC ??= 'on';
+  if (!['on', 'off'].includes(process.env.OUTBOX_PG_FSYNC)) throw new Error(`OUTBOX_PG_FSYNC=${process.env.OUTBOX_PG_FSYNC}: expected on or off`);
+  progress('building the relay (npm run build) and the bench processes');
+  await run('npm', ['run', 'build'], { cwd: REPO });
+  await run(process.execPath, [join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(REPO, 'bench', 'tsconfig.json')], { cwd: REPO });
+  progress(`starting the stack (${services.join(', ')}) in ${process.env.OUTBOX_STACK_DIR}`);
+  await run(STACK_SCRIPT, ['up', ...services], { cwd: REPO });
+  return stackEnv();
+}
 
 /** `scripts/stack.sh env` as a record (the secure stack's values come in single quotes). */
 export async function stackEnv(): Promise<Record<string, string>> {

@@ -26,8 +26,14 @@ export const SECRET_FILE_VARIABLES = new Map(SPECS.filter(([, spec]) => spec.fil
 const URL_SECRETS = new Set(['DATABASE_URL', 'SCHEMA_REGISTRY_URL']);
 /** libpq parameters of DATABASE_URL that name files. */
 const PG_FILE_PARAMETERS = ['sslrootcert', 'sslcert', 'sslkey', 'sslcrl'];
-/** The role each long-running command logs in as (sql/003_roles.sql). */
-const COMMAND_ROLES: Partial<Record<CommandName, string>> = { run: ROLES.relay, prune: ROLES.pruner };
+/**
+ * The webhooks processes' role: DML on the webhook tables only. sql/003_roles.sql has none (its
+ * grants would be on tables `webhooks setup` makes later, in OUTBOX_WEBHOOK_SCHEMA): made by
+ * deploy/compose/role-passwords.sql, and by the SQL in deploy/kubernetes/webhooks-setup-job.yaml.
+ */
+export const WEBHOOKS_ROLE = 'outbox_webhooks';
+/** The role each long-running command logs in as (sql/003_roles.sql, and the one above). */
+const COMMAND_ROLES: Partial<Record<CommandName, string>> = { run: ROLES.relay, prune: ROLES.pruner, webhooks: WEBHOOKS_ROLE };
 /** Stands for a mounted file whose content is not in the repository (the operator supplies it). */
 const UNKNOWN_CONTENT = 'placeholder';
 
@@ -75,8 +81,17 @@ function fileReferences(env: Record<string, string>, command: CommandName | null
   return references;
 }
 
-/** The relay command of a container's arguments; null for another program (the demo's). */
-const commandOf = (args: readonly string[]): CommandName | null => (args[0] !== undefined && args[0] in COMMANDS ? (args[0] as CommandName) : null);
+/**
+ * The relay command of a container's arguments, as the CLI reads it: the longest run of words
+ * that names a command (`webhooks setup`, `webhooks`); null for another program (the demo's).
+ */
+export function commandOf(args: readonly string[]): CommandName | null {
+  for (let words = args.length; words > 0; words -= 1) {
+    const name = args.slice(0, words).join(' ');
+    if (!args.slice(0, words).some((arg) => arg.startsWith('--')) && name in COMMANDS) return name as CommandName;
+  }
+  return null;
+}
 
 /** Every file `outbox-relay <args>` reads (any relay option, for another program) is mounted from a Secret. */
 export function checkFileReferences(where: string, args: readonly string[], env: Record<string, string>, files: ReadonlyMap<string, MountedFile>, fail: Fail): void {
@@ -190,14 +205,15 @@ export function checkLoad(where: string, args: readonly string[], env: Record<st
     shown.set(path, given);
   }
   try {
-    const flags = parseFlags(args.slice(1));
+    const flags = parseFlags(args.slice(command.split(' ').length));
     checkFlags(command, flags);
     // Any command's spec: what it loaded is only read for its DATABASE_URL.
     const spec = COMMANDS[command] as unknown as CommandSpec<OptionKey, OptionKey, Args>;
     const config = load(spec, { env: resolved, flags }) as { databaseUrl?: { reveal(): string } };
     const role = COMMAND_ROLES[command];
     const user = config.databaseUrl ? decodeURIComponent(new URL(config.databaseUrl.reveal()).username) : '';
-    if (role && user !== role) fail(where, `\`${command}\` logs in as "${user}": expected its own role ${role} (\`outbox-relay setup --print-roles\`)`);
+    const madeBy = command === 'webhooks' ? 'deploy/kubernetes/webhooks-setup-job.yaml' : '`outbox-relay setup --print-roles`';
+    if (role && user !== role) fail(where, `\`${command}\` logs in as "${user}": expected its own role ${role} (${madeBy})`);
     if (command === 'setup' && !('create-roles' in flags)) fail(where, '`setup` runs with --create-roles: the relay and the pruner log in as the roles it creates');
   } catch (error) {
     let message = (error as Error).message.replace(/:?\n\s*- /, ': ').replace(/\n\s*- /g, '; ');

@@ -6,7 +6,8 @@
 //     the schemas allow), plus cross-references (selectors, ConfigMap/Secret names, probe ports).
 //   - PromQL in alert rules and in the dashboard: parsed with @prometheus-io/lezer-promql;
 //     every metric name, label name and enumerated label value checked against the metrics the
-//     relay and the pruner define (imported from src/, with prom-client's default metrics).
+//     relay, the pruner and the webhooks command define (imported from src/, with prom-client's
+//     default metrics).
 //   - Alert rules: required alerts present, severity, summary/description, a runbook_url whose
 //     README anchor exists; the compose Prometheus rules file equal to the PrometheusRule.
 //   - Dashboard JSON, Prometheus config for compose, compose cross-checks (dclint does the
@@ -33,7 +34,8 @@ import { OPTIONS } from '../../src/config/options.js';
 import { createRelayMetrics, WAL_STATUSES } from '../../src/observe/metrics.js';
 import { createPruneMetrics } from '../../src/prune/pruner.js';
 import { RELAY_STATES } from '../../src/relay-state.js';
-import { checkFileReferences, checkLoad, composeFiles, plainSecretProblem, podFiles, SECRET_FILE_VARIABLES } from './secrets.js';
+import { ATTEMPT_OUTCOMES, createWebhookMetrics } from '../../src/webhooks/metrics.js';
+import { checkFileReferences, checkLoad, commandOf, composeFiles, plainSecretProblem, podFiles, SECRET_FILE_VARIABLES } from './secrets.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const K8S_DIR = join(ROOT, 'deploy/kubernetes');
@@ -46,12 +48,15 @@ const COMPOSE_SECURED = join(ROOT, 'deploy/compose/secured.override.yml');
 const README = process.env.VALIDATE_DEPLOY_README ?? join(ROOT, 'README.md');
 
 /** Manifests under deploy/kubernetes that are applied on their own, not by kustomization.yaml. */
-const STANDALONE_MANIFESTS = ['setup-job.yaml', 'cutover-job.yaml'];
+const STANDALONE_MANIFESTS = ['setup-job.yaml', 'webhooks-setup-job.yaml', 'cutover-job.yaml'];
 /** The alerts operators rely on (more are fine). */
 const REQUIRED_ALERTS = [
   'OutboxRelayNoActiveReader', 'OutboxRelaySlotInactive', 'OutboxRelaySlotLagHigh', 'OutboxRelayLagHigh',
   'OutboxRelaySlotWalUnreserved', 'OutboxRelaySlotLost', 'OutboxRelayDeadLetters', 'OutboxPruneNotSucceeding',
+  'OutboxWebhooksDown', 'OutboxWebhookDeliveriesFailed', 'OutboxWebhookBacklogOld', 'OutboxWebhookStoreStale',
 ];
+/** The Prometheus job of each long-running command's pods (PodMonitors, compose scrape jobs): the alerts select on them. */
+const JOBS = ['outbox-relay', 'outbox-prune', 'outbox-webhooks'];
 /** Labels a scrape adds to every series (compose: namespace/service by relabelling). */
 const TARGET_LABELS = new Set(['job', 'instance', 'namespace', 'pod', 'container', 'endpoint', 'service', '__name__']);
 /** Variables that are not the relay's own settings. */
@@ -79,10 +84,21 @@ function addMetric(name: string, spec: MetricSpec): void {
     METRICS.set(`${name}_count`, spec);
   }
 }
+const webhookMetrics = createWebhookMetrics(new Registry());
+/** The values of `label` that the code starts a counter's series at 0 with: every value it can take (src/webhooks/metrics.ts). */
+async function zeroedValues(metric: { get(): Promise<{ values: { labels: Record<string, unknown> }[] }> }, label: string): Promise<string[]> {
+  const values = [...new Set((await metric.get()).values.map((value) => String(value.labels[label])))];
+  if (values.length === 0) throw new Error(`src/webhooks/metrics.ts no longer starts the series of ${label} at 0: list its values another way`);
+  return values;
+}
 /** Label values a query may select on, where the relay knows them all (otherwise any value). */
 const ENUMERATED: Record<string, Record<string, readonly string[]>> = {
   outbox_relay_slot_wal_status: { status: WAL_STATUSES },
   outbox_relay_state: { state: RELAY_STATES },
+  outbox_webhook_deliveries_total: { outcome: await zeroedValues(webhookMetrics.deliveries, 'outcome') },
+  outbox_webhook_attempts_total: { outcome: ATTEMPT_OUTCOMES },
+  outbox_webhook_attempt_duration_seconds: { outcome: ATTEMPT_OUTCOMES },
+  outbox_webhook_endpoints_disabled_total: { reason: await zeroedValues(webhookMetrics.endpointsDisabled, 'reason') },
 };
 // Prometheus's own series.
 addMetric('up', { type: 'gauge', labels: {} });
@@ -94,9 +110,9 @@ for (const metric of defaults.getMetricsAsArray()) {
   DEFAULT_NAMES.add(metric.name);
   addMetric(metric.name, { type: String(metric.type), labels: null });
 }
-/** The relay's and the pruner's own metrics, as their code defines them: deploy/ must use each. */
+/** The relay's, the pruner's and the webhooks command's own metrics, as their code defines them: deploy/ must use each. */
 const CONTRACT_NAMES: string[] = [];
-for (const { registry } of [createRelayMetrics(new Registry()), createPruneMetrics(new Registry())]) {
+for (const { registry } of [createRelayMetrics(new Registry()), createPruneMetrics(new Registry()), webhookMetrics]) {
   for (const metric of registry.getMetricsAsArray()) {
     if (DEFAULT_NAMES.has(metric.name)) continue;
     // prom-client keeps a metric's labelNames (its own configuration) on it: fail loudly if that changes.
@@ -146,7 +162,7 @@ function checkPromQL(where: string, expr: string): boolean {
       if (!name) return undefined;
       const spec = METRICS.get(name);
       if (!spec) {
-        fail(where, `unknown metric "${name}" (not defined in src/observe/metrics.ts or src/prune/pruner.ts, nor a prom-client default metric)`);
+        fail(where, `unknown metric "${name}" (not defined in src/observe/metrics.ts, src/prune/pruner.ts or src/webhooks/metrics.ts, nor a prom-client default metric)`);
         return undefined;
       }
       usedMetrics.add(name.replace(/_(bucket|sum|count)$/, (s: string) => (METRICS.get(name.slice(0, -s.length))?.type === 'histogram' ? '' : s)));
@@ -359,13 +375,15 @@ for (const { where, doc } of workloads) {
       if (port !== undefined && typeof port === 'string' && !portNames.has(port)) fail(cw, `${probe} uses port "${port}", which the container does not declare`);
     }
     const args = c.args ?? [];
-    if (args[0] === 'run') {
+    const command = commandOf(args);
+    // The commands that drain on SIGTERM (the relay: in-flight events; webhooks: attempts in flight).
+    if (command === 'run' || command === 'webhooks') {
       if (c.livenessProbe?.httpGet?.path !== '/healthz') fail(cw, 'livenessProbe must be GET /healthz');
       if (c.readinessProbe?.httpGet?.path !== '/readyz') fail(cw, 'readinessProbe must be GET /readyz');
       const shutdown = shutdownSeconds(env);
       if (shutdown !== null && !(pod.terminationGracePeriodSeconds > shutdown)) fail(where, `terminationGracePeriodSeconds (${pod.terminationGracePeriodSeconds ?? 30}) must exceed OUTBOX_SHUTDOWN_TIMEOUT (${shutdown}s)`);
-      if (spec.replicas !== 2) fail(where, 'the relay runs 2 replicas (active + standby)');
     }
+    if (command === 'run' && spec.replicas !== 2) fail(where, 'the relay runs 2 replicas (active + standby)');
     if (args[0] === 'prune' && doc.kind === 'Deployment') {
       if (spec.replicas !== 1) fail(where, 'one pruner');
       if (spec.strategy?.type !== 'Recreate') fail(where, 'strategy Recreate: never two pruners at once');
@@ -392,7 +410,7 @@ for (const { where, doc } of byKind('PodMonitor')) {
     if (job) jobsScraped.add(job);
   }
 }
-for (const job of ['outbox-relay', 'outbox-prune']) if (!jobsScraped.has(job)) fail('deploy/kubernetes/podmonitor.yaml', `no PodMonitor sets job="${job}" (the alerts select on it)`);
+for (const job of JOBS) if (!jobsScraped.has(job)) fail('deploy/kubernetes/podmonitor.yaml', `no PodMonitor sets job="${job}" (the alerts select on it)`);
 {
   const image = (kustomization.images ?? []).find((i: Json) => i.name === 'outbox-relay');
   const expected = image ? `${image.newName}:${image.newTag}` : undefined;
@@ -544,10 +562,10 @@ function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Jso
     const isRelayImage = svc.build !== undefined;
     if (isRelayImage) {
       checkComposeRelay(where(name), svc, secrets);
-      const cmd = svc.command ?? [];
-      if ((cmd[0] === 'run' || cmd[0] === 'prune') && env.OUTBOX_HTTP_HOST !== '0.0.0.0') fail(where(name), 'OUTBOX_HTTP_HOST must be 0.0.0.0');
+      const command = commandOf(svc.command ?? []);
+      if ((command === 'run' || command === 'prune' || command === 'webhooks') && env.OUTBOX_HTTP_HOST !== '0.0.0.0') fail(where(name), 'OUTBOX_HTTP_HOST must be 0.0.0.0');
       const shutdown = shutdownSeconds(env);
-      if (cmd[0] === 'run' && shutdown !== null && !(seconds(svc.stop_grace_period ?? '10s') > shutdown)) fail(where(name), 'stop_grace_period must exceed OUTBOX_SHUTDOWN_TIMEOUT');
+      if ((command === 'run' || command === 'webhooks') && shutdown !== null && !(seconds(svc.stop_grace_period ?? '10s') > shutdown)) fail(where(name), 'stop_grace_period must exceed OUTBOX_SHUTDOWN_TIMEOUT');
       const port = env.OUTBOX_HTTP_PORT;
       if (port && (svc.ports ?? []).length && !(svc.ports ?? []).some((p: Json) => String(p).endsWith(`:${port}`))) fail(where(name), `no published port targets OUTBOX_HTTP_PORT=${port}`);
     }
@@ -556,15 +574,22 @@ function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Jso
   if (!pg || !JSON.stringify(pg.command ?? '').includes('wal_level=logical')) fail(where('postgres'), 'must run with -c wal_level=logical');
   if (pg?.environment?.POSTGRES_PASSWORD !== undefined || !pg?.environment?.POSTGRES_PASSWORD_FILE) fail(where('postgres'), 'the superuser password comes from a secret file (POSTGRES_PASSWORD_FILE), not POSTGRES_PASSWORD');
   // Least privilege: one service creates the table, publication, slot and roles as the
-  // superuser, and the relay, which may not, starts once it has completed.
-  const setup = Object.keys(services).find((name) => services[name].build !== undefined && services[name].command?.[0] === 'setup');
-  const completes = (name: string, seen = new Set<string>()): boolean => {
+  // superuser, and the relay, which may not, starts once it has completed; the same for the
+  // webhook tables (`webhooks setup`) and the webhooks service.
+  const runs = (command: string): string[] => Object.keys(services).filter((name) => services[name].build !== undefined && commandOf(services[name].command ?? []) === command);
+  const [setup] = runs('setup');
+  const [webhooksSetup] = runs('webhooks setup');
+  const completes = (name: string, oneShot: string | undefined, seen = new Set<string>()): boolean => {
     if (seen.has(name)) return false;
     seen.add(name);
-    return Object.entries(services[name]?.depends_on ?? {}).some(([dep, opts]: [string, Json]) => (dep === setup && opts.condition === 'service_completed_successfully') || completes(dep, seen));
+    return Object.entries(services[name]?.depends_on ?? {}).some(([dep, opts]: [string, Json]) => (dep === oneShot && opts.condition === 'service_completed_successfully') || completes(dep, oneShot, seen));
   };
   if (!setup) fail('docker-compose.yml', 'no service runs `setup --create-roles` (the quick start needs the table, publication, slot and roles)');
-  else if (!completes('relay')) fail(where('relay'), `must start after ${setup} completed (depends_on ... service_completed_successfully, directly or through another service)`);
+  else if (!completes('relay', setup)) fail(where('relay'), `must start after ${setup} completed (depends_on ... service_completed_successfully, directly or through another service)`);
+  for (const name of runs('webhooks')) {
+    if (!webhooksSetup) fail(where(name), 'no service runs `webhooks setup` (the webhook tables), and `webhooks` refuses to start without them');
+    else if (!completes(name, webhooksSetup)) fail(where(name), `must start after ${webhooksSetup} completed (depends_on ... service_completed_successfully, directly or through another service)`);
+  }
   if (services.relay?.environment?.OUTBOX_SETUP === 'true') fail(where('relay'), `OUTBOX_SETUP must not be "true": the relay's role may not create the table (${setup ?? 'a setup service'} does)`);
   if (!(services.demo?.profiles ?? []).includes('demo')) fail(where('demo'), 'runs in profile "demo"');
   if (!(services.prometheus?.profiles ?? []).includes('observability')) fail(where('prometheus'), 'runs in profile "observability"');
@@ -572,7 +597,7 @@ function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Jso
   // The compose Prometheus scrapes what compose runs, on the ports they listen on.
   const prom: Json = YAML.parse(readFileSync(PROM_CONFIG, 'utf8'));
   const jobs = new Map<string, Json>((prom.scrape_configs ?? []).map((j: Json) => [j.job_name, j]));
-  for (const job of ['outbox-relay', 'outbox-prune']) if (!jobs.has(job)) fail(rel(PROM_CONFIG), `no scrape job ${job}`);
+  for (const job of JOBS) if (!jobs.has(job)) fail(rel(PROM_CONFIG), `no scrape job ${job}`);
   for (const job of jobs.values()) {
     const targets = [
       ...(job.static_configs ?? []).flatMap((s: Json) => s.targets ?? []),
@@ -591,7 +616,7 @@ function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Jso
     const re = new RegExp(`^${pattern.split('/').pop().replace(/\./g, '\\.').replace(/\*/g, '.*')}$`);
     if (!existsSync(dir) || !readdirSync(dir).some((f) => re.test(f))) fail(rel(PROM_CONFIG), `rule_files ${pattern} matches no file`);
   }
-  checked.push(`docker-compose.yml: ${Object.keys(services).length} services (ports, depends_on, mounts, env, secret files, setup before the relay, grace period); Prometheus scrape targets`);
+  checked.push(`docker-compose.yml: ${Object.keys(services).length} services (ports, depends_on, mounts, env, secret files, setup before the relay and webhooks, grace period); Prometheus scrape targets`);
 
   // The override adds TLS and SASL to the relay services: checked as compose merges it
   // (environment by key, secrets appended). Its files are the operator's: they need not exist here.

@@ -26,8 +26,11 @@ import { requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/we
 import { command, EXIT, exitDeadline } from './command.js';
 
 const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
-/** Beyond the attempt's own timeout, before its lease runs out and another process may send it. */
-const LEASE_MARGIN_MS = 30_000;
+/**
+ * Beyond the attempt's own timeout, before its lease runs out and another process may send it:
+ * time to record the result (a batch waiting for the previous one's transaction).
+ */
+const LEASE_MARGIN_MS = 5_000;
 /** The dispatcher loop, the completions, the consumer's partitions, the gauges. */
 const POOL_SIZE = 10;
 /** A dispatcher loop that has not turned for this long is stuck: /healthz fails. */
@@ -51,7 +54,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     policy: options.policy,
     rules: options.rules,
     concurrency: options.concurrency,
-    leaseMs: options.sender.timeoutMs + LEASE_MARGIN_MS,
+    leaseMs: 2 * options.sender.timeoutMs + LEASE_MARGIN_MS,
     pollMs: options.pollMs,
     owner,
     clock,
@@ -83,17 +86,19 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     options.http &&
     (await startHttpServer(options.http.host, options.http.port, {
       registry: metrics.registry,
-      readiness: () => (joined ? [true, 'consuming'] : [false, 'joining the consumer group']),
+      readiness: () => (joined ? [true, 'consuming'] : [false, intake.hasTopics ? 'joining the consumer group' : 'no topic matches OUTBOX_WEBHOOK_TOPICS yet']),
       liveness: () => (Date.now() - dispatcher.lastTurn < STUCK_MS ? [true, 'dispatching'] : [false, `the dispatcher has not turned for ${Math.round((Date.now() - dispatcher.lastTurn) / 1000)}s`]),
     }));
+  // Listened for before the consumer starts: a SIGTERM while it joins its group still stops it in bounded time.
+  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
   dispatcher.start();
   await intake.start();
   logger.info({ owner, topics: options.topics.map(String), group: options.groupId, schema: options.schema, concurrency: options.concurrency }, 'webhooks: consuming and dispatching');
 
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
+  const signal = await stopSignal;
   exitDeadline(logger, signal, options.shutdownTimeoutMs);
   logger.info({ signal }, 'webhooks: stopping: no new deliveries claimed, attempts in flight finish');
   // The consumer first: what it recorded is committed with its offsets, nothing half-read.

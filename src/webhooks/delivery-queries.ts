@@ -44,6 +44,7 @@ export type ReplaySelection = { readonly deliveryId: string } | { readonly event
 export interface StoreGauges {
   readonly pending: number;
   readonly failed: number;
+  /** Endpoints whose circuit is not closed: waiting out the cooldown, or probing. */
   readonly openCircuits: number;
   readonly disabledEndpoints: number;
   /** The endpoints with the oldest pending deliveries (at most `top`), age in seconds. */
@@ -153,13 +154,15 @@ export class DeliveryQueries {
       `SELECT
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'pending')::float8 AS pending,
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'failed')::float8 AS failed,
-         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $2 AND paused_until > $1)::float8 AS open_circuits,
+         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $2)::float8 AS open_circuits,
          (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NOT NULL)::float8 AS disabled,
          (SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($3::regclass[]) AS t)::float8 AS store_bytes`,
       [now, circuitFailures, [this.tables.events, this.tables.deliveries, this.tables.attempts]],
     );
     const { rows: oldest } = await this.pool.query(
-      `SELECT endpoint_id, extract(epoch FROM $1::timestamptz - min(created_at))::float8 AS age FROM ${this.tables.deliveries} WHERE status = 'pending' GROUP BY endpoint_id ORDER BY min(created_at) LIMIT $2`,
+      // Held deliveries of a disabled endpoint are not a backlog anyone is working on: the disabled gauge shows them.
+      `SELECT d.endpoint_id, extract(epoch FROM $1::timestamptz - min(d.created_at))::float8 AS age FROM ${this.tables.deliveries} d JOIN ${this.tables.endpoints} e ON e.id = d.endpoint_id
+       WHERE d.status = 'pending' AND e.disabled_at IS NULL GROUP BY d.endpoint_id ORDER BY min(d.created_at) LIMIT $2`,
       [now, top],
     );
     const row = rows[0];

@@ -1,16 +1,20 @@
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { decodeOutboxRecord } from '../client/consumer.js';
 import { MAGIC_BYTE } from '../encode/avro/wire.js';
 import { errorMessage } from '../errors.js';
+import { sleep } from '../time.js';
 import type { DeliveryStore, EventToDeliver } from './delivery-store.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
 import type { WebhookMetrics } from './metrics.js';
 import type { WebhookTables } from './webhook-tables.js';
+
+/** How often a topic pattern is matched again against the cluster's topics. */
+const TOPIC_REFRESH_MS = 15_000;
 
 export interface IntakeOptions {
   readonly kafka: Kafka;
@@ -38,40 +42,95 @@ export interface IntakeOptions {
  * is added twice. At-least-once from Kafka, exactly one delivery row per (event, endpoint).
  */
 export class WebhookIntake {
-  private readonly consumer: Consumer;
+  private consumer: Consumer | null = null;
+  /** The topics the consumer reads now, as matched against the cluster's topics. */
+  private consuming: readonly string[] = [];
+  private readonly listeners: { readonly event: 'crash' | 'group_join'; readonly listener: (detail: unknown) => void }[] = [];
   private subscriptions: { version: string; index: SubscriptionIndex } | null = null;
   private readonly maxDeliveries: number;
+  private readonly stopped = new AbortController();
+  private watching: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: IntakeOptions) {
     this.maxDeliveries = options.maxDeliveriesPerTransaction ?? 20_000;
-    this.consumer = options.kafka.consumer({ groupId: options.groupId, readUncommitted: false, allowAutoTopicCreation: false });
   }
 
+  /**
+   * Consumes the topics that match now, and, when a pattern was given, looks for new ones every
+   * TOPIC_REFRESH_MS: a topic the relay creates later (a new aggregate type) is consumed from
+   * its beginning without a restart.
+   */
   async start(): Promise<void> {
-    await this.consumer.connect();
-    // A new group starts at the beginning: events produced before the first webhooks process
-    // started are owed too (an endpoint receives the events consumed after it was added).
-    await this.consumer.subscribe({ topics: [...this.options.topics], fromBeginning: true });
-    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 4, eachBatch: (payload) => this.take(payload) });
+    const admin = this.options.kafka.admin();
+    await admin.connect();
+    await this.follow(await admin.listTopics());
+    if (this.options.topics.some((topic) => topic instanceof RegExp)) this.watching = this.watch(admin);
+    else await admin.disconnect();
   }
 
   async stop(): Promise<void> {
-    await this.consumer.disconnect();
+    this.stopped.abort();
+    await this.watching;
+    await this.consumer?.disconnect();
+  }
+
+  /** True while some topic matches (else nothing is consumed yet, and the process is not ready). */
+  get hasTopics(): boolean {
+    return this.consuming.length > 0;
   }
 
   /** Fires when the group rebalances or the consumer crashes (kafkajs restarts it itself). */
   on(event: 'crash' | 'group_join', listener: (detail: unknown) => void): void {
-    this.consumer.on(event === 'crash' ? this.consumer.events.CRASH : this.consumer.events.GROUP_JOIN, listener);
+    this.listeners.push({ event, listener });
+    this.listen(event, listener);
   }
 
-  private async take({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+  private listen(event: 'crash' | 'group_join', listener: (detail: unknown) => void): void {
+    this.consumer?.on(event === 'crash' ? this.consumer.events.CRASH : this.consumer.events.GROUP_JOIN, listener);
+  }
+
+  private async watch(admin: Admin): Promise<void> {
+    try {
+      while (!this.stopped.signal.aborted) {
+        await sleep(TOPIC_REFRESH_MS, this.stopped.signal);
+        if (this.stopped.signal.aborted) break;
+        await this.follow(await admin.listTopics()).catch((error: unknown) => this.options.logger.warn({ err: errorMessage(error) }, 'webhooks: looking for new topics failed; trying again'));
+      }
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  /** (Re)subscribes when the matching topics changed: a new consumer in the same group, at its committed offsets. */
+  private async follow(clusterTopics: readonly string[]): Promise<void> {
+    const matching = clusterTopics.filter((topic) => this.options.topics.some((wanted) => (typeof wanted === 'string' ? wanted === topic : wanted.test(topic)))).sort();
+    if (matching.join('\n') === this.consuming.join('\n')) return;
+    await this.consumer?.disconnect();
+    this.consumer = null;
+    this.consuming = matching;
+    if (matching.length === 0) {
+      this.options.logger.warn({ topics: this.options.topics.map(String) }, 'webhooks: no topic matches yet; looking again every 15s');
+      return;
+    }
+    const consumer = this.options.kafka.consumer({ groupId: this.options.groupId, readUncommitted: false, allowAutoTopicCreation: false });
+    this.consumer = consumer;
+    for (const { event, listener } of this.listeners) this.listen(event, listener);
+    await consumer.connect();
+    // A new group starts at the beginning: events produced before the first webhooks process
+    // started are owed too (an endpoint receives the events consumed after it was added).
+    await consumer.subscribe({ topics: [...matching], fromBeginning: true });
+    await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 4, eachBatch: (payload) => this.take(consumer, payload) });
+    this.options.logger.info({ topics: matching }, 'webhooks: consuming');
+  }
+
+  private async take(consumer: Consumer, { batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     let chunk: { message: KafkaMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
     const flush = async () => {
       if (chunk.length === 0) return;
       await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])));
       const last = chunk[chunk.length - 1]!.message.offset;
-      await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(last) + 1n).toString() }]);
+      await consumer.commitOffsets([{ topic, partition, offset: (BigInt(last) + 1n).toString() }]);
       resolveOffset(last);
       await heartbeat();
       chunk = [];

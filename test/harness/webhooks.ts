@@ -31,6 +31,9 @@ export class WebhookReceiver {
   private server: Server | null = null;
   private answer: (request: ReceivedRequest, index: number) => Answer = () => ({ status: 204 });
   port = 0;
+  /** Requests being answered now, and the most at once: an endpoint's limit seen from its side. */
+  private inFlight = 0;
+  mostInFlight = 0;
 
   async start(): Promise<this> {
     const server = createServer((request, response) => void this.handle(request, response));
@@ -59,6 +62,9 @@ export class WebhookReceiver {
   }
 
   private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    this.inFlight += 1;
+    this.mostInFlight = Math.max(this.mostInFlight, this.inFlight);
+    response.once('close', () => (this.inFlight -= 1));
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const headers = Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name, Array.isArray(value) ? value.join(', ') : (value ?? '')]));

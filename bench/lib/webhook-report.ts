@@ -1,0 +1,159 @@
+/** The figures of `npm run bench:webhooks` and the Markdown report made of them. */
+import { int, num, pct } from './format.js';
+
+/** Webhooks at ≥ 70% of the ceiling's deliveries/s; first attempts within 100 ms at p99. */
+export const FLOORS = { ceilingShare: 0.7, firstAttemptP99Ms: 100 } as const;
+
+export interface StoreSize {
+  readonly table: 'events' | 'deliveries' | 'attempts';
+  readonly rows: number;
+  readonly bytes: number;
+}
+
+export interface ThroughputCase {
+  readonly endpoints: number;
+  readonly events: number;
+  readonly deliveries: number;
+  /** Deliveries 'delivered' in the store when the case ended (all of them unless it timed out). */
+  readonly delivered: number;
+  /** `node dist/cli.js webhooks` from its start until every delivery was 'delivered'. */
+  readonly seconds: number;
+  readonly deliveriesPerSecond: number;
+  /** From the first delivered delivery seen to the last: start-up and group join left out. */
+  readonly steadyDeliveriesPerSecond: number;
+  readonly eventsPerSecond: number;
+  /** The webhooks process, user + system, start-up included. */
+  readonly cpuSeconds: number;
+  readonly peakRssMb: number;
+  /** Postgres over the same interval: the webhooks process's sessions, and the whole server less the bench's own sessions. */
+  readonly pgSessionCpuSeconds: number;
+  readonly pgServerCpuSeconds: number;
+  readonly receiverCpuSeconds: number;
+  /** All cores, everything on the machine (a shared one), while it ran. */
+  readonly machineBusyPct: number;
+  readonly store: readonly StoreSize[];
+  readonly ceiling: CeilingResult;
+  readonly profile?: string;
+  readonly error?: string;
+}
+
+export interface CeilingResult {
+  readonly deliveries: number;
+  readonly delivered: number;
+  readonly failed: number;
+  readonly firstError: string | null;
+  readonly seconds: number;
+  readonly deliveriesPerSecond: number;
+  readonly cpuSeconds: number;
+  readonly receiverCpuSeconds: number;
+  readonly machineBusyPct: number;
+  readonly error?: string;
+}
+
+export interface LatencyCase {
+  readonly offeredPerSecond: number;
+  readonly achievedPerSecond: number;
+  readonly seconds: number;
+  readonly events: number;
+  /** Events whose first attempt is in the store. */
+  readonly attempted: number;
+  /** First attempts that did not deliver (the receiver answers 204: expected 0). */
+  readonly firstAttemptsFailed: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly cpuSeconds: number;
+  readonly pgSessionCpuSeconds: number;
+  readonly machineBusyPct: number;
+  readonly profile?: string;
+  readonly error?: string;
+}
+
+export interface WebhooksBenchRun {
+  readonly date: string;
+  readonly command: string;
+  readonly quick: boolean;
+  readonly minutes: number;
+  readonly machine: string;
+  readonly postgres: string;
+  readonly concurrency: number;
+  readonly maxInFlight: number;
+  readonly payloadBytes: number;
+  readonly throughput: readonly ThroughputCase[];
+  readonly latency: LatencyCase;
+}
+
+const us = (seconds: number, deliveries: number) => num((seconds * 1e6) / deliveries, 0);
+const mb = (bytes: number) => num(bytes / 2 ** 20, 1);
+const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+const row = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+
+export function ceilingShare(c: ThroughputCase): number {
+  return c.deliveriesPerSecond / c.ceiling.deliveriesPerSecond;
+}
+
+export function renderWebhooksReport(run: WebhooksBenchRun): string {
+  const { latency } = run;
+  const lines = [
+    `\`${run.command}\``,
+    '',
+    `# bench:webhooks, ${run.date}${run.quick ? ' (quick)' : ''}`,
+    '',
+    `${run.machine}; Postgres ${run.postgres}; ${num(run.minutes, 1)} min. A shared machine: "busy" is every core, everything on it, while a case ran.`,
+    '',
+    `## Deliveries per second to a fast local receiver`,
+    '',
+    `Events of ~${run.payloadBytes} B were produced to a fresh topic with kafkajs in the relay's record format (value the JSON payload, key the aggregate id, the relay's headers), no relay running;`,
+    `then \`node dist/cli.js webhooks\` was started (OUTBOX_WEBHOOK_CONCURRENCY=${run.concurrency}, every endpoint \`--max-in-flight ${run.maxInFlight}\` so that the endpoint limit is not what the 1-endpoint case measures, every endpoint subscribed to \`invoice.*\`),`,
+    `timed from its start until the store had every delivery 'delivered'. The receiver is a node:http server in its own process answering 204 at once; each case has the same total deliveries (events × endpoints).`,
+    `The ceiling is a plain loop with the same client (WebhookSender from dist/, signing with webhookHeaders) at the same concurrency, sending the case's deliveries to the same receiver, and nothing else. CPU is user + system per delivery: the webhooks process's (start-up and intake included), Postgres's (its sessions / the whole server but the bench's own polling), the ceiling loop's.`,
+    '',
+    '| endpoints | events | deliveries | webhooks s | deliveries/s | steady deliveries/s | events/s | webhooks CPU µs/delivery | Postgres CPU µs/delivery (sessions / server) | ceiling deliveries/s | ceiling CPU µs/delivery | webhooks / ceiling | floor ≥ 70% | busy |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |',
+    ...run.throughput.map((c) =>
+      row([
+        int(c.endpoints),
+        int(c.events),
+        c.delivered < c.deliveries ? `${int(c.delivered)} of ${int(c.deliveries)}` : int(c.deliveries),
+        num(c.seconds, 1),
+        int(c.deliveriesPerSecond),
+        int(c.steadyDeliveriesPerSecond),
+        num(c.eventsPerSecond, c.eventsPerSecond < 100 ? 2 : 0),
+        us(c.cpuSeconds, c.delivered),
+        `${us(c.pgSessionCpuSeconds, c.delivered)} / ${us(c.pgServerCpuSeconds, c.delivered)}`,
+        int(c.ceiling.deliveriesPerSecond),
+        us(c.ceiling.cpuSeconds, c.ceiling.delivered),
+        pct(ceilingShare(c)),
+        verdict(ceilingShare(c) >= FLOORS.ceilingShare),
+        `${num(c.machineBusyPct, 0)}% / ${num(c.ceiling.machineBusyPct, 0)}%`,
+      ]),
+    ),
+    '',
+    `Receiver CPU µs/request, webhooks / ceiling: ${run.throughput.map((c) => `${int(c.endpoints)} endpoints ${us(c.receiverCpuSeconds, c.delivered)} / ${us(c.ceiling.receiverCpuSeconds, c.ceiling.delivered)}`).join('; ')}. Webhooks peak RSS: ${run.throughput.map((c) => `${num(c.peakRssMb, 0)} MB`).join(', ')}.`,
+    ...run.throughput.flatMap((c) => [c.error ? `- ${int(c.endpoints)} endpoints: ${c.error}` : '', c.ceiling.error ? `- ${int(c.endpoints)} endpoints, ceiling: ${c.ceiling.error}` : '', c.ceiling.failed > 0 ? `- ${int(c.endpoints)} endpoints, ceiling: ${int(c.ceiling.failed)} sends failed, first: ${c.ceiling.firstError}` : ''].filter(Boolean)),
+    '',
+    `## Event to first attempt at ${int(latency.offeredPerSecond)} events/s, 1 endpoint`,
+    '',
+    `\`webhooks\` running (and warmed up by 100 events), events produced at a steady rate for ${num(latency.seconds, 0)} s; from the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp).`,
+    '',
+    '| offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | floor p99 ≤ 100 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |',
+    `| ${int(latency.offeredPerSecond)} | ${int(latency.achievedPerSecond)} | ${int(latency.events)} | ${int(latency.attempted)}${latency.firstAttemptsFailed ? ` (${int(latency.firstAttemptsFailed)} failed)` : ''} | ${num(latency.p50, 0)} | ${num(latency.p99, 0)} | ${num(latency.max, 0)} | ${verdict(latency.p99 <= FLOORS.firstAttemptP99Ms && latency.attempted === latency.events)} | ${pct(latency.cpuSeconds / latency.seconds)} | ${pct(latency.pgSessionCpuSeconds / latency.seconds)} | ${num(latency.machineBusyPct, 0)}% |`,
+    ...(latency.error ? ['', `- ${latency.error}`] : []),
+    '',
+    '## Delivery store per 1M deliveries',
+    '',
+    "`pg_total_relation_size` (heap, indexes, TOAST) and rows of each table right after the case (no VACUUM: the dead row versions of the claims' and completions' updates are in it, as autovacuum left them), scaled to 1M deliveries. Events are stored once per event, so fan-out changes the figure.",
+    '',
+    '| endpoints | events rows | deliveries rows | attempts rows | events MB | deliveries MB | attempts MB | total MB | bytes/delivery |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...run.throughput.map((c) => {
+      const scale = 1e6 / c.deliveries;
+      const of = (table: StoreSize['table']) => c.store.find((s) => s.table === table) ?? { rows: NaN, bytes: NaN };
+      const total = c.store.reduce((sum, s) => sum + s.bytes, 0);
+      return `| ${int(c.endpoints)} | ${int(of('events').rows * scale)} | ${int(of('deliveries').rows * scale)} | ${int(of('attempts').rows * scale)} | ${mb(of('events').bytes * scale)} | ${mb(of('deliveries').bytes * scale)} | ${mb(of('attempts').bytes * scale)} | ${mb(total * scale)} | ${int(total / c.deliveries)} |`;
+    }),
+    '',
+  ];
+  return `${lines.join('\n')}\n`;
+}

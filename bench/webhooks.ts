@@ -1,0 +1,411 @@
+/**
+ * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --endpoints 1,100,10000]
+ * [-- --latency-seconds S] [-- --profile] [-- --keep-stack]`
+ *
+ * What `outbox-relay webhooks` delivers, beside its ceiling, in one run (on a shared 2-core
+ * machine the ratios are what matters):
+ *   1. deliveries/s to a fast local receiver (bench/lib/webhook-receiver.ts, a process of its
+ *      own) with 1, 100 and 10,000 endpoints, each case the same total deliveries (events ×
+ *      endpoints): the events are produced to a fresh topic with kafkajs in the relay's record
+ *      format (no relay runs), then `node dist/cli.js webhooks` is started and timed until the
+ *      store has every delivery 'delivered'; CPU per delivery of it and of Postgres;
+ *   2. the ceiling right after each case (bench/lib/webhook-ceiling.ts): the same deliveries
+ *      sent by a plain loop with the same client and signing, nothing else; floor ≥ 70%;
+ *   3. event (Kafka timestamp) to first attempt at 1,000 events/s, 1 endpoint, p99 ≤ 100 ms;
+ *   4. the delivery store's size per 1M deliveries, for each case of (1).
+ * Starts its own stack (pg, kafka) in a temp OUTBOX_STACK_DIR on ports apart from the test
+ * stack's and `npm run bench`'s, builds, and takes that stack down at the end (not with
+ * --keep-stack, nor a stack named by OUTBOX_STACK_DIR). Writes
+ * bench/results/<date>-webhooks[-quick][-N].md and .json. `--profile` runs every webhooks
+ * process with --cpu-prof (read them with `npx tsx bench/profile-summary.ts <file>`).
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Message } from 'kafkajs';
+import * as p from '../src/config/parsers.js';
+import { NO_HEADERS, type OutboxEvent } from '../src/event.js';
+import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
+import { eventHeaders } from '../src/transform/headers.js';
+import { BUILD_DIR } from './lib/contenders.js';
+import { Database } from './lib/db.js';
+import { flag } from './lib/flags.js';
+import { drainRate, KafkaTools, percentile, type DrainTiming } from './lib/kafka.js';
+import { TOPIC_ROOT } from './lib/load.js';
+import { CpuWatch, PostgresCpu } from './lib/pg-cpu.js';
+import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage, progress, run, sleep } from './lib/proc.js';
+import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
+import type { CeilingArgs } from './lib/webhook-ceiling.js';
+import { renderWebhooksReport, type CeilingResult, type LatencyCase, type StoreSize, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
+
+dropKafkajsTimerWarning();
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+const CLI = join(REPO, 'dist', 'cli.js');
+/** As the Dockerfile's entrypoint runs every command; the ceiling runs with them too. */
+const NODE_FLAGS = ['--max-semi-space-size=16'];
+/** Not the test stack's (55432, 59092, 58081), nor `npm run bench`'s (57432, 61092, 60081). */
+const STACK_DEFAULTS: Record<string, string> = {
+  OUTBOX_STACK_DIR: join(tmpdir(), 'outbox-relay-bench-webhooks-stack'),
+  OUTBOX_PG_PORT: '57532',
+  OUTBOX_KAFKA_PORT: '61192',
+  OUTBOX_KAFKA_CONTROLLER_PORT: '61193',
+  OUTBOX_REGISTRY_PORT: '60181',
+  OUTBOX_REGISTRY_MGMT_PORT: '60182',
+};
+/** The command's default; the ceiling loop runs this many sends at once too. */
+const CONCURRENCY = 200;
+/** Every endpoint's own limit: as high as the process's, so that the 1-endpoint case measures the process. */
+const MAX_IN_FLIGHT = 200;
+const EVENT_TYPE = 'invoice.paid';
+const SUBSCRIPTION = 'invoice.*';
+const PAYLOAD_BYTES = 300;
+/** Any LSN: the relay's header, which the webhooks consumer does not read. */
+const COMMIT_LSN = '0/16B3748';
+const LATENCY_RATE = 1_000;
+/** Events the latency case's webhooks process delivers before the measured ones: connections up, group joined. */
+const WARM_UP = 100;
+/** How often the store is asked how many are delivered: a count(*) over the case's deliveries, which every 50 ms would take a core's share from the process measured. */
+const POLL_MS = 200;
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    deliveries: { type: 'string' },
+    endpoints: { type: 'string' },
+    'latency-seconds': { type: 'string' },
+    profile: { type: 'boolean', default: false },
+    'keep-stack': { type: 'boolean', default: false },
+  },
+  strict: true,
+  allowPositionals: false,
+});
+const quick = values.quick;
+/** Per throughput case (events × endpoints). */
+const deliveries = values.deliveries === undefined ? (quick ? 10_000 : 100_000) : flag('deliveries', values.deliveries, p.integer(1, 10_000_000));
+const endpointCounts = values.endpoints === undefined ? [1, 100, 10_000] : flag('endpoints', values.endpoints, p.commaList('1,100,10000')).map((n) => flag('endpoints', n, p.integer(1, 100_000)));
+const latencySeconds = values['latency-seconds'] === undefined ? (quick ? 8 : 30) : flag('latency-seconds', values['latency-seconds'], p.integer(1, 3_600));
+/** A case that is not done by then is reported with what it delivered, and fails its floor. */
+const CASE_TIMEOUT_MS = quick ? 120_000 : 240_000;
+const PROFILE_DIR = join(BUILD_DIR, 'profiles');
+const STAMP = Date.now().toString(36);
+const TOPIC_PREFIX = `${TOPIC_ROOT}webhooks-${STAMP}`;
+/** ~300 B of JSON that does not compress to nothing (like real ids and amounts). */
+const NOTE = randomBytes(96).toString('hex');
+
+interface Bench {
+  readonly env: Record<string, string>;
+  readonly db: Database;
+  readonly kafka: KafkaTools;
+  /** The receiver's URL, each endpoint's id appended. */
+  readonly receiverUrl: string;
+  readonly pgCpu: PostgresCpu;
+  readonly receiverCpu: () => number;
+}
+
+async function main(): Promise<void> {
+  const began = Date.now();
+  const ownStack = process.env.OUTBOX_STACK_DIR === undefined;
+  const env = await upBenchStack(STACK_DEFAULTS, ['pg', 'kafka']);
+  const db = new Database(env.DATABASE_URL!);
+  const kafka = new KafkaTools({ brokers: env.KAFKA_BROKERS!.split(',') });
+  const receiver = new Child('receiver', process.execPath, [join(BUILD_DIR, 'bench', 'lib', 'webhook-receiver.js')], {}, REPO);
+  let restoreFsync = async (): Promise<void> => undefined;
+  try {
+    restoreFsync = await db.setForRun('fsync', process.env.OUTBOX_PG_FSYNC!);
+    await receiver.waitFor(/"port"/, 10_000);
+    const { port } = JSON.parse(receiver.output.find((line) => line.includes('"port"'))!) as { port: number };
+    const bench: Bench = { env, db, kafka, receiverUrl: `http://127.0.0.1:${port}/hook/`, pgCpu: await PostgresCpu.find(db), receiverCpu: () => processUsage(receiver.pid)?.cpuSeconds ?? NaN };
+    const throughput: ThroughputCase[] = [];
+    for (const endpoints of endpointCounts) throughput.push(await throughputCase(bench, endpoints));
+    const latency = await latencyCase(bench);
+    const args = process.argv.slice(2);
+    const results: WebhooksBenchRun = {
+      date: new Date().toISOString().slice(0, 10),
+      command: `npm run bench:webhooks${args.length > 0 ? ` -- ${args.join(' ')}` : ''}`,
+      quick,
+      minutes: (Date.now() - began) / 60_000,
+      machine: machineDescription(),
+      postgres: await db.description(),
+      concurrency: CONCURRENCY,
+      maxInFlight: MAX_IN_FLIGHT,
+      payloadBytes: PAYLOAD_BYTES,
+      throughput,
+      latency,
+    };
+    const outDir = join(REPO, 'bench', 'results');
+    mkdirSync(outDir, { recursive: true });
+    // A second run on the same day gets -2, -3...: earlier results stay for comparison.
+    const base = `${results.date}-webhooks${quick ? '-quick' : ''}`;
+    let stem = base;
+    for (let n = 2; existsSync(join(outDir, `${stem}.json`)); n++) stem = `${base}-${n}`;
+    writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
+    writeFileSync(join(outDir, `${stem}.md`), renderWebhooksReport(results));
+    process.stdout.write(renderWebhooksReport(results));
+    progress(`wrote bench/results/${stem}.md and .json in ${results.minutes.toFixed(1)} min${values.profile ? `; CPU profiles in ${PROFILE_DIR}` : ''}`);
+  } finally {
+    await receiver.stop();
+    await restoreFsync().catch(() => undefined);
+    await db.close();
+    await kafka.close();
+    if (ownStack && !values['keep-stack']) {
+      progress(`taking the bench's stack down (OUTBOX_STACK_DIR=${process.env.OUTBOX_STACK_DIR} scripts/stack.sh down pg kafka)`);
+      await run(STACK_SCRIPT, ['down', 'pg', 'kafka'], { cwd: REPO });
+    } else progress(`the stack is still up; stop it with: OUTBOX_STACK_DIR=${process.env.OUTBOX_STACK_DIR} scripts/stack.sh down`);
+  }
+}
+
+/** (1), (2) and (4) for one endpoint count. */
+async function throughputCase(bench: Bench, endpoints: number): Promise<ThroughputCase> {
+  const events = Math.max(1, Math.round(deliveries / endpoints));
+  const total = events * endpoints;
+  const name = `${endpoints}-endpoints`;
+  const schema = `bench_webhooks_${endpoints}`;
+  const topic = `${TOPIC_PREFIX}.${name}`;
+  progress(`${name}: ${events} events × ${endpoints} endpoints = ${total} deliveries`);
+  await freshStore(bench, schema, endpoints);
+  await bench.kafka.createTopic(topic);
+  await produce(bench, topic, `e${endpoints}`, 0, events);
+  const server = await CpuWatch.start(bench.pgCpu);
+  const machine = machineCpu();
+  const receiverBefore = bench.receiverCpu();
+  const started = Date.now();
+  const webhooks = startWebhooks(bench, name, schema, topic);
+  let timing: DrainTiming | null = null;
+  let error: string | undefined;
+  try {
+    timing = await bench.kafka.waitForRecords(`${schema}.deliveries`, total, {
+      timeoutMs: CASE_TIMEOUT_MS,
+      stallMs: 60_000,
+      alive: () => webhooks.running,
+      onProgress: (count, rate) => progress(`  ${name}: ${count}/${total} delivered (${Math.round(rate)}/s)`),
+      count: () => delivered(bench, schema),
+    });
+  } catch (failure) {
+    error = (failure as Error).message.split('\n')[0]!;
+    progress(`${name}: webhooks FAILED: ${error}\n${webhooks.tail(10)}`);
+  }
+  const doneAt = timing?.doneAt ?? Date.now();
+  const usage = webhooks.usage();
+  const pg = await server.stop();
+  const receiverCpu = bench.receiverCpu() - receiverBefore;
+  const machineBusyPct = machineBusyPercent(machine);
+  await webhooks.stop();
+  const count = timing?.count ?? (await delivered(bench, schema));
+  const seconds = (doneAt - started) / 1000;
+  const result = {
+    endpoints,
+    events,
+    deliveries: total,
+    delivered: count,
+    seconds,
+    deliveriesPerSecond: count / seconds,
+    steadyDeliveriesPerSecond: timing ? drainRate(timing, started) : NaN,
+    eventsPerSecond: count / endpoints / seconds,
+    cpuSeconds: usage?.cpuSeconds ?? NaN,
+    peakRssMb: usage?.peakRssMb ?? NaN,
+    pgSessionCpuSeconds: pg.contender,
+    pgServerCpuSeconds: pg.total - pg.load,
+    receiverCpuSeconds: receiverCpu,
+    machineBusyPct,
+    ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
+    ...(error !== undefined && { error }),
+  };
+  progress(`${name}: webhooks ${Math.round(result.deliveriesPerSecond)} deliveries/s (steady ${Math.round(result.steadyDeliveriesPerSecond)}/s), ${Math.round((result.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${Math.round((pg.contender * 1e6) / count)} µs/delivery`);
+  const store = await storeSize(bench, schema);
+  const ceiling = await runCeiling(bench, schema, name);
+  await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
+  await bench.kafka.deleteTopics(topic);
+  return { ...result, store, ceiling };
+}
+
+/** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs. */
+async function latencyCase(bench: Bench): Promise<LatencyCase> {
+  const schema = 'bench_webhooks_latency';
+  const topic = `${TOPIC_PREFIX}.latency`;
+  const base = { offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN };
+  await freshStore(bench, schema, 1);
+  await bench.kafka.createTopic(topic);
+  const webhooks = startWebhooks(bench, 'latency', schema, topic);
+  const alive = () => webhooks.running;
+  try {
+    progress(`latency: warming up with ${WARM_UP} events`);
+    await produce(bench, topic, 'warm', 0, WARM_UP);
+    await bench.kafka.waitForRecords(`${schema}.deliveries`, WARM_UP, { timeoutMs: 120_000, stallMs: 120_000, alive, onProgress: () => undefined, count: () => delivered(bench, schema) });
+    const cpuBefore = webhooks.usage()?.cpuSeconds ?? NaN;
+    const server = await CpuWatch.start(bench.pgCpu);
+    const machine = machineCpu();
+    progress(`latency: ${LATENCY_RATE} events/s for ${latencySeconds} s`);
+    const offered = await offer(bench, topic, LATENCY_RATE, latencySeconds);
+    const cpuSeconds = (webhooks.usage()?.cpuSeconds ?? NaN) - cpuBefore;
+    const pg = await server.stop();
+    const machineBusyPct = machineBusyPercent(machine);
+    const firstAttempts = async () =>
+      bench.db.query<{ ms: number; outcome: string }>(
+        `SELECT extract(epoch FROM a.started_at - ev.produced_at)::float8 * 1000 AS ms, a.outcome
+         FROM ${schema}.attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id JOIN ${schema}.events ev ON ev.event_id = d.event_id
+         WHERE a.attempt = 1 AND starts_with(ev.event_id, 'lat-')`,
+      );
+    let attempts = await firstAttempts();
+    for (const deadline = Date.now() + 60_000; attempts.length < offered.events && Date.now() < deadline && alive(); attempts = await firstAttempts()) await sleep(250);
+    const sorted = attempts.map((a) => a.ms).sort((a, b) => a - b);
+    const result: LatencyCase = {
+      ...base,
+      achievedPerSecond: offered.events / offered.seconds,
+      seconds: offered.seconds,
+      events: offered.events,
+      attempted: attempts.length,
+      firstAttemptsFailed: attempts.filter((a) => a.outcome !== 'delivered').length,
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      max: sorted.at(-1) ?? NaN,
+      cpuSeconds,
+      pgSessionCpuSeconds: pg.contender,
+      machineBusyPct,
+      ...(values.profile && { profile: join(PROFILE_DIR, profileName('latency')) }),
+      ...(attempts.length < offered.events && { error: `only ${attempts.length} of ${offered.events} events had a first attempt 60 s after the last was produced` }),
+    };
+    progress(`latency: first attempt p50 ${result.p50.toFixed(0)} ms, p99 ${result.p99.toFixed(0)} ms, max ${result.max.toFixed(0)} ms (${attempts.length}/${offered.events})`);
+    return result;
+  } catch (failure) {
+    const error = (failure as Error).message.split('\n')[0]!;
+    progress(`latency: FAILED: ${error}\n${webhooks.tail(10)}`);
+    return { ...base, error };
+  } finally {
+    await webhooks.stop();
+    await bench.db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await bench.kafka.deleteTopics(topic);
+  }
+}
+
+/**
+ * The webhook tables in `schema` (`webhooks setup`), the first endpoint added by the CLI, the
+ * others (each its own URL and secret) copied from it in one INSERT: 10,000 runs of `endpoint
+ * add` would take longer than the bench.
+ */
+async function freshStore(bench: Bench, schema: string, endpoints: number): Promise<void> {
+  await bench.db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  const env = webhooksEnv(bench, schema, '');
+  await run(process.execPath, [CLI, 'webhooks', 'setup'], { env, cwd: REPO });
+  await run(process.execPath, [CLI, 'webhooks', 'endpoint', 'add', '--id', 'bench-ep-0', '--url', `${bench.receiverUrl}0`, '--event-types', SUBSCRIPTION, '--max-in-flight', String(MAX_IN_FLIGHT), '--json'], { env, cwd: REPO });
+  if (endpoints === 1) return;
+  await bench.db.query(
+    `INSERT INTO ${schema}.endpoints (id, url, event_types, secrets, headers, max_in_flight)
+     SELECT 'bench-ep-' || g, $1 || g, e.event_types,
+            jsonb_build_array(jsonb_build_object('secret', 'whsec_' || encode(decode(md5(random()::text) || md5(random()::text), 'hex'), 'base64'), 'expires_at', null)),
+            e.headers, e.max_in_flight
+     FROM ${schema}.endpoints e CROSS JOIN generate_series(1, $2) g WHERE e.id = 'bench-ep-0'`,
+    [bench.receiverUrl, endpoints - 1],
+  );
+}
+
+function webhooksEnv(bench: Bench, schema: string, topic: string): Record<string, string> {
+  return {
+    DATABASE_URL: bench.env.DATABASE_URL!,
+    KAFKA_BROKERS: bench.env.KAFKA_BROKERS!,
+    OUTBOX_WEBHOOK_SCHEMA: schema,
+    OUTBOX_WEBHOOK_TOPICS: topic,
+    OUTBOX_WEBHOOK_GROUP: `bench-webhooks-${STAMP}-${schema}`,
+    OUTBOX_WEBHOOK_ALLOW_ADDRESSES: '127.0.0.1',
+    OUTBOX_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
+    // No metrics server: the default port may be another webhooks process's on this machine.
+    OUTBOX_HTTP_PORT: '0',
+  };
+}
+
+function startWebhooks(bench: Bench, name: string, schema: string, topic: string): Child {
+  const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${profileName(name)}`] : [];
+  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, CLI, 'webhooks'], webhooksEnv(bench, schema, topic), REPO);
+}
+
+function profileName(name: string): string {
+  return `webhooks-${STAMP}-${name}.cpuprofile`;
+}
+
+/** Deliveries 'delivered' in the store, after POLL_MS (the caller polls in a loop). */
+async function delivered(bench: Bench, schema: string): Promise<number> {
+  await sleep(POLL_MS);
+  const [row] = await bench.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.deliveries WHERE status = 'delivered'`);
+  return row!.n;
+}
+
+/** Events `prefix`-`from` .. `prefix`-`to - 1` as the relay writes them: JSON payload as value, aggregate id as key, its headers. */
+function records(prefix: string, from: number, to: number): Message[] {
+  const now = new Date();
+  const messages: Message[] = [];
+  for (let i = from; i < to; i += 1) {
+    const payload = { invoice_id: `inv-${i}`, customer_id: `cust-${i % 5000}`, amount_cents: (i * 7919) % 1_000_000, currency: 'EUR', method: 'card', note: NOTE };
+    const event: OutboxEvent = { eventId: `${prefix}-${i}`, aggregateType: 'invoice', aggregateId: `acct-${i % 1000}`, eventType: EVENT_TYPE, payload, headers: NO_HEADERS, createdAt: now.toISOString() };
+    messages.push({ key: event.aggregateId, value: JSON.stringify(payload), headers: eventHeaders(event, COMMIT_LSN), timestamp: String(now.getTime()) });
+  }
+  return messages;
+}
+
+/** A backlog, 1,000 records per request. */
+async function produce(bench: Bench, topic: string, prefix: string, from: number, to: number): Promise<void> {
+  const producer = bench.kafka.kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  try {
+    for (let i = from; i < to; i += 1_000) await producer.send({ topic, messages: records(prefix, i, Math.min(to, i + 1_000)) });
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** `rate` events per second for `seconds`: every ~2 ms, what is due in one request (each record stamped when it is sent). */
+async function offer(bench: Bench, topic: string, rate: number, seconds: number): Promise<{ seconds: number; events: number }> {
+  const producer = bench.kafka.kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  const total = Math.round(rate * seconds);
+  const start = Date.now();
+  let sent = 0;
+  try {
+    while (sent < total) {
+      const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * rate));
+      if (due > sent) {
+        const batch = records('lat', sent, due);
+        sent = due;
+        await producer.send({ topic, messages: batch });
+      } else await sleep(2);
+    }
+  } finally {
+    await producer.disconnect();
+  }
+  return { seconds: (Date.now() - start) / 1000, events: total };
+}
+
+async function storeSize(bench: Bench, schema: string): Promise<StoreSize[]> {
+  const sizes: StoreSize[] = [];
+  for (const table of ['events', 'deliveries', 'attempts'] as const) {
+    const [row] = await bench.db.query<{ rows: number; bytes: number }>(`SELECT (SELECT count(*) FROM ${schema}.${table})::float8 AS rows, pg_total_relation_size('${schema}.${table}')::float8 AS bytes`);
+    sizes.push({ table, ...row! });
+  }
+  return sizes;
+}
+
+/** (2): the case's deliveries through bench/lib/webhook-ceiling.ts, with the receiver's CPU meanwhile. */
+async function runCeiling(bench: Bench, schema: string, name: string): Promise<CeilingResult> {
+  const args: CeilingArgs = { databaseUrl: bench.env.DATABASE_URL!, schema, concurrency: CONCURRENCY, dist: join(REPO, 'dist') };
+  const receiverBefore = bench.receiverCpu();
+  const machine = machineCpu();
+  progress(`${name}: ceiling`);
+  const child = new Child(`ceiling ${name}`, process.execPath, [...NODE_FLAGS, join(BUILD_DIR, 'bench', 'lib', 'webhook-ceiling.js'), JSON.stringify(args)], {}, REPO);
+  await child.exited;
+  const line = child.output.find((l) => l.includes('"done"'));
+  if (!line) {
+    progress(`${name}: ceiling FAILED (${child.ended}):\n${child.tail(10)}`);
+    return { deliveries: 0, delivered: 0, failed: 0, firstError: null, seconds: NaN, deliveriesPerSecond: NaN, cpuSeconds: NaN, receiverCpuSeconds: NaN, machineBusyPct: NaN, error: `the ceiling ended with ${child.ended}: ${child.tail(1)}` };
+  }
+  const { done: _, ...done } = JSON.parse(line) as { done: true } & Omit<CeilingResult, 'deliveriesPerSecond' | 'receiverCpuSeconds' | 'machineBusyPct'>;
+  const result = { ...done, deliveriesPerSecond: done.delivered / done.seconds, receiverCpuSeconds: bench.receiverCpu() - receiverBefore, machineBusyPct: machineBusyPercent(machine) };
+  progress(`${name}: ceiling ${Math.round(result.deliveriesPerSecond)} deliveries/s, ${Math.round((result.cpuSeconds * 1e6) / result.delivered)} µs CPU/delivery${result.failed ? `, ${result.failed} failed (${result.firstError})` : ''}`);
+  return result;
+}
+
+main().catch((error: unknown) => {
+  progress(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  process.exitCode = 1;
+});
