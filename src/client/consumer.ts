@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { TimestampMillisType } from '../encode/avro/logical-types.js';
 import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';
 import { HEADER } from '../transform/headers.js';
+import { inTransaction } from '../pg-transaction.js';
 import { claimEvent } from './consumed-events.js';
 import { OutboxClientError } from './errors.js';
 import { headerText } from './kafkajs-headers.js';
@@ -154,35 +155,21 @@ export function createIdempotentConsumer<P = unknown>(options: IdempotentConsume
 
 /** The dedup transaction: claim the event_id, run the handler only for a first claim, commit. */
 export async function applyOnce<P>(pool: pg.Pool, consumerGroup: string, table: string, event: ConsumedEvent<P>, handler: EventHandler<P>): Promise<ConsumeOutcome> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    try {
-      const first = await claimEvent(client, consumerGroup, event.eventId, table);
-      if (first) {
-        try {
-          await handler(event, client);
-        } catch (error) {
-          throw new OutboxClientError('CONSUMER_HANDLER_FAILED', `handler failed for event ${event.eventId} (${event.eventType}) at ${event.topic}[${event.partition}]@${event.offset}; rolled back, it will be delivered again: ${(error as Error)?.message ?? String(error)}`, {
-            retriable: true,
-            cause: error,
-            details: { eventId: event.eventId, eventType: event.eventType, topic: event.topic, partition: event.partition, offset: event.offset },
-          });
-        }
+  return inTransaction(pool, async (client) => {
+    const first = await claimEvent(client, consumerGroup, event.eventId, table);
+    if (first) {
+      try {
+        await handler(event, client);
+      } catch (error) {
+        throw new OutboxClientError('CONSUMER_HANDLER_FAILED', `handler failed for event ${event.eventId} (${event.eventType}) at ${event.topic}[${event.partition}]@${event.offset}; rolled back, it will be delivered again: ${(error as Error)?.message ?? String(error)}`, {
+          retriable: true,
+          cause: error,
+          details: { eventId: event.eventId, eventType: event.eventType, topic: event.topic, partition: event.partition, offset: event.offset },
+        });
       }
-      await client.query('COMMIT');
-      return first ? 'applied' : 'duplicate';
-    } catch (error) {
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError as Error;
-      });
-      throw error;
     }
-  } finally {
-    // A client whose ROLLBACK failed is in an unknown state: destroy it rather than reuse it.
-    client.release(broken);
-  }
+    return first ? 'applied' : 'duplicate';
+  });
 }
 
 /**

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from '../pg-transaction.js';
 import type { SigningSecret } from './endpoint-store.js';
 import type { AttemptResult } from './http-sender.js';
 import type { Verdict } from './retry-policy.js';
@@ -109,9 +110,7 @@ export class DeliveryStore {
    * ordered, only the oldest pending delivery of each aggregate.
    */
   async claim(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, endpointsPerClaim = 200): Promise<ClaimedDelivery[]> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    return inTransaction(this.pool, async (client) => {
       const { rows: locked } = await client.query<{ id: string }>(
         `SELECT e.id FROM ${this.tables.endpoints} e
          WHERE e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
@@ -121,10 +120,7 @@ export class DeliveryStore {
          FOR UPDATE SKIP LOCKED`,
         [now, endpointsPerClaim],
       );
-      if (locked.length === 0) {
-        await client.query('COMMIT');
-        return [];
-      }
+      if (locked.length === 0) return [];
       const ids = locked.map((row) => row.id);
       const { rows } = await client.query(
         `WITH ep AS (
@@ -161,7 +157,6 @@ export class DeliveryStore {
          FROM claimed c JOIN ${this.tables.events} ev ON ev.event_id = c.event_id JOIN ${this.tables.endpoints} e ON e.id = c.endpoint_id`,
         [ids, now, limit, owner, rules.circuitFailures, leaseMs],
       );
-      await client.query('COMMIT');
       return rows.map((row) => ({
         id: row.id,
         eventId: row.event_id,
@@ -175,12 +170,7 @@ export class DeliveryStore {
         secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })),
         headers: row.headers,
       }));
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /**
@@ -190,9 +180,7 @@ export class DeliveryStore {
    */
   async complete(owner: string, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
     if (completions.length === 0) return [];
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    return inTransaction(this.pool, async (client) => {
       const verdicts = completions.map(({ delivery, verdict }) => ({ delivery, verdict: verdict.delivery }));
       await client.query(
         `UPDATE ${this.tables.deliveries} d SET status = u.status, next_attempt_at = COALESCE(u.next_at, d.next_attempt_at), failures = u.failures, lease_owner = NULL,
@@ -275,16 +263,10 @@ export class DeliveryStore {
           humanDuration(rules.disableAfterMs),
         ],
       );
-      await client.query('COMMIT');
       return rows
         .filter((row) => row.disabled_now || row.opened)
         .map((row) => ({ endpointId: row.id, disabledReason: row.disabled_now ? row.disabled_reason : null, circuitOpened: row.opened }));
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 }
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { RelayError } from '../errors.js';
+import { inTransaction } from '../pg-transaction.js';
 import type { AddressGuard } from './address-guard.js';
 import { eventTypeProblem, type Subscriber } from './event-types.js';
 import { generateSecret, secretProblem } from './signature.js';
@@ -12,24 +13,6 @@ export interface SigningSecret {
   readonly expiresAt: string | null;
 }
 
-export interface Endpoint {
-  readonly id: string;
-  readonly url: string;
-  readonly eventTypes: readonly string[];
-  readonly secrets: readonly SigningSecret[];
-  readonly headers: Readonly<Record<string, string>>;
-  readonly maxInFlight: number;
-  readonly rateLimit: number | null;
-  readonly ordered: boolean;
-  readonly description: string | null;
-  readonly disabledAt: Date | null;
-  readonly disabledReason: string | null;
-  readonly failingSince: Date | null;
-  readonly consecutiveFailures: number;
-  readonly pausedUntil: Date | null;
-  readonly createdAt: Date;
-}
-
 /** What the operator sets; everything else is the dispatcher's. */
 export interface EndpointSettings {
   readonly url: string;
@@ -39,6 +22,17 @@ export interface EndpointSettings {
   readonly rateLimit: number | null;
   readonly ordered: boolean;
   readonly description: string | null;
+}
+
+export interface Endpoint extends EndpointSettings {
+  readonly id: string;
+  readonly secrets: readonly SigningSecret[];
+  readonly disabledAt: Date | null;
+  readonly disabledReason: string | null;
+  readonly failingSince: Date | null;
+  readonly consecutiveFailures: number;
+  readonly pausedUntil: Date | null;
+  readonly createdAt: Date;
 }
 
 export const ENDPOINT_DEFAULTS = { headers: {}, maxInFlight: 10, rateLimit: null, ordered: false, description: null } as const satisfies Partial<EndpointSettings>;
@@ -107,23 +101,15 @@ export class EndpointStore {
 
   /** Sends again, from a clean slate: circuit closed, failure streak ended, held deliveries due now. */
   async enable(id: string): Promise<{ readonly endpoint: Endpoint; readonly released: number }> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    return inTransaction(this.pool, async (client) => {
       const { rows } = await client.query(
         `UPDATE ${this.tables.endpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, consecutive_failures = 0, paused_until = NULL, updated_at = now() WHERE id = $1 RETURNING *`,
         [id],
       );
       if (rows.length === 0) throw notFound(id);
       const released = await client.query(`UPDATE ${this.tables.deliveries} SET next_attempt_at = now() WHERE endpoint_id = $1 AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > now()`, [id]);
-      await client.query('COMMIT');
       return { endpoint: endpointFrom(rows[0]), released: released.rowCount ?? 0 };
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /**

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { decodeOutboxRecord } from '../client/consumer.js';
 import { MAGIC_BYTE } from '../encode/avro/wire.js';
 import { errorMessage } from '../errors.js';
+import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
 import type { DeliveryStore, EventToDeliver } from './delivery-store.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
@@ -173,24 +174,14 @@ export class WebhookIntake {
 
   private async record(events: readonly Omit<EventToDeliver, 'endpointIds'>[]): Promise<void> {
     if (events.length === 0) return;
-    const client = await this.options.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
+    const added = await inTransaction(this.options.pool, async (client) => {
       const index = await this.currentSubscriptions(client);
       const owed = events.map((event) => ({ ...event, endpointIds: index.endpointsFor(event.eventType) }));
-      const added = await this.options.store.record(client, owed, this.options.firstAttemptAt);
-      await client.query('COMMIT');
-      this.options.metrics.deliveriesRecorded.inc(added);
-      if (added > 0) this.options.onRecorded();
-    } catch (error) {
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError as Error;
-      });
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+      return this.options.store.record(client, owed, this.options.firstAttemptAt);
+    });
+    this.options.metrics.deliveriesRecorded.inc(added);
+    // After the commit: a claim before it would not see them.
+    if (added > 0) this.options.onRecorded();
   }
 
   /** The subscriptions as of this transaction: reloaded when an endpoint was added, removed or re-subscribed. */

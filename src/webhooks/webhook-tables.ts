@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { RelayError } from '../errors.js';
 import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { inTransaction } from '../pg-transaction.js';
 
 const WEBHOOKS_SQL = new URL('../../sql/004_webhooks.sql', import.meta.url);
 /** The schema name sql/004_webhooks.sql is written with; `setup` puts OUTBOX_WEBHOOK_SCHEMA in its place. */
@@ -36,19 +37,11 @@ export function webhookPool(database: DatabaseAccess, applicationName: string, m
 /** Creates the schema and tables, idempotently (CREATE ... IF NOT EXISTS throughout). */
 export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
   const sql = (await readFile(WEBHOOKS_SQL, 'utf8')).replaceAll(`${FILE_SCHEMA}.`, `${pg.escapeIdentifier(tables.schema)}.`).replace(`CREATE SCHEMA IF NOT EXISTS ${FILE_SCHEMA};`, `CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(tables.schema)};`);
-  const client = await pool.connect();
-  try {
+  await inTransaction(pool, async (client) => {
     // Two setups at once would race on CREATE OR REPLACE FUNCTION and the trigger: one at a time.
-    await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outbox-relay webhooks setup ${tables.schema}`]);
     await client.query(sql);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists. */
