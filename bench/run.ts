@@ -27,7 +27,7 @@ import * as p from '../src/config/parsers.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { BUILD_DIR, CONTENDERS as REGISTRY, isCeiling, isOptIn, isRelay, RENAMED, type ContenderName, type Services } from './lib/contenders.js';
 import { Database } from './lib/db.js';
-import { flag } from './lib/flags.js';
+import { flag, nodeFlags } from './lib/flags.js';
 import { fetchDebezium } from './lib/debezium.js';
 import { KafkaTools } from './lib/kafka.js';
 import { drain, steady, type DrainResult, type DrainWorkload, type KafkaFor, type SteadyResult } from './lib/measure.js';
@@ -113,18 +113,10 @@ function benchFlags() {
     soakOnly: values.soak,
     soak: values.soak || (!values.quick && !values['no-soak']),
     soakMinutes: values['soak-minutes'] === undefined ? 10 : flag('soak-minutes', values['soak-minutes'], p.integer(1, 24 * 60)),
-    relayNodeFlags: relayNodeFlags(values['relay-node-flags']),
+    relayNodeFlags: nodeFlags('relay-node-flags', values['relay-node-flags']),
     /** Drains of each CDC contender per load (Debezium: one), the median reported (default 3, 1 with --quick). */
     repeat: values.repeat === undefined ? (values.quick ? 1 : 3) : flag('repeat', values.repeat, p.integer(1, 9)),
   };
-}
-
-/** `--relay-node-flags`: Node options, each starting with "--" (a stray word would be taken for the script). */
-function relayNodeFlags(raw: string): string[] {
-  const words = raw.split(/\s+/).filter(Boolean);
-  const stray = words.find((word) => !word.startsWith('--'));
-  if (stray !== undefined) throw new Error(`--relay-node-flags: ${JSON.stringify(stray)} is not a Node option; expected options such as "--max-old-space-size=128"`);
-  return words;
 }
 
 let flags: ReturnType<typeof benchFlags>;

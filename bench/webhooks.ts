@@ -1,6 +1,6 @@
 /**
  * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --endpoints 1,100,10000]
- * [-- --latency-seconds S] [-- --profile] [-- --keep-stack]`
+ * [-- --latency-seconds S] [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --keep-stack]`
  *
  * What `outbox-relay webhooks` delivers, beside its ceiling, in one run (on a shared 2-core
  * machine the ratios are what matters):
@@ -17,7 +17,11 @@
  * stack's and `npm run bench`'s, builds, and takes that stack down at the end (not with
  * --keep-stack, nor a stack named by OUTBOX_STACK_DIR). Writes
  * bench/results/<date>-webhooks[-quick][-N].md and .json. `--profile` runs every webhooks
- * process with --cpu-prof (read them with `npx tsx bench/profile-summary.ts <file>`).
+ * process with --cpu-prof (read them with `npx tsx bench/profile-summary.ts <file>`; a
+ * process that does not exit on SIGTERM within 20 s is killed and leaves none);
+ * `--webhooks-node-flags="..."` (with "=": the value starts with a dash) adds Node flags to the
+ * webhooks processes only. The report names the commit built and the files of src/ changed
+ * since: dist/ is built from the working tree as it is.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -32,10 +36,11 @@ import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { eventHeaders } from '../src/transform/headers.js';
 import { BUILD_DIR } from './lib/contenders.js';
 import { Database } from './lib/db.js';
-import { flag } from './lib/flags.js';
+import { flag, nodeFlags } from './lib/flags.js';
 import { drainRate, KafkaTools, percentile, type DrainTiming } from './lib/kafka.js';
 import { TOPIC_ROOT } from './lib/load.js';
 import { CpuWatch, PostgresCpu } from './lib/pg-cpu.js';
+import { int } from './lib/format.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage, progress, run, sleep } from './lib/proc.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import type { CeilingArgs } from './lib/webhook-ceiling.js';
@@ -78,6 +83,7 @@ const { values } = parseArgs({
     endpoints: { type: 'string' },
     'latency-seconds': { type: 'string' },
     profile: { type: 'boolean', default: false },
+    'webhooks-node-flags': { type: 'string', default: '' },
     'keep-stack': { type: 'boolean', default: false },
   },
   strict: true,
@@ -87,6 +93,7 @@ const quick = values.quick;
 /** Per throughput case (events × endpoints). */
 const deliveries = values.deliveries === undefined ? (quick ? 10_000 : 100_000) : flag('deliveries', values.deliveries, p.integer(1, 10_000_000));
 const endpointCounts = values.endpoints === undefined ? [1, 100, 10_000] : flag('endpoints', values.endpoints, p.commaList('1,100,10000')).map((n) => flag('endpoints', n, p.integer(1, 100_000)));
+const webhooksNodeFlags = nodeFlags('webhooks-node-flags', values['webhooks-node-flags']);
 const latencySeconds = values['latency-seconds'] === undefined ? (quick ? 8 : 30) : flag('latency-seconds', values['latency-seconds'], p.integer(1, 3_600));
 /** A case that is not done by then is reported with what it delivered, and fails its floor. */
 const CASE_TIMEOUT_MS = quick ? 120_000 : 240_000;
@@ -130,6 +137,7 @@ async function main(): Promise<void> {
       minutes: (Date.now() - began) / 60_000,
       machine: machineDescription(),
       postgres: await db.description(),
+      source: await sourceState(),
       concurrency: CONCURRENCY,
       maxInFlight: MAX_IN_FLIGHT,
       payloadBytes: PAYLOAD_BYTES,
@@ -212,9 +220,10 @@ async function throughputCase(bench: Bench, endpoints: number): Promise<Throughp
     receiverCpuSeconds: receiverCpu,
     machineBusyPct,
     ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
+    ...(webhooksNodeFlags.length > 0 && { nodeFlags: webhooksNodeFlags.join(' ') }),
     ...(error !== undefined && { error }),
   };
-  progress(`${name}: webhooks ${Math.round(result.deliveriesPerSecond)} deliveries/s (steady ${Math.round(result.steadyDeliveriesPerSecond)}/s), ${Math.round((result.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${Math.round((pg.contender * 1e6) / count)} µs/delivery`);
+  progress(`${name}: webhooks ${int(result.deliveriesPerSecond)} deliveries/s (steady ${int(result.steadyDeliveriesPerSecond)}/s), ${int((result.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${int((pg.contender * 1e6) / count)} µs/delivery`);
   const store = await storeSize(bench, schema);
   const ceiling = await runCeiling(bench, schema, name);
   await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
@@ -318,7 +327,7 @@ function webhooksEnv(bench: Bench, schema: string, topic: string): Record<string
 
 function startWebhooks(bench: Bench, name: string, schema: string, topic: string): Child {
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${profileName(name)}`] : [];
-  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, CLI, 'webhooks'], webhooksEnv(bench, schema, topic), REPO);
+  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, CLI, 'webhooks'], webhooksEnv(bench, schema, topic), REPO);
 }
 
 function profileName(name: string): string {
@@ -384,6 +393,13 @@ async function storeSize(bench: Bench, schema: string): Promise<StoreSize[]> {
     sizes.push({ table, ...row! });
   }
   return sizes;
+}
+
+/** The commit dist/ was built from, and what of src/ and sql/ differs from it (dist/ is built from the working tree). */
+async function sourceState(): Promise<string> {
+  const commit = (await run('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO })).trim();
+  const changed = (await run('git', ['status', '--porcelain', '--', 'src', 'sql'], { cwd: REPO })).split('\n').filter(Boolean).map((line) => line.slice(3));
+  return changed.length === 0 ? commit : `${commit} with uncommitted changes to ${changed.join(', ')}`;
 }
 
 /** (2): the case's deliveries through bench/lib/webhook-ceiling.ts, with the receiver's CPU meanwhile. */

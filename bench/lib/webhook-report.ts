@@ -34,6 +34,8 @@ export interface ThroughputCase {
   readonly store: readonly StoreSize[];
   readonly ceiling: CeilingResult;
   readonly profile?: string;
+  /** --webhooks-node-flags of the run, if any. */
+  readonly nodeFlags?: string;
   readonly error?: string;
 }
 
@@ -76,6 +78,8 @@ export interface WebhooksBenchRun {
   readonly minutes: number;
   readonly machine: string;
   readonly postgres: string;
+  /** The commit built, and the files of src/ and sql/ changed since. */
+  readonly source: string;
   readonly concurrency: number;
   readonly maxInFlight: number;
   readonly payloadBytes: number;
@@ -99,7 +103,9 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '',
     `# bench:webhooks, ${run.date}${run.quick ? ' (quick)' : ''}`,
     '',
-    `${run.machine}; Postgres ${run.postgres}; ${num(run.minutes, 1)} min. A shared machine: "busy" is every core, everything on it, while a case ran.`,
+    `${run.machine}; Postgres ${run.postgres}; ${num(run.minutes, 1)} min. A shared machine: "busy" is every core, everything on it, while a case ran (webhooks / ceiling).`,
+    '',
+    `Built from ${run.source}.${run.throughput[0]?.nodeFlags ? ` Webhooks processes run with the Node flags \`${run.throughput[0].nodeFlags}\`.` : ''}`,
     '',
     `## Deliveries per second to a fast local receiver`,
     '',
@@ -148,10 +154,11 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '| endpoints | events rows | deliveries rows | attempts rows | events MB | deliveries MB | attempts MB | total MB | bytes/delivery |',
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...run.throughput.map((c) => {
-      const scale = 1e6 / c.deliveries;
       const of = (table: StoreSize['table']) => c.store.find((s) => s.table === table) ?? { rows: NaN, bytes: NaN };
+      // By the deliveries recorded: a case that timed out may have recorded fewer than it was owed.
+      const scale = 1e6 / of('deliveries').rows;
       const total = c.store.reduce((sum, s) => sum + s.bytes, 0);
-      return `| ${int(c.endpoints)} | ${int(of('events').rows * scale)} | ${int(of('deliveries').rows * scale)} | ${int(of('attempts').rows * scale)} | ${mb(of('events').bytes * scale)} | ${mb(of('deliveries').bytes * scale)} | ${mb(of('attempts').bytes * scale)} | ${mb(total * scale)} | ${int(total / c.deliveries)} |`;
+      return row([int(c.endpoints), int(of('events').rows * scale), int(of('deliveries').rows * scale), int(of('attempts').rows * scale), mb(of('events').bytes * scale), mb(of('deliveries').bytes * scale), mb(of('attempts').bytes * scale), mb(total * scale), int((total * scale) / 1e6)]);
     }),
     '',
   ];

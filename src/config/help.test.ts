@@ -14,8 +14,9 @@ function listedOptions(help: string): Map<string, string> {
 /** The top-level help's "needs" line under a command. */
 function needsInUsage(name: CommandName): string | undefined {
   const lines = usage().split('\n');
-  const at = lines.findIndex((line) => line.startsWith(`  ${name.padEnd(14)} `));
-  const next = lines[at + 1] ?? '';
+  // A long name stands alone on its line, its summary on the next.
+  const at = lines.findIndex((line) => line.startsWith(`  ${name.padEnd(14)} `) || line === `  ${name}`);
+  const next = lines[at + (lines[at] === `  ${name}` ? 2 : 1)] ?? '';
   return /^ {17}\S/.test(next) ? next.trim() : undefined;
 }
 
