@@ -17,7 +17,6 @@ import { schemasCheckCommand } from './schemas-check.js';
 import { setupCommand } from './setup.js';
 import { statusCommand } from './status.js';
 import { attemptsCommand, deliveriesListCommand, endpointAddCommand, endpointDisableCommand, endpointEnableCommand, endpointListCommand, endpointRotateSecretCommand, endpointUpdateCommand, replayCommand as webhooksReplayCommand, webhooksSetupCommand } from './webhook-admin.js';
-import { webhooksCommand } from './webhooks.js';
 
 const ACTIONS: { readonly [C in CommandName]: Command } = {
   run: runCommand,
@@ -30,7 +29,7 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   handback: handbackCommand,
   'drop-slot': dropSlotCommand,
   'schemas check': schemasCheckCommand,
-  webhooks: webhooksCommand,
+  webhooks: loadedWhenRun(async () => (await import('./webhooks.js')).webhooksCommand),
   'webhooks setup': webhooksSetupCommand,
   'webhooks endpoint add': endpointAddCommand,
   'webhooks endpoint list': endpointListCommand,
@@ -42,6 +41,14 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   'webhooks attempts': attemptsCommand,
   'webhooks replay': webhooksReplayCommand,
 };
+
+/**
+ * A command whose module is imported only when it runs: `webhooks` brings undici, which needs
+ * Node 22, and `--help` or any other command must not pay for it (or fail on an older Node).
+ */
+function loadedWhenRun(load: () => Promise<Command>): Command {
+  return { execute: async (sources) => (await load()).execute(sources) };
+}
 
 const isCommand = (name: string): name is CommandName => name in COMMANDS;
 const isCommandOrFamily = (name: string): boolean => isCommand(name) || Object.keys(COMMANDS).some((each) => each.startsWith(`${name} `));
