@@ -154,10 +154,10 @@ export class DeliveryQueries {
       `SELECT
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'pending')::float8 AS pending,
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'failed')::float8 AS failed,
-         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $2)::float8 AS open_circuits,
+         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $1)::float8 AS open_circuits,
          (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NOT NULL)::float8 AS disabled,
-         (SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($3::regclass[]) AS t)::float8 AS store_bytes`,
-      [now, circuitFailures, [this.tables.events, this.tables.deliveries, this.tables.attempts]],
+         (SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($2::regclass[]) AS t)::float8 AS store_bytes`,
+      [circuitFailures, [this.tables.events, this.tables.deliveries, this.tables.attempts]],
     );
     const { rows: oldest } = await this.pool.query(
       // Held deliveries of a disabled endpoint are not a backlog anyone is working on: the disabled gauge shows them.

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
+import { get, metric } from '../harness/http.js';
+import { freePort } from '../harness/ports.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
@@ -16,6 +18,7 @@ describe('webhooks to customers endpoints', () => {
   const receivers: WebhookReceiver[] = [];
   let relay: RelayProcess;
   let dispatcher: RelayProcess;
+  let httpPort = 0;
   // Short enough to walk in a test: 6 attempts 200 ms apart, a 1 s attempt timeout, the circuit at 3.
   const env = () =>
     webhooks.env({
@@ -24,6 +27,7 @@ describe('webhooks to customers endpoints', () => {
       OUTBOX_WEBHOOK_CIRCUIT_FAILURES: '3',
       OUTBOX_WEBHOOK_CIRCUIT_COOLDOWN: '500ms',
       LOG_LEVEL: 'debug',
+      OUTBOX_HTTP_PORT: String(httpPort),
     });
 
   async function receiver(): Promise<WebhookReceiver> {
@@ -45,6 +49,7 @@ describe('webhooks to customers endpoints', () => {
   }
 
   beforeAll(async () => {
+    httpPort = await freePort();
     relay = new RelayProcess(outbox.relayEnv()).start();
     await relay.waitActive();
     dispatcher = new RelayProcess(env(), [], 'webhooks').start();
@@ -227,6 +232,22 @@ describe('webhooks to customers endpoints', () => {
       }
     }
     expect(tried.some((a) => a.outcome !== 'delivered')).toBe(true);
+  });
+
+  it('serves its metrics and probes: deliveries by outcome, attempts, the store gauges', async () => {
+    await eventually('the store gauges read', async () => (metric((await get(httpPort, '/metrics')).body, 'outbox_webhook_store_read_timestamp_seconds') > 0 ? true : undefined), 20_000);
+    const body = (await get(httpPort, '/metrics')).body;
+    expect(metric(body, 'outbox_webhook_deliveries_total', 'outcome="delivered"')).toBeGreaterThan(0);
+    expect(metric(body, 'outbox_webhook_deliveries_total', 'outcome="failed"')).toBeGreaterThanOrEqual(1);
+    expect(metric(body, 'outbox_webhook_attempts_total', 'outcome="timeout"')).toBeGreaterThan(0);
+    expect(metric(body, 'outbox_webhook_attempt_duration_seconds_count')).toBeGreaterThan(0);
+    expect(metric(body, 'outbox_webhook_first_attempt_delay_seconds_count')).toBeGreaterThan(0);
+    expect(metric(body, 'outbox_webhook_events_consumed_total')).toBeGreaterThan(0);
+    // The hanging endpoint's held-open circuit, and the 410 endpoint is enabled again by now.
+    expect(metric(body, 'outbox_webhook_open_circuits')).toBeGreaterThanOrEqual(1);
+    expect(metric(body, 'outbox_webhook_store_bytes')).toBeGreaterThan(0);
+    expect((await get(httpPort, '/readyz')).status).toBe(200);
+    expect((await get(httpPort, '/healthz')).status).toBe(200);
   });
 
   it('refuses a private address: at add time without the allow-list, and at every connection', async () => {
