@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { get, metric } from '../harness/http.js';
+import { kafkaClient } from '../harness/kafka.js';
 import { freePort } from '../harness/ports.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
@@ -232,6 +233,28 @@ describe('webhooks to customers endpoints', () => {
       }
     }
     expect(tried.some((a) => a.outcome !== 'delivered')).toBe(true);
+  });
+
+  it('a record that is not an outbox event is counted and skipped, and the stream goes on', async () => {
+    const after = await receiver();
+    await webhooks.addEndpoint(after.url(), 'poison.invoice.paid');
+    const producer = kafkaClient().producer();
+    await producer.connect();
+    try {
+      // No event_id header (someone else's record on the topic), and a value that is not JSON.
+      await producer.send({ topic: outbox.topic('invoice'), messages: [{ key: 'x', value: 'not an event' }, { key: 'y', value: '{oops', headers: { event_id: 'e-poison', event_type: 'poison.invoice.paid' } }] });
+    } finally {
+      await producer.disconnect();
+    }
+    const [row] = events(1, 'poison.invoice.paid');
+    await outbox.insert([row!]);
+    await eventually('the event after the poison delivered', async () => (after.ids().includes(row!.eventId) ? true : undefined), 30_000);
+    expect(after.ids()).toEqual([row!.eventId]);
+    const undecodable = dispatcher.logs.filter((line) => line.code === 'WEBHOOK_UNDECODABLE');
+    expect(undecodable.length).toBeGreaterThanOrEqual(2);
+    // Named by where it is, never by what it holds.
+    expect(JSON.stringify(undecodable)).not.toMatch(/not an event|oops/);
+    expect(metric((await get(httpPort, '/metrics')).body, 'outbox_webhook_undecodable_records_total')).toBeGreaterThanOrEqual(2);
   });
 
   it('serves its metrics and probes: deliveries by outcome, attempts, the store gauges', async () => {
