@@ -88,9 +88,7 @@ export class Dispatcher {
     while (!this.stopped) {
       this.lastTurn = Date.now();
       const free = options.concurrency - this.inFlight;
-      let claimedAll = false;
       if (free > 0) {
-        this.woken = false;
         let claimed: ClaimedDelivery[];
         try {
           claimed = await store.claim(options.owner, options.clock(), free, options.leaseMs, options.rules);
@@ -104,15 +102,23 @@ export class Dispatcher {
           this.sending += 1;
           void this.attempt(delivery);
         }
-        claimedAll = claimed.length === free;
+        // Every free slot filled: more may be due; the next turn waits for a slot to free.
+        if (claimed.length === free) continue;
       }
-      // All slots filled: there may be more due, once a slot frees (a completion wakes us).
-      if (!claimedAll || this.inFlight >= options.concurrency) await this.idle(options.pollMs);
+      await this.idle(options.pollMs);
     }
   }
 
+  /**
+   * Until wake() or `ms`. A wake-up that came while this process had no free slot is not kept:
+   * only a completion can make room then, and it wakes the loop itself. (A kept one would turn
+   * the loop without waiting, on resolved promises only, and starve the very I/O that frees a slot.)
+   */
   private idle(ms: number): Promise<void> {
-    if (this.woken || this.stopped) return Promise.resolve();
+    if (this.stopped) return Promise.resolve();
+    const woken = this.woken && this.inFlight < this.options.concurrency;
+    this.woken = false;
+    if (woken) return new Promise((resolve) => setImmediate(resolve));
     return new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
       this.wakeUp = done;

@@ -1,0 +1,88 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { ClaimedDelivery, Completion, DeliveryStore } from './delivery-store.js';
+import { Dispatcher, type AttemptSender } from './dispatcher.js';
+import type { AttemptResult } from './http-sender.js';
+import { createWebhookMetrics } from './metrics.js';
+
+const delivery: ClaimedDelivery = {
+  id: '1',
+  eventId: 'evt-1',
+  eventType: 'invoice.paid',
+  endpointId: 'ep-1',
+  attempt: 1,
+  failures: 0,
+  body: '{}',
+  producedAt: new Date(),
+  url: 'http://receiver.test/hook',
+  secrets: [{ secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}`, expiresAt: null }],
+  headers: {},
+};
+const delivered: AttemptResult = { outcome: 'delivered', statusCode: 204, latencyMs: 1, retryAfterMs: null, response: '', error: null };
+
+/** The store's port, in memory: hands out `due` once each, records completions. */
+function fakeStore(due: ClaimedDelivery[]) {
+  const completed: Completion[] = [];
+  const store = {
+    claim: async (_owner: string, _now: Date, limit: number) => due.splice(0, limit),
+    complete: async (_owner: string, _now: Date, completions: readonly Completion[]) => {
+      completed.push(...completions);
+      return [];
+    },
+  };
+  return { store: store as unknown as DeliveryStore, completed };
+}
+
+function dispatcher(store: DeliveryStore, sender: AttemptSender, concurrency: number): Dispatcher {
+  return new Dispatcher({
+    store,
+    sender,
+    policy: { scheduleMs: [0, 1_000], maxRetryAfterMs: 60_000 },
+    rules: { circuitFailures: 5, circuitCooldownMs: 30_000, disableAfterMs: 86_400_000 },
+    concurrency,
+    leaseMs: 10_000,
+    pollMs: 60_000,
+    owner: 'unit',
+    clock: () => new Date(),
+    logger: pino({ level: 'silent' }),
+    metrics: createWebhookMetrics(),
+  });
+}
+
+describe('the dispatcher', () => {
+  it('a wake-up while every slot is busy waits for a slot, and the I/O that frees it still runs', async () => {
+    const { store, completed } = fakeStore([delivery, { ...delivery, id: '2', eventId: 'evt-2' }]);
+    // The answer comes on a timer: a loop turning on resolved promises alone would never let it fire.
+    const sender: AttemptSender = { send: () => new Promise((resolve) => setTimeout(() => resolve(delivered), 30)) };
+    const sending = dispatcher(store, sender, 1);
+    sending.start();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // New deliveries recorded while the only slot is taken.
+    sending.wake();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(completed.map((c) => c.delivery.id)).toEqual(['1', '2']);
+    await sending.stop(1_000);
+  });
+
+  it('never has more attempts in flight than its concurrency', async () => {
+    const due = Array.from({ length: 20 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
+    const { store, completed } = fakeStore(due);
+    let inFlight = 0;
+    let most = 0;
+    const sender: AttemptSender = {
+      send: () => {
+        most = Math.max(most, (inFlight += 1));
+        return new Promise((resolve) => setTimeout(() => (inFlight -= 1, resolve(delivered)), 5));
+      },
+    };
+    const sending = dispatcher(store, sender, 3);
+    sending.start();
+    for (let i = 0; i < 100 && completed.length < 20; i += 1) {
+      sending.wake();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await sending.stop(1_000);
+    expect(completed).toHaveLength(20);
+    expect(most).toBe(3);
+  });
+});
