@@ -103,8 +103,9 @@ export class DeliveryStore {
 
   /**
    * Up to `limit` due deliveries, leased to `owner` until now + leaseMs. Two statements in one
-   * transaction: first the endpoints are locked (SKIP LOCKED: another process claiming for an
-   * endpoint is passed over, not waited for), then — in a snapshot taken after the locks, so
+   * transaction: first the endpoints are locked, in random order (every endpoint with due
+   * deliveries gets its turn, and no fairness bookkeeping is written; SKIP LOCKED: another
+   * process claiming for an endpoint is passed over, not waited for), then — in a snapshot taken after the locks, so
    * every earlier claim for those endpoints is seen — each endpoint gets no more than its free
    * in-flight slots (one while its circuit is half-open), its rate limit's remainder, and, when
    * ordered, only the oldest pending delivery of each aggregate.
@@ -115,7 +116,7 @@ export class DeliveryStore {
         `SELECT e.id FROM ${this.tables.endpoints} e
          WHERE e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
            AND EXISTS (SELECT 1 FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1)
-         ORDER BY e.last_claimed_at NULLS FIRST, e.id
+         ORDER BY random()
          LIMIT $2
          FOR UPDATE SKIP LOCKED`,
         [now, endpointsPerClaim],
@@ -147,11 +148,11 @@ export class DeliveryStore {
            FROM picked WHERE d.id = picked.id
            RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures
          ), counted AS (
-           UPDATE ${this.tables.endpoints} e SET last_claimed_at = $2,
+           UPDATE ${this.tables.endpoints} e SET
              rate_window = date_trunc('second', $2::timestamptz),
              rate_window_count = (CASE WHEN e.rate_window = date_trunc('second', $2::timestamptz) THEN e.rate_window_count ELSE 0 END)
                + (SELECT count(*) FROM claimed c WHERE c.endpoint_id = e.id)
-           WHERE e.id = ANY($1)
+           WHERE e.id = ANY($1) AND e.rate_limit IS NOT NULL
          )
          SELECT c.id::text AS id, c.event_id, c.endpoint_id, c.attempts, c.failures, ev.body, ev.event_type, ev.produced_at, e.url, e.secrets, e.headers
          FROM claimed c JOIN ${this.tables.events} ev ON ev.event_id = c.event_id JOIN ${this.tables.endpoints} e ON e.id = c.endpoint_id`,
@@ -247,6 +248,8 @@ export class DeliveryStore {
              END,
            updated_at = CASE WHEN e.disabled_at IS NULL AND (n.gone IS NOT NULL OR (n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0))) THEN $1 ELSE e.updated_at END
          FROM next n WHERE e.id = n.id
+           -- A success on an endpoint with nothing to reset writes nothing: most completions.
+           AND NOT (n.reset AND n.failures = 0 AND NOT n.streak AND n.pause_until IS NULL AND e.consecutive_failures = 0 AND e.failing_since IS NULL AND e.paused_until IS NULL)
          RETURNING e.id, (e.disabled_at = $1 AND e.updated_at = $1) AS disabled_now, e.disabled_reason, (n.before < $2 AND n.consecutive >= $2) AS opened`,
         [
           now,
