@@ -9,13 +9,16 @@
 #      configuration loaded as the relay loads it, as its own Postgres role;
 #   3. PromQL of the alerts and the Grafana dashboard (lezer-promql), metric names and labels
 #      against the metrics src/ defines and prom-client's default metrics;
-#   4. README anchors of every alert's runbook_url; compose Prometheus config and rules;
+#   4. every alert's runbook_url: <runbook base>/<AlertName>.md, the page in docs/runbooks;
+#      compose Prometheus config and rules;
 #   5. if `promtool` is on PATH (Debian: apt-get install prometheus), also
 #      `promtool check config`, `promtool check rules` and the alert unit tests in
 #      scripts/validate-deploy/alerts.test.yml (VALIDATE_DEPLOY_PROMTOOL=required makes its
 #      absence an error).
-# Usage: scripts/validate-deploy.sh [--write-rules]
+# Usage: scripts/validate-deploy.sh [--write-rules] [--runbook-base <url>]
 #   --write-rules  regenerate deploy/prometheus/rules/outbox-relay.rules.yml from the PrometheusRule
+#   --runbook-base <url>  first point every runbook_url of the PrometheusRule at <url>/<AlertName>.md
+#                  (where your copy of docs/runbooks is browsable); with --write-rules, the compose file too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,5 +1,5 @@
-import { errorMessage, RelayError, sqlState } from './errors.js';
-import { explainedPostgresError } from './source/connection-errors.js';
+import { errorMessage, RelayError } from './errors.js';
+import { explainedPostgresError, isPostgresAnswer } from './source/connection-errors.js';
 
 /**
  * What ended a session, as the relay decides on it: its own errors as they are; a Postgres
@@ -28,11 +28,16 @@ function isConnectionFailure(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   // Postgres answered (an ErrorResponse carries a severity and a SQLSTATE: a shutdown, a slot in
   // use, too many connections): the server's state, not a bug.
-  if ('severity' in error && /^[0-9A-Z]{5}$/.test(sqlState(error) ?? '')) return true;
+  if (isPostgresAnswer(error)) return true;
   // Stopping (SIGTERM) aborts what is under way.
   if (error.name === 'AbortError') return true;
   if (error.name.startsWith('KafkaJS')) return true;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && SYSTEM_CODE.test(code)) return true;
+  return saysConnectionClosed(error);
+}
+
+/** An error with no code whose words are a closed, timed-out or refused connection's (pg's "Connection terminated unexpectedly"). */
+export function saysConnectionClosed(error: Error): boolean {
   return error.name === 'Error' && CLOSED_CONNECTION.test(error.message);
 }

@@ -3,13 +3,15 @@
 //   - Kubernetes manifests: JSON-schema validation with the schemas bundled in kubernetes-models
 //     (Kubernetes 1.27) and @kubernetes-models/prometheus-operator, plus a TypeScript
 //     excess-property check against the same packages' types (catches misspelled fields, which
-//     the schemas allow), plus cross-references (selectors, ConfigMap/Secret names, probe ports).
+//     the schemas allow), plus cross-references (selectors, ConfigMap/Secret names, probe ports),
+//     and the relay's containers keep the image's ENTRYPOINT and its V8 flag (args, no command).
 //   - PromQL in alert rules and in the dashboard: parsed with @prometheus-io/lezer-promql;
 //     every metric name, label name and enumerated label value checked against the metrics the
 //     relay, the pruner and the webhooks command define (imported from src/, with prom-client's
 //     default metrics).
-//   - Alert rules: required alerts present, severity, summary/description, a runbook_url whose
-//     README anchor exists; the compose Prometheus rules file equal to the PrometheusRule.
+//   - Alert rules: required alerts present, severity, summary/description, a runbook_url that is
+//     <runbook base>/<AlertName>.md (runbooks.ts) with the page in docs/runbooks; the compose
+//     Prometheus rules file equal to the PrometheusRule.
 //   - Dashboard JSON, Prometheus config for compose, compose cross-checks (dclint does the
 //     compose-spec schema separately, from validate-deploy.sh).
 //   - Every relay variable set in compose or Kubernetes: an option of the relay (imported from
@@ -19,7 +21,8 @@
 //     every file a workload's variables name is mounted read-only from a Secret (mode 0400/0440)
 //     or a compose secret; each workload's configuration loads as the relay loads it, with the
 //     example Secret's content in the files, and each component logs in as its own role.
-// Options: --write-rules  rewrite deploy/prometheus/rules/outbox-relay.rules.yml from the PrometheusRule.
+// Options: --write-rules  rewrite deploy/prometheus/rules/outbox-relay.rules.yml from the PrometheusRule;
+//          --runbook-base <url>  first set the PrometheusRule's runbook base and every runbook_url (with --write-rules: both files).
 // Parsed YAML and JSON are walked untyped on purpose: the schemas above type them.
 /* eslint-disable @typescript-eslint/no-explicit-any */
 import { execFileSync } from 'node:child_process';
@@ -32,9 +35,11 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import YAML from 'yaml';
 import { OPTIONS } from '../../src/config/options.js';
 import { createRelayMetrics, WAL_STATUSES } from '../../src/observe/metrics.js';
+import { SEMI_SPACE_FLAG } from '../../src/observe/runtime-flags.js';
 import { createPruneMetrics } from '../../src/prune/pruner.js';
 import { RELAY_STATES } from '../../src/relay-state.js';
 import { ATTEMPT_OUTCOMES, createWebhookMetrics } from '../../src/webhooks/metrics.js';
+import { RUNBOOK_BASE_ANNOTATION, runbookBaseProblem, runbookUrl, RUNBOOKS_DIR, withRunbookBase } from './runbooks.js';
 import { checkFileReferences, checkLoad, commandOf, composeFiles, plainSecretProblem, podFiles, SECRET_FILE_VARIABLES } from './secrets.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -44,8 +49,9 @@ const PROM_CONFIG = join(ROOT, 'deploy/prometheus/prometheus.yml');
 const DASHBOARD = join(ROOT, 'deploy/grafana/outbox-relay.json');
 const COMPOSE = join(ROOT, 'docker-compose.yml');
 const COMPOSE_SECURED = join(ROOT, 'deploy/compose/secured.override.yml');
-// VALIDATE_DEPLOY_README: check the runbook anchors against another file (e.g. a draft README).
-const README = process.env.VALIDATE_DEPLOY_README ?? join(ROOT, 'README.md');
+const PROMETHEUS_RULE = join(K8S_DIR, 'prometheusrule.yaml');
+/** promtool's tests of the alerts: they compare annotations, runbook_url included. */
+const ALERT_TESTS = join(ROOT, 'scripts/validate-deploy/alerts.test.yml');
 
 /** Manifests under deploy/kubernetes that are applied on their own, not by kustomization.yaml. */
 const STANDALONE_MANIFESTS = ['setup-job.yaml', 'webhooks-setup-job.yaml', 'cutover-job.yaml'];
@@ -70,6 +76,21 @@ const fail = (where: string, message: string): void => {
   errors.push(`${where}: ${message}`);
 };
 const rel = (file: string): string => relative(ROOT, file);
+
+// Before anything reads the manifests: an operator's runbook base, written into the PrometheusRule.
+{
+  const at = process.argv.indexOf('--runbook-base');
+  if (at !== -1) {
+    const base = process.argv[at + 1];
+    const problem = runbookBaseProblem(base);
+    if (problem) {
+      console.error(`validate-deploy: --runbook-base: ${problem}`);
+      process.exit(2);
+    }
+    for (const file of [PROMETHEUS_RULE, ALERT_TESTS]) writeFileSync(file, withRunbookBase(readFileSync(file, 'utf8'), base!));
+    notes.push(`wrote ${rel(PROMETHEUS_RULE)} and ${rel(ALERT_TESTS)}: runbook base ${base}`);
+  }
+}
 
 // ---------------------------------------------------------------- metrics contract
 
@@ -233,6 +254,17 @@ function shutdownSeconds(env: Record<string, unknown>): number | null {
   }
 }
 
+/**
+ * The image's ENTRYPOINT runs node with the relay's V8 flag: an entrypoint (compose) or command
+ * (Kubernetes) that replaces it to run the CLI must pass the flag too. Other programs of the
+ * image (the demo's services) are theirs to start.
+ */
+function droppedRuntimeFlag(entrypoint: unknown): string | null {
+  const words = Array.isArray(entrypoint) ? entrypoint.map(String) : typeof entrypoint === 'string' ? entrypoint.split(/\s+/) : [];
+  if (!words.some((word) => word.endsWith('dist/cli.js')) || words.includes(SEMI_SPACE_FLAG)) return null;
+  return `${JSON.stringify(words)} replaces the image's ENTRYPOINT (node ${SEMI_SPACE_FLAG} dist/cli.js) without its flag: give the CLI's arguments alone, or keep the flag`;
+}
+
 // ---------------------------------------------------------------- Kubernetes
 
 function loadYamlDocs(file: string): Json[] {
@@ -374,6 +406,8 @@ for (const { where, doc } of workloads) {
       const port = c[probe]?.httpGet?.port;
       if (port !== undefined && typeof port === 'string' && !portNames.has(port)) fail(cw, `${probe} uses port "${port}", which the container does not declare`);
     }
+    const flagProblem = droppedRuntimeFlag(c.command);
+    if (flagProblem) fail(cw, `command ${flagProblem}`);
     const args = c.args ?? [];
     const command = commandOf(args);
     // The commands that drain on SIGTERM (the relay: in-flight events; webhooks: attempts in flight).
@@ -427,25 +461,14 @@ checked.push('Kubernetes secrets: files from read-only Secret volumes (0400/0440
 
 // ---------------------------------------------------------------- alert rules
 
-const README_TEXT = existsSync(README) ? readFileSync(README, 'utf8') : '';
-/** GitHub's heading anchors. */
-const anchors = new Set<string>();
-{
-  const seen = new Map<string, number>();
-  let fence = false;
-  for (const line of README_TEXT.split('\n')) {
-    if (/^```/.test(line)) fence = !fence;
-    const h = !fence && /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
-    if (!h) continue;
-    const base = (h[1] ?? '').replace(/`/g, '').toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
-    const n = seen.get(base) ?? 0;
-    seen.set(base, n + 1);
-    anchors.add(n === 0 ? base : `${base}-${n}`);
-  }
-}
 const promRule = byKind('PrometheusRule')[0];
 const groups: Json[] = promRule?.doc.spec?.groups ?? [];
 if (!promRule) fail('deploy/kubernetes', 'no PrometheusRule');
+const runbookBase: string = promRule?.doc.metadata?.annotations?.[RUNBOOK_BASE_ANNOTATION] ?? '';
+{
+  const problem = runbookBaseProblem(runbookBase || undefined);
+  if (problem) fail('deploy/kubernetes/prometheusrule.yaml', problem);
+}
 const alertNames = new Set<string>();
 for (const group of groups) {
   for (const rule of group.rules ?? []) {
@@ -456,10 +479,9 @@ for (const group of groups) {
       if (!/^[A-Z][A-Za-z0-9]+$/.test(rule.alert)) fail(where, 'alert names are PascalCase');
       if (!['critical', 'warning'].includes(rule.labels?.severity)) fail(where, 'labels.severity must be critical or warning');
       for (const a of ['summary', 'description', 'runbook_url']) if (!rule.annotations?.[a]) fail(where, `annotation ${a} is required`);
-      const anchor = `alert-${rule.alert.toLowerCase()}`;
-      const runbook = `README.md#${anchor}`;
-      if (rule.annotations?.runbook_url !== runbook) fail(where, `runbook_url must be ${runbook}`);
-      else if (!anchors.has(anchor)) fail(where, `README.md has no heading "Alert: ${rule.alert}" (anchor #${anchor}) — the "Watching it in production" section`);
+      const runbook = runbookUrl(runbookBase, rule.alert);
+      if (rule.annotations?.runbook_url !== runbook) fail(where, `runbook_url must be ${runbook} (${RUNBOOK_BASE_ANNOTATION}, then the alert's page; --runbook-base rewrites them all)`);
+      if (!existsSync(join(ROOT, RUNBOOKS_DIR, `${rule.alert}.md`))) fail(where, `its runbook ${RUNBOOKS_DIR}/${rule.alert}.md does not exist`);
       for (const [k, v] of Object.entries(rule.annotations ?? {}) as [string, string][]) {
         if ((v.match(/\{\{/g) ?? []).length !== (v.match(/\}\}/g) ?? []).length) fail(where, `annotation ${k}: unbalanced {{ }}`);
       }
@@ -469,7 +491,7 @@ for (const group of groups) {
   }
 }
 for (const name of REQUIRED_ALERTS) if (!alertNames.has(name)) fail('deploy/kubernetes/prometheusrule.yaml', `missing alert ${name}`);
-checked.push(`${alertNames.size} alerts (PromQL, metric names, labels, runbook anchors in README.md)`);
+checked.push(`${alertNames.size} alerts (PromQL, metric names, labels, runbook_url ${runbookUrl(runbookBase, '<AlertName>')} and its page in ${RUNBOOKS_DIR})`);
 
 {
   const wanted = { groups };
@@ -561,6 +583,8 @@ function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Jso
     const env = svc.environment ?? {};
     const isRelayImage = svc.build !== undefined;
     if (isRelayImage) {
+      const flagProblem = droppedRuntimeFlag(svc.entrypoint);
+      if (flagProblem) fail(where(name), `entrypoint ${flagProblem}`);
       checkComposeRelay(where(name), svc, secrets);
       const command = commandOf(svc.command ?? []);
       if ((command === 'run' || command === 'prune' || command === 'webhooks') && env.OUTBOX_HTTP_HOST !== '0.0.0.0') fail(where(name), 'OUTBOX_HTTP_HOST must be 0.0.0.0');

@@ -162,7 +162,6 @@ export async function applyOnce<P>(pool: pg.Pool, consumerGroup: string, table: 
         await handler(event, client);
       } catch (error) {
         throw new OutboxClientError('CONSUMER_HANDLER_FAILED', `handler failed for event ${event.eventId} (${event.eventType}) at ${event.topic}[${event.partition}]@${event.offset}; rolled back, it will be delivered again: ${(error as Error)?.message ?? String(error)}`, {
-          retriable: true,
           cause: error,
           details: { eventId: event.eventId, eventType: event.eventType, topic: event.topic, partition: event.partition, offset: event.offset },
         });

@@ -2,9 +2,15 @@ import type { Logger } from 'pino';
 import type { Args, CommandSpec, Loaded } from '../config/commands.js';
 import { load, type ConfigSources } from '../config/load.js';
 import type { OptionKey } from '../config/options.js';
+import type { ErrorCode } from '../errors.js';
 
-/** Exit codes, documented in the README. */
+/** Exit codes, documented in `--help` and docs/errors.md. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, drainTimedOut: 3 } as const;
+
+/** How a command that failed with `code` exits: bad usage or configuration is 2, anything else 1. */
+export function exitCodeOf(code: ErrorCode): number {
+  return code === 'CONFIG_INVALID' ? EXIT.usage : EXIT.failed;
+}
 
 /** A command bound to what it reads: its action only ever sees its loaded options. */
 export interface Command {

@@ -44,6 +44,19 @@ describe('outbox-relay', () => {
     expect(stray.stderr).toMatch(/--json takes no value \(got "extra"\)/);
   });
 
+  it('refuses a broker without a port as configuration, naming KAFKA_BROKERS and the form it takes', async () => {
+    const result = await cli(['status'], { DATABASE_URL: 'postgres://db/billing', KAFKA_BROKERS: '127.0.0.1' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/KAFKA_BROKERS="127\.0\.0\.1" has "127\.0\.0\.1", which is not host:port \(no port\); expected comma-separated host:port pairs, e\.g\. kafka-1:9092,kafka-2:9092/);
+  });
+
+  it("prints a failure with the relay's code, the driver's own kept in the message", async () => {
+    // Nothing listens on port 1: the connection is refused at once, no server needed.
+    const result = await cli(['status'], { DATABASE_URL: 'postgres://relay@127.0.0.1:1/billing' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^outbox-relay status failed \[SOURCE_DISCONNECTED\]: cannot reach Postgres \(ECONNREFUSED: connect ECONNREFUSED 127\.0\.0\.1:1\)/);
+  });
+
   it('prints the help of a command, and of the family of two-word commands', async () => {
     const replay = await cli(['replay', '--help']);
     expect(replay.code).toBe(0);

@@ -3,11 +3,11 @@ import { argFlag, COMMANDS, type CommandHelp, type CommandName } from '../config
 import type { ConfigSources } from '../config/load.js';
 import { commandHelp, commandLine, usage } from '../config/help.js';
 import { flagName, OPTIONS, type OptionKey } from '../config/options.js';
-import { errorCode, errorMessage, RelayError } from '../errors.js';
-import { explainedPostgresError } from '../source/connection-errors.js';
-import { EXIT, type Command } from './command.js';
+import { RelayError } from '../errors.js';
+import { EXIT, exitCodeOf, type Command } from './command.js';
 import { cutoverCommand } from './cutover.js';
 import { dropSlotCommand } from './drop-slot.js';
+import { commandFailure } from './failure.js';
 import { handbackCommand } from './handback.js';
 import { pruneCommand } from './prune.js';
 import { recoverCommand } from './recover.js';
@@ -88,13 +88,10 @@ export async function main(argv: readonly string[], env: ConfigSources['env']): 
     checkFlags(command, flags);
     return await ACTIONS[command].execute({ env, flags });
   } catch (error) {
-    if (error instanceof RelayError && error.code === 'CONFIG_INVALID') {
-      process.stderr.write(`${error.message}\n`);
-      return EXIT.usage;
-    }
-    const explained = error instanceof RelayError ? error : (explainedPostgresError(error) ?? error);
-    process.stderr.write(`outbox-relay ${command} failed [${errorCode(explained)}]: ${errorMessage(explained)}\n`);
-    return EXIT.failed;
+    const failure = commandFailure(error);
+    // A configuration problem is the whole message, with every variable named (exit 2).
+    process.stderr.write(failure.code === 'CONFIG_INVALID' ? `${failure.message}\n` : `outbox-relay ${command} failed [${failure.code}]: ${failure.message}\n`);
+    return exitCodeOf(failure.code);
   }
 }
 

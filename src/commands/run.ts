@@ -6,6 +6,7 @@ import { errorCode, errorMessage } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
 import { createRelayMetrics } from '../observe/metrics.js';
+import { warnOnMissingRuntimeFlag } from '../observe/runtime-flags.js';
 import { SlotMonitor } from '../observe/slot-monitor.js';
 import { Relay } from '../relay.js';
 import { setup, verify } from '../setup/setup.js';
@@ -16,6 +17,7 @@ export const runCommand = command(COMMANDS.run, async (config) => {
   const options = compileRun(config);
   const logger = createLogger(options.logLevel);
   logger.info({ config: redactedConfig(config) }, 'starting');
+  warnOnMissingRuntimeFlag(logger);
   // What setup did (with OUTBOX_SETUP) and found: the payload column's type, settings overridden.
   for (const line of options.setup.create ? await setup(options.setup.target) : await verify(options.setup.target)) logger.info(line);
 

@@ -11,6 +11,7 @@ import type { RegistryAccess } from '../encode/create-encoder.js';
 import { errorMessage } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
+import { warnOnMissingRuntimeFlag } from '../observe/runtime-flags.js';
 import { kafkaClientSecurity, type KafkaSecurity } from '../security/kafka-security.js';
 import { readPem } from '../security/pem.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
@@ -40,6 +41,7 @@ const STUCK_MS = 120_000;
 export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   const options = compileWebhooks(config);
   const logger = createLogger(options.logLevel, 'outbox-relay-webhooks');
+  warnOnMissingRuntimeFlag(logger);
   const metrics = createWebhookMetrics();
   const tables = new WebhookTables(options.schema);
   const pool = webhookPool(options.database, 'outbox-relay-webhooks', POOL_SIZE);

@@ -30,7 +30,7 @@ export interface CommandSpec<K extends OptionKey, O extends K, A extends Args> {
   readonly checks?: readonly Check<NoInfer<Loaded<K, O, A>>>[];
 }
 
-/** Any command, as help and the README list them. */
+/** Any command, as help and docs/configuration.md list them. */
 export type CommandHelp = Omit<CommandSpec<OptionKey, OptionKey, Args>, 'checks'>;
 
 function declared<const K extends OptionKey, const O extends K = never, const A extends Args = Record<never, ArgSpec>>(spec: CommandSpec<K, O, A>): CommandSpec<K, O, A> {
@@ -84,7 +84,7 @@ function required<const N extends string>(command: string, ...names: N[]): Check
 
 /**
  * Every command and what it reads, declared once (Debezium's Field groups): `<command> --help`,
- * the top-level help and the README's table are generated from this, and the loader loads a
+ * the top-level help and docs/configuration.md are generated from this, and the loader loads a
  * command's options and nothing else.
  */
 export const COMMANDS = {

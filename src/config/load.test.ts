@@ -201,7 +201,7 @@ describe('status', () => {
     expect(load(COMMANDS.status, { env: { DATABASE_URL: required.DATABASE_URL }, flags: { 'kafka-brokers': 'k1:9092,k2:9092' } }).kafkaBrokers).toEqual(['k1:9092', 'k2:9092']);
     const message = problems(COMMANDS.status, { env: { DATABASE_URL: 'mysql://db', KAFKA_BROKERS: ',' } });
     expect(message).toMatch(/DATABASE_URL=\(redacted\) is a mysql: URL/);
-    expect(message).toMatch(/KAFKA_BROKERS="," is empty; expected a comma-separated list, e.g. host1:9092,host2:9092, or empty\./);
+    expect(message).toMatch(/KAFKA_BROKERS="," is empty; expected comma-separated host:port pairs, e.g. kafka-1:9092,kafka-2:9092, or empty\./);
   });
 });
 

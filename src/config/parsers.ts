@@ -27,6 +27,24 @@ export function commaList(example: string): Parser<readonly string[]> {
 
 export const list = commaList('host1:9092,host2:9092');
 
+/** host:port, the host a name, an IPv4 address or a bracketed IPv6 one ([::1]:9092). */
+const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[^\s:[\]/]+):(\d{1,5})$/;
+
+/**
+ * Kafka bootstrap servers. Each needs its port: kafkajs takes `host` alone as a broker it cannot
+ * reach and retries it for ever as a connection error, instead of the typo it is.
+ */
+export const brokers: Parser<readonly string[]> = {
+  expected: 'comma-separated host:port pairs, e.g. kafka-1:9092,kafka-2:9092',
+  parse: (raw) =>
+    list.parse(raw).map((entry) => {
+      const port = HOST_PORT.exec(entry)?.[1];
+      if (port === undefined) throw new Error(`has "${entry}", which is not host:port${/^[^:]+$/.test(entry) ? ' (no port)' : ''}`);
+      if (Number(port) < 1 || Number(port) > 65_535) throw new Error(`has "${entry}", whose port is not from 1 to 65535`);
+      return entry;
+    }),
+};
+
 /** A value that may be left empty: null then. */
 export function optional<T>(parser: Parser<T>): Parser<T | null> {
   return { expected: `${parser.expected}, or empty`, parse: (raw) => (raw.trim() === '' ? null : parser.parse(raw)) };

@@ -26,7 +26,7 @@ const POSTGRES_17 = 170_000;
 
 /**
  * Every other host of DATABASE_URL, asked for its copy of the slot; empty when the URL names
- * one host (then the relay cannot know: the README says how to look on the standby).
+ * one host (then the relay cannot know: docs/operations.md#postgres-failover says how to look on the standby).
  */
 export async function readStandbyCopies(database: DatabaseAccess, slot: string): Promise<StandbyCopy[]> {
   const hosts = databaseHosts(database);

@@ -86,6 +86,9 @@ function saslOptions(sasl: NonNullable<KafkaSecurity['sasl']>): NonNullable<Kafk
   }
   if (sasl.tokenProvider) {
     const provider = loadTokenProvider(sasl.tokenProvider);
+    // Loaded now, awaited at the first authentication: a module that does not load is reported
+    // there (CONFIG_INVALID), not as an unhandled rejection that kills the process before it.
+    provider.catch(() => undefined);
     return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: unexpired(toToken(await (await provider)()).value, sasl.tokenProvider!) }) };
   }
   throw new RelayError('CONFIG_INVALID', 'KAFKA_SASL_MECHANISM=oauthbearer needs KAFKA_SASL_OAUTHBEARER_TOKEN_FILE or KAFKA_SASL_OAUTHBEARER_PROVIDER');

@@ -79,5 +79,5 @@ export async function standbySlotsFinding(client: pg.ClientBase): Promise<string
   const { rows } = await client.query<{ slots: string | null }>("SELECT current_setting('synchronized_standby_slots', true) AS slots");
   const slots = rows[0]!.slots;
   if (slots) return `synchronized_standby_slots = '${slots}': the relay is sent only what those standbys have`;
-  return "synchronized_standby_slots is empty: the relay can publish a transaction no standby has yet, which a promotion then loses from the database (though not from Kafka); name the standbys' physical slots there (README: Postgres failover)";
+  return "synchronized_standby_slots is empty: the relay can publish a transaction no standby has yet, which a promotion then loses from the database (though not from Kafka); name the standbys' physical slots there (docs/operations.md#postgres-failover)";
 }

@@ -270,7 +270,7 @@ function firstStartOnRows(target: SetupTarget, rows: string): RelayError {
     `outbox table ${qualified(target)} holds ${rows} rows and no slot "${target.slot}" was ever made for it (a first start on a table a polling relay fills?). ` +
       `A slot made now would stream only rows committed after it: rows the poller has not sent yet would be skipped. ` +
       `\`outbox-relay cutover --pending "<condition of unsent rows, e.g. status = 'pending'>" --dry-run\` says how many rows the relay would publish; ` +
-      `without --dry-run it creates the slot and publishes them, the poller may keep running meanwhile (README: Moving from a polling relay). ` +
+      `without --dry-run it creates the slot and publishes them, the poller may keep running meanwhile (docs/moving-from-polling.md). ` +
       `If a slot did exist before and was dropped, \`outbox-relay recover\` publishes every retained row instead`,
     { details: { table: qualified(target), slot: target.slot } },
   );

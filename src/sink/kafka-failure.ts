@@ -33,8 +33,8 @@ export function kafkaFailure(error: unknown, what: string, exactlyOnce?: { reado
     hint = '; check KAFKA_SASL_MECHANISM and the credentials (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD[_FILE], or the OAUTHBEARER token)';
   } else if (names.some((name) => AUTHORIZATION_ERRORS.has(name))) {
     code = 'SINK_NOT_AUTHORIZED';
-    hint = "; the relay's principal needs WRITE and DESCRIBE (and DESCRIBE_CONFIGS) on its topics, CREATE if they are auto-created (README: Security, Kafka ACLs)";
-    if (exactlyOnce) hint += `, and for exactly-once WRITE and DESCRIBE on transactional id ${exactlyOnce.transactionalId} and READ on the progress topic (README: Delivery modes)`;
+    hint = "; the relay's principal needs WRITE and DESCRIBE (and DESCRIBE_CONFIGS) on its topics, CREATE if they are auto-created (docs/security.md#kafka-acls)";
+    if (exactlyOnce) hint += `, and for exactly-once WRITE and DESCRIBE on transactional id ${exactlyOnce.transactionalId} and READ on the progress topic (docs/delivery-modes.md)`;
   } else if (exactlyOnce && names.some((name) => EXACTLY_ONCE_REFUSALS.has(name))) {
     code = 'SINK_EXACTLY_ONCE';
     hint = names.includes('INVALID_TRANSACTION_TIMEOUT')

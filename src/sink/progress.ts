@@ -90,7 +90,7 @@ export function checkTimeline(resume: ResumePoint, origin: SourceOrigin, key: st
       'SOURCE_TIMELINE_DIVERGED',
       `Kafka has events up to ${formatLsn(resume.commitLsn)} #${resume.position} published from timeline ${resume.timeline}, but ${where}: ` +
         'they came from WAL this server never received (an asynchronous standby was promoted). Skipping by those positions could lose events of this server. ' +
-        'Compare the events in Kafka with the outbox table, then remove the progress record (README: Exactly-once, failover) to go on.',
+        'Compare the events in Kafka with the outbox table, then remove the progress record (docs/delivery-modes.md#after-a-failover-to-a-standby-that-lacked-wal) to go on.',
     );
   }
 }

@@ -1,13 +1,15 @@
-import { errorMessage, RelayError, sqlState } from '../errors.js';
+import { errorMessage, RelayError, sqlState, type ErrorCode } from '../errors.js';
 import { isTlsTrustError } from '../security/tls-errors.js';
 
 /** SQLSTATE class 28: invalid authorization specification (bad password, no pg_hba.conf entry, certificate refused). */
 const AUTHORIZATION_CLASS = '28';
 const INSUFFICIENT_PRIVILEGE = '42501';
+const INVALID_CATALOG_NAME = '3D000';
 
 /**
- * An error from the Postgres driver as the relay's own. A refused login, a missing privilege or an
- * untrusted certificate stops the relay naming what to fix: reconnecting repeats them forever.
+ * An error from the Postgres driver as the relay's own. A refused login, a missing privilege, a
+ * database that does not exist or an untrusted certificate stops the relay naming what to fix:
+ * reconnecting repeats them forever.
  * Anything else (refused or reset connections, timeouts) is SOURCE_DISCONNECTED, which resumes
  * from the confirmed position.
  */
@@ -16,7 +18,7 @@ export function postgresFailure(error: unknown): RelayError {
   return explainedPostgresError(error) ?? new RelayError('SOURCE_DISCONNECTED', errorMessage(error), { cause: error });
 }
 
-/** The relay's error for a Postgres refusal that names its fix (login, privilege, TLS); null for anything else. */
+/** The relay's error for a Postgres refusal that names its fix (login, privilege, database, TLS); null for anything else. */
 export function explainedPostgresError(error: unknown): RelayError | null {
   const state = sqlState(error);
   const message = errorMessage(error);
@@ -26,6 +28,9 @@ export function explainedPostgresError(error: unknown): RelayError | null {
   if (state === INSUFFICIENT_PRIVILEGE) {
     return new RelayError('SETUP_PRIVILEGE', `Postgres refused: ${message}; \`outbox-relay setup --print-roles\` prints the grants each role needs`, { cause: error });
   }
+  if (state === INVALID_CATALOG_NAME) {
+    return new RelayError('SOURCE_DATABASE_MISSING', `Postgres has no such database (${state}: ${message}); correct the database name in DATABASE_URL (postgres://user@host:5432/<database>) or create it`, { cause: error });
+  }
   if (isTlsTrustError(error)) {
     return new RelayError('SOURCE_TLS', `Postgres's TLS certificate is not trusted (${(error as { code?: string }).code}: ${message}); set sslrootcert in DATABASE_URL to the CA that signed it (sslmode=verify-full checks the host name too)`, { cause: error });
   }
@@ -33,4 +38,31 @@ export function explainedPostgresError(error: unknown): RelayError | null {
     return new RelayError('SOURCE_TLS', `${message}; DATABASE_URL asks for TLS (sslmode) and the server has none`, { cause: error });
   }
   return null;
+}
+
+/**
+ * Postgres's other answers, by SQLSTATE, as the CLI reports them: a one-shot command does not
+ * reconnect, so its failure is named, with Postgres's code and text kept in the message.
+ * Checked after explainedPostgresError; the first prefix that matches wins.
+ */
+const ANSWERS: readonly { readonly states: readonly string[]; readonly code: ErrorCode; readonly hint: string }[] = [
+  // Connection exceptions; admin, crash shutdown and "starting up"; too many connections.
+  { states: ['08', '57P', '53300'], code: 'SOURCE_DISCONNECTED', hint: 'Postgres closed or refused the connection; run the command again once it accepts connections' },
+  { states: ['25006'], code: 'SOURCE_NO_PRIMARY', hint: 'DATABASE_URL reaches a read-only server (a standby?); point it at the primary, or list every host with target_session_attrs=read-write' },
+  { states: ['42P01', '3F000'], code: 'SETUP_TABLE', hint: '`outbox-relay setup` (or `outbox-relay webhooks setup`) creates what the relay needs; check OUTBOX_TABLE and OUTBOX_WEBHOOK_SCHEMA' },
+];
+
+/** Postgres answered: an ErrorResponse carries a severity and a SQLSTATE (pg's DatabaseError). */
+export function isPostgresAnswer(error: unknown): error is Error & { readonly code: string } {
+  return error instanceof Error && 'severity' in error && /^[0-9A-Z]{5}$/.test(sqlState(error) ?? '');
+}
+
+/** A Postgres ErrorResponse as the relay's error; null when Postgres did not answer. */
+export function postgresAnswer(error: unknown): RelayError | null {
+  if (!isPostgresAnswer(error)) return null;
+  const state = error.code;
+  const answer = ANSWERS.find(({ states }) => states.some((prefix) => state.startsWith(prefix)));
+  const text = `Postgres answered ${state}: ${error.message}`;
+  if (answer) return new RelayError(answer.code, `${text}; ${answer.hint}`, { cause: error });
+  return new RelayError('SOURCE_QUERY_FAILED', `${text} (a SQLSTATE the relay has no code of its own for: see Postgres's "PostgreSQL Error Codes")`, { cause: error });
 }

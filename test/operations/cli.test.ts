@@ -62,6 +62,25 @@ describe('operator CLI', () => {
     expect(version.stdout).toMatch(/^outbox-relay \d+\.\d+\.\d+\n$/);
   });
 
+  it("ends every failure with one of the relay's codes, Postgres's own kept in the message", async () => {
+    const missing = new URL(outbox.relayEnv().DATABASE_URL!);
+    missing.pathname = '/no_such_database';
+    const noDatabase = await cli(['status'], outbox.relayEnv({ DATABASE_URL: missing.href }));
+    expect(noDatabase.code).toBe(1);
+    expect(noDatabase.stderr).toMatch(/^outbox-relay status failed \[SOURCE_DATABASE_MISSING\]: Postgres has no such database \(3D000: database "no_such_database" does not exist\)/);
+    const noTable = await cli(['status'], outbox.relayEnv({ OUTBOX_TABLE: 'public.no_such_outbox' }));
+    expect(noTable.code).toBe(1);
+    expect(noTable.stderr).toMatch(/^outbox-relay status failed \[SETUP_TABLE\]: Postgres answered 42P01: /);
+    const refused = new URL(outbox.relayEnv().DATABASE_URL!);
+    refused.port = '1';
+    const down = await cli(['setup'], outbox.relayEnv({ DATABASE_URL: refused.href }));
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/^outbox-relay setup failed \[SOURCE_DISCONNECTED\]: cannot reach Postgres \(ECONNREFUSED: /);
+    const noPort = await cli(['run'], outbox.relayEnv({ KAFKA_BROKERS: '127.0.0.1' }));
+    expect(noPort.code).toBe(2);
+    expect(noPort.stderr).toMatch(/KAFKA_BROKERS="127\.0\.0\.1" has "127\.0\.0\.1", which is not host:port \(no port\); expected comma-separated host:port pairs/);
+  });
+
   it('status --json matches what Postgres says', async () => {
     await outbox.insert([billingEvent('inv_status', 1), billingEvent('inv_status', 2)]);
     const result = await cli(['status', '--json'], outbox.relayEnv());
@@ -105,6 +124,8 @@ describe('operator CLI', () => {
       const refused = await cli(['replay'], outbox.relayEnv());
       expect(refused.code).toBe(2);
       expect(refused.stderr).toMatch(/needs at least one of --since/);
+      // Started as `node dist/cli.js run`, without the V8 flag the bin and the image pass: said once.
+      expect(relay.logs.filter((line) => line.level === 40 && line.flag === '--max-semi-space-size=16'), relay.tail()).toHaveLength(1);
     } finally {
       await relay.stop();
       await reader.stop();

@@ -129,7 +129,7 @@ describe('the relay on secured services', () => {
     for (const client of KAFKA_CLIENTS) for (const name of ['scram', 'mtls', 'oauth', 'refused', 'eos']) await createSlot(`slot_${name}_${client}_${id}`);
     await createSlot(`slot_refused_${id}`);
     await secure.createTopics([topic, deadLetterTopic]);
-    // What the relay's principals need on their topics (README: Security, Kafka ACLs).
+    // What the relay's principals need on their topics (docs/security.md#kafka-acls).
     const needed = [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS];
     await secure.allow(`User:${secure.env.kafkaUser.username}`, { topics: [topic, deadLetterTopic] }, needed);
     await secure.allow(secure.env.kafkaMtlsPrincipal, { topics: [topic, deadLetterTopic] }, needed);
@@ -268,7 +268,7 @@ describe('the relay on secured services', () => {
       const working = () => ({ ...baseEnv(clientSlot), OUTBOX_KAFKA_CLIENT: client, ...passwordDatabaseEnv(), ...scramEnv() });
 
       it('a wrong Kafka password: SINK_AUTHENTICATION', async () => {
-        // 90 s: librdkafka takes about 30 s to close its client after the refusal (README: Kafka clients).
+        // 90 s: librdkafka takes about 30 s to close its client after the refusal (docs/kafka-clients.md).
         const { code, log } = await refused({ ...working(), ...scramEnv('not-the-password') }, 90_000);
         expect(code, log).toBe(1);
         expect(log).toMatch(/SINK_AUTHENTICATION/);
