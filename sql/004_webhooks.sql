@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
   id              bigserial   PRIMARY KEY,
   event_id        text        NOT NULL REFERENCES outbox_webhooks.events (event_id),
   endpoint_id     text        NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
-  -- The aggregate: an ordered endpoint sends one aggregate's deliveries one at a time, by id.
+  -- The aggregate, for an ordered endpoint (null for the others): it sends one aggregate's
+  -- deliveries one at a time, by id. Set when recorded: `--ordered` applies from then on.
   ordering_key    text,
   status          text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
   -- Attempts started (numbering them), and failures counted against the retry schedule (a 429
@@ -89,7 +90,7 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
 
 -- The dispatcher's questions touch pending rows only: how much history is kept does not slow it.
 CREATE INDEX IF NOT EXISTS deliveries_due_idx ON outbox_webhooks.deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';
-CREATE INDEX IF NOT EXISTS deliveries_ordering_idx ON outbox_webhooks.deliveries (endpoint_id, ordering_key, id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS deliveries_ordering_idx ON outbox_webhooks.deliveries (endpoint_id, ordering_key, id) WHERE status = 'pending' AND ordering_key IS NOT NULL;
 -- Pruning by age. (Every index is written again at each claim and completion, which change
 -- indexed columns: the operator's listings make do with these rather than add one.)
 CREATE INDEX IF NOT EXISTS deliveries_finished_idx ON outbox_webhooks.deliveries (finished_at) WHERE status <> 'pending';

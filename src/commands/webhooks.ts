@@ -75,6 +75,8 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     logger,
     metrics,
     onRecorded: () => dispatcher.wake(),
+    // Sent at once only when the schedule says the first attempt is immediate.
+    sendAtOnce: options.policy.scheduleMs[0] === 0 ? dispatcher : null,
   });
   let joined = false;
   intake.on('group_join', () => (joined = true));

@@ -85,4 +85,30 @@ describe('the dispatcher', () => {
     expect(completed).toHaveLength(20);
     expect(most).toBe(3);
   });
+
+  it('slots held for deliveries recorded leased to it are not claimed meanwhile, and are sent once accepted', async () => {
+    const due = Array.from({ length: 5 }, (_, i) => ({ ...delivery, id: `due-${i}`, eventId: `evt-due-${i}` }));
+    const { store, completed } = fakeStore(due);
+    let inFlight = 0;
+    let most = 0;
+    const sender: AttemptSender = {
+      send: () => {
+        most = Math.max(most, (inFlight += 1));
+        return new Promise((resolve) => setTimeout(() => (inFlight -= 1, resolve(delivered)), 20));
+      },
+    };
+    const sending = dispatcher(store, sender, 3);
+    const held = sending.reserve(10);
+    expect(held.slots).toBe(3);
+    sending.start();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // Every slot is held: nothing was claimed.
+    expect(completed).toHaveLength(0);
+    sending.accept([{ ...delivery, id: 'leased-1', eventId: 'evt-leased-1' }], 2);
+    for (let i = 0; i < 50 && completed.length < 6; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    await sending.stop(1_000);
+    expect(completed.map((c) => c.delivery.id)).toContain('leased-1');
+    expect(completed).toHaveLength(6);
+    expect(most).toBeLessThanOrEqual(3);
+  });
 });

@@ -82,6 +82,30 @@ export class Dispatcher {
     return this.inFlight;
   }
 
+  /**
+   * Up to `wanted` of the free slots, held for deliveries the consumer records leased to this
+   * process (the loop claims none of them meanwhile).
+   */
+  reserve(wanted: number): { readonly slots: number; readonly owner: string; readonly now: Date; readonly leaseMs: number } {
+    const slots = this.stopped ? 0 : Math.max(0, Math.min(wanted, this.options.concurrency - this.inFlight));
+    this.inFlight += slots;
+    return { slots, owner: this.options.owner, now: this.options.clock(), leaseMs: this.options.leaseMs };
+  }
+
+  /** Sends what was recorded leased to this process, at once; gives back the slots not used. */
+  accept(leased: readonly ClaimedDelivery[], unused: number): void {
+    this.release(unused);
+    for (const delivery of leased) {
+      this.sending += 1;
+      void this.attempt(delivery);
+    }
+  }
+
+  release(slots: number): void {
+    this.inFlight -= slots;
+    if (slots > 0) this.wake();
+  }
+
   private async run(): Promise<void> {
     const { options } = this;
     const { store } = options;

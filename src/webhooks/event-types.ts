@@ -23,9 +23,11 @@ export interface Subscriber {
 export class SubscriptionIndex {
   private readonly exact = new Map<string, string[]>();
   private readonly prefixes: { readonly prefix: string; readonly endpointId: string }[] = [];
+  private readonly endpoints = new Set<string>();
 
   constructor(subscribers: readonly Subscriber[]) {
     for (const { endpointId, eventTypes } of subscribers) {
+      this.endpoints.add(endpointId);
       // One endpoint with overlapping patterns (invoice.*, invoice.paid) still gets one delivery per event.
       for (const pattern of new Set(eventTypes)) {
         if (pattern === '*') this.prefixes.push({ prefix: '', endpointId });
@@ -33,6 +35,11 @@ export class SubscriptionIndex {
         else this.exact.set(pattern, [...(this.exact.get(pattern) ?? []), endpointId]);
       }
     }
+  }
+
+  /** How many endpoints subscribe to anything. */
+  get size(): number {
+    return this.endpoints.size;
   }
 
   /** The endpoints subscribed to `eventType`, each once. */

@@ -7,12 +7,21 @@ import { MAGIC_BYTE } from '../encode/avro/wire.js';
 import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
-import type { DeliveryStore, EventToDeliver } from './delivery-store.js';
+import type { ClaimedDelivery, DeliveryStore, EventToDeliver, RecordedDeliveries } from './delivery-store.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
 import type { WebhookMetrics } from './metrics.js';
 import type { WebhookTables } from './webhook-tables.js';
+
+/** Slots of the dispatcher held for deliveries being recorded leased to it. */
+export interface SendAtOnce {
+  /** Up to `wanted` free slots, held: the owner and lease to record them with. */
+  reserve(wanted: number): { readonly slots: number; readonly owner: string; readonly now: Date; readonly leaseMs: number };
+  /** The leased deliveries to send; the rest of the slots back. */
+  accept(leased: readonly ClaimedDelivery[], unused: number): void;
+  release(slots: number): void;
+}
 
 /** How often a topic pattern is matched again against the cluster's topics. */
 const TOPIC_REFRESH_MS = 15_000;
@@ -31,6 +40,11 @@ export interface IntakeOptions {
   readonly metrics: WebhookMetrics;
   /** Called after deliveries were recorded: the dispatcher looks for due ones at once. */
   readonly onRecorded: () => void;
+  /**
+   * The dispatcher, to record deliveries already leased to it and have it send them at once
+   * (DeliveryStore.record); null when the schedule's first attempt is not immediate.
+   */
+  readonly sendAtOnce: SendAtOnce | null;
   /** Bounds one transaction: an event fanned out to thousands of endpoints is recorded in several. */
   readonly maxDeliveriesPerTransaction?: number;
 }
@@ -174,14 +188,24 @@ export class WebhookIntake {
 
   private async record(events: readonly Omit<EventToDeliver, 'endpointIds'>[]): Promise<void> {
     if (events.length === 0) return;
-    const added = await inTransaction(this.options.pool, async (client) => {
-      const index = await this.currentSubscriptions(client);
-      const owed = events.map((event) => ({ ...event, endpointIds: index.endpointsFor(event.eventType) }));
-      return this.options.store.record(client, owed, this.options.firstAttemptAt);
-    });
-    this.options.metrics.deliveriesRecorded.inc(added);
-    // After the commit: a claim before it would not see them.
-    if (added > 0) this.options.onRecorded();
+    const { options } = this;
+    const wanted = events.length * Math.max(1, this.subscriptions?.index.size ?? 1);
+    const reserved = options.sendAtOnce?.reserve(wanted) ?? null;
+    let recorded: RecordedDeliveries;
+    try {
+      recorded = await inTransaction(options.pool, async (client) => {
+        const index = await this.currentSubscriptions(client);
+        const owed = events.map((event) => ({ ...event, endpointIds: index.endpointsFor(event.eventType) }));
+        return options.store.record(client, owed, options.firstAttemptAt, reserved && reserved.slots > 0 ? { ...reserved, free: reserved.slots } : null);
+      });
+    } catch (error) {
+      if (reserved) options.sendAtOnce!.release(reserved.slots);
+      throw error;
+    }
+    options.metrics.deliveriesRecorded.inc(recorded.added);
+    // After the commit: a claim before it would not see them, and a lease not committed is no lease.
+    if (reserved) options.sendAtOnce!.accept(recorded.leased, reserved.slots - recorded.leased.length);
+    if (recorded.added > recorded.leased.length) options.onRecorded();
   }
 
   /** The subscriptions as of this transaction: reloaded when an endpoint was added, removed or re-subscribed. */
