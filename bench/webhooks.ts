@@ -235,7 +235,7 @@ async function throughputCase(bench: Bench, endpoints: number): Promise<Throughp
 async function latencyCase(bench: Bench): Promise<LatencyCase> {
   const schema = 'bench_webhooks_latency';
   const topic = `${TOPIC_PREFIX}.latency`;
-  const base = { offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN };
+  const base = { offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN };
   await freshStore(bench, schema, 1);
   await bench.kafka.createTopic(topic);
   const webhooks = startWebhooks(bench, 'latency', schema, topic);
@@ -253,14 +253,17 @@ async function latencyCase(bench: Bench): Promise<LatencyCase> {
     const pg = await server.stop();
     const machineBusyPct = machineBusyPercent(machine);
     const firstAttempts = async () =>
-      bench.db.query<{ ms: number; outcome: string }>(
-        `SELECT extract(epoch FROM a.started_at - ev.produced_at)::float8 * 1000 AS ms, a.outcome
+      bench.db.query<{ ms: number; intakeMs: number; outcome: string }>(
+        // recorded_at is now() of the intake's transaction: its start, a commit before the dispatcher can see the event.
+        `SELECT extract(epoch FROM a.started_at - ev.produced_at)::float8 * 1000 AS ms, extract(epoch FROM ev.recorded_at - ev.produced_at)::float8 * 1000 AS "intakeMs", a.outcome
          FROM ${schema}.attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id JOIN ${schema}.events ev ON ev.event_id = d.event_id
          WHERE a.attempt = 1 AND starts_with(ev.event_id, 'lat-')`,
       );
     let attempts = await firstAttempts();
     for (const deadline = Date.now() + 60_000; attempts.length < offered.events && Date.now() < deadline && alive(); attempts = await firstAttempts()) await sleep(250);
     const sorted = attempts.map((a) => a.ms).sort((a, b) => a - b);
+    const intake = attempts.map((a) => a.intakeMs).sort((a, b) => a - b);
+    const dispatch = attempts.map((a) => a.ms - a.intakeMs).sort((a, b) => a - b);
     const result: LatencyCase = {
       ...base,
       achievedPerSecond: offered.events / offered.seconds,
@@ -271,13 +274,17 @@ async function latencyCase(bench: Bench): Promise<LatencyCase> {
       p50: percentile(sorted, 50),
       p99: percentile(sorted, 99),
       max: sorted.at(-1) ?? NaN,
+      intakeP50: percentile(intake, 50),
+      intakeP99: percentile(intake, 99),
+      dispatchP50: percentile(dispatch, 50),
+      dispatchP99: percentile(dispatch, 99),
       cpuSeconds,
       pgSessionCpuSeconds: pg.contender,
       machineBusyPct,
       ...(values.profile && { profile: join(PROFILE_DIR, profileName('latency')) }),
       ...(attempts.length < offered.events && { error: `only ${attempts.length} of ${offered.events} events had a first attempt 60 s after the last was produced` }),
     };
-    progress(`latency: first attempt p50 ${result.p50.toFixed(0)} ms, p99 ${result.p99.toFixed(0)} ms, max ${result.max.toFixed(0)} ms (${attempts.length}/${offered.events})`);
+    progress(`latency: first attempt p50 ${int(result.p50)} ms, p99 ${int(result.p99)} ms, max ${int(result.max)} ms (${attempts.length}/${offered.events}); Kafka to recorded p50 ${int(result.intakeP50)} / p99 ${int(result.intakeP99)} ms, recorded to attempt p50 ${int(result.dispatchP50)} / p99 ${int(result.dispatchP99)} ms`);
     return result;
   } catch (failure) {
     const error = (failure as Error).message.split('\n')[0]!;

@@ -64,6 +64,11 @@ export interface LatencyCase {
   readonly p50: number;
   readonly p99: number;
   readonly max: number;
+  /** The two parts: Kafka timestamp to the intake's transaction (events.recorded_at), and from there to the first attempt. */
+  readonly intakeP50: number;
+  readonly intakeP99: number;
+  readonly dispatchP50: number;
+  readonly dispatchP99: number;
   readonly cpuSeconds: number;
   readonly pgSessionCpuSeconds: number;
   readonly machineBusyPct: number;
@@ -145,6 +150,8 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '| offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | floor p99 ≤ 100 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy |',
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |',
     `| ${int(latency.offeredPerSecond)} | ${int(latency.achievedPerSecond)} | ${int(latency.events)} | ${int(latency.attempted)}${latency.firstAttemptsFailed ? ` (${int(latency.firstAttemptsFailed)} failed)` : ''} | ${num(latency.p50, 0)} | ${num(latency.p99, 0)} | ${num(latency.max, 0)} | ${verdict(latency.p99 <= FLOORS.firstAttemptP99Ms && latency.attempted === latency.events)} | ${pct(latency.cpuSeconds / latency.seconds)} | ${pct(latency.pgSessionCpuSeconds / latency.seconds)} | ${num(latency.machineBusyPct, 0)}% |`,
+    '',
+    `Of which Kafka timestamp to the intake's transaction (\`events.recorded_at\`, its start): p50 ${num(latency.intakeP50, 0)} ms, p99 ${num(latency.intakeP99, 0)} ms; from there to the first attempt: p50 ${num(latency.dispatchP50, 0)} ms, p99 ${num(latency.dispatchP99, 0)} ms.`,
     ...(latency.error ? ['', `- ${latency.error}`] : []),
     '',
     '## Delivery store per 1M deliveries',
