@@ -89,7 +89,8 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
 );
 
 -- The dispatcher's questions touch pending rows only: how much history is kept does not slow it.
-CREATE INDEX IF NOT EXISTS deliveries_due_idx ON outbox_webhooks.deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';
+-- (endpoint, time, id): a claim takes an endpoint's due deliveries in exactly this order.
+CREATE INDEX IF NOT EXISTS deliveries_due_idx ON outbox_webhooks.deliveries (endpoint_id, next_attempt_at, id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS deliveries_ordering_idx ON outbox_webhooks.deliveries (endpoint_id, ordering_key, id) WHERE status = 'pending' AND ordering_key IS NOT NULL;
 -- Pruning by age. (Every index is written again at each claim and completion, which change
 -- indexed columns: the operator's listings make do with these rather than add one.)

@@ -230,14 +230,22 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     refuseConnect = reject;
   });
   refused.catch(() => undefined);
+  // A refusal after the connect (the idempotent producer's id refused once the first request
+  // went out): librdkafka raises a fatal error and purges its queues, and the delivery reports
+  // say only _FATAL or _PURGE_QUEUE. The refusal's own words name the cause the relay stops on.
+  let refusedAfterConnect: (Error & { type: string }) | null = null;
+  const refusal = (error: Error & { type: string }) => {
+    if (refuseConnect) refuseConnect(error);
+    else refusedAfterConnect ??= error;
+  };
   producer.on('event.error', (error: Rdkafka.LibrdKafkaError) => {
     requestFailed(error);
-    if (isKafkaRefusal(namedLibrdkafkaError(error))) refuseConnect?.(namedLibrdkafkaError(error));
+    if (isKafkaRefusal(namedLibrdkafkaError(error))) refusal(namedLibrdkafkaError(error));
   });
   // The OAUTHBEARER token callback's failure comes as the client's 'error' event (the relay's own error, e.g. an expired token).
   (producer as unknown as NodeJS.EventEmitter).on('error', (error: unknown) => {
     logger.warn({ err: (error as Error).message }, 'librdkafka client error');
-    refuseConnect?.(error instanceof RelayError ? error : namedLibrdkafkaError(error));
+    refusal(namedLibrdkafkaError(error));
   });
   // librdkafka retries a refused produce request itself and says so only in its debug log
   // (context msg): read there, each refusal is counted and in the outage log, as on kafkajs
@@ -252,11 +260,11 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     } else if (line.severity <= 4) {
       // Refusals are logged before (or instead of) any error event: a failed TLS handshake, a SASL login, a fatal ACL refusal.
       const named = namedLibrdkafkaError({ code: -1, message: line.message });
-      const refusal = isKafkaRefusal(named);
+      const refused = isKafkaRefusal(named);
       // A broker that cannot be reached is logged at every reconnect: the outage warning (from
       // its error event) says it once, so these go to debug, as kafkajs's connection errors do.
-      logger[refusal || line.fac !== 'FAIL' ? 'warn' : 'debug']({ librdkafka: line.fac }, line.message);
-      if (refusal) refuseConnect?.(named);
+      logger[refused || line.fac !== 'FAIL' ? 'warn' : 'debug']({ librdkafka: line.fac }, line.message);
+      if (refused) refusal(named);
     }
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
@@ -315,7 +323,9 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
         // librdkafka retried the request until message.timeout.ms; its delivery reports carry Kafka's last answer (e.g. NOT_ENOUGH_REPLICAS).
         requestFailed(error);
         await abortTransaction();
-        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length}${exactlyOnce ? ' in a transaction' : ''}`, exactlyOnce);
+        const { type } = namedLibrdkafkaError(error);
+        const cause = refusedAfterConnect && (type === '_FATAL' || type === '_PURGE_QUEUE') ? refusedAfterConnect : error;
+        throw kafkaFailure(cause, `Kafka did not acknowledge a batch of ${messages.length}${exactlyOnce ? ' in a transaction' : ''}`, exactlyOnce);
       }
     },
 

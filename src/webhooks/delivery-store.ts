@@ -158,7 +158,7 @@ export class DeliveryStore {
       `SELECT e.id FROM ${this.tables.endpoints} e
        WHERE e.id = ANY($1) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $2)
          AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
-       FOR UPDATE SKIP LOCKED`,
+       FOR NO KEY UPDATE SKIP LOCKED`,
       [ids, lease.now],
     );
     if (locked.length === 0) return new Map();
@@ -169,7 +169,7 @@ export class DeliveryStore {
        FROM ${this.tables.endpoints} e
        WHERE e.id = ANY($1)
          -- Older deliveries due first: a new one does not overtake a backlog.
-         AND NOT EXISTS (SELECT 1 FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $2)`,
+         AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $2 LIMIT 1) IS NULL`,
       [locked.map((row) => row.id), lease.now],
     );
     return new Map(rows.map((row) => [row.id, { capacity: row.capacity, url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers }]));
@@ -187,12 +187,16 @@ export class DeliveryStore {
   async claim(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, endpointsPerClaim = 200): Promise<ClaimedDelivery[]> {
     return inTransaction(this.pool, async (client) => {
       const { rows: locked } = await client.query<{ id: string }>(
+        // The probe is a scalar subquery, not EXISTS: the planner would turn EXISTS into a join
+        // that reads every due delivery (or the whole table) to find a few endpoints; this is one
+        // partial-index probe per endpoint. FOR NO KEY UPDATE: the consumer's foreign-key checks
+        // (FOR KEY SHARE on the endpoint) must not make a claim skip an endpoint with due work.
         `SELECT e.id FROM ${this.tables.endpoints} e
          WHERE e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
-           AND EXISTS (SELECT 1 FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1)
+           AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1 LIMIT 1)
          ORDER BY random()
          LIMIT $2
-         FOR UPDATE SKIP LOCKED`,
+         FOR NO KEY UPDATE SKIP LOCKED`,
         [now, endpointsPerClaim],
       );
       if (locked.length === 0) return [];
