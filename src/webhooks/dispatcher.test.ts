@@ -33,6 +33,24 @@ function fakeStore(due: ClaimedDelivery[]) {
   return { store: store as unknown as DeliveryStore, completed };
 }
 
+/** Answers after `delayMs`, counting the most attempts it had in flight at once. */
+function countingSender(delayMs: number): { readonly sender: AttemptSender; readonly most: () => number } {
+  let inFlight = 0;
+  let most = 0;
+  const sender: AttemptSender = {
+    send: () => {
+      most = Math.max(most, (inFlight += 1));
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          inFlight -= 1;
+          resolve(delivered);
+        }, delayMs),
+      );
+    },
+  };
+  return { sender, most: () => most };
+}
+
 function dispatcher(store: DeliveryStore, sender: AttemptSender, concurrency: number): Dispatcher {
   return new Dispatcher({
     store,
@@ -67,14 +85,7 @@ describe('the dispatcher', () => {
   it('never has more attempts in flight than its concurrency', async () => {
     const due = Array.from({ length: 20 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
     const { store, completed } = fakeStore(due);
-    let inFlight = 0;
-    let most = 0;
-    const sender: AttemptSender = {
-      send: () => {
-        most = Math.max(most, (inFlight += 1));
-        return new Promise((resolve) => setTimeout(() => (inFlight -= 1, resolve(delivered)), 5));
-      },
-    };
+    const { sender, most } = countingSender(5);
     const sending = dispatcher(store, sender, 3);
     sending.start();
     for (let i = 0; i < 100 && completed.length < 20; i += 1) {
@@ -83,20 +94,13 @@ describe('the dispatcher', () => {
     }
     await sending.stop(1_000);
     expect(completed).toHaveLength(20);
-    expect(most).toBe(3);
+    expect(most()).toBe(3);
   });
 
   it('slots held for deliveries recorded leased to it are not claimed meanwhile, and are sent once accepted', async () => {
     const due = Array.from({ length: 5 }, (_, i) => ({ ...delivery, id: `due-${i}`, eventId: `evt-due-${i}` }));
     const { store, completed } = fakeStore(due);
-    let inFlight = 0;
-    let most = 0;
-    const sender: AttemptSender = {
-      send: () => {
-        most = Math.max(most, (inFlight += 1));
-        return new Promise((resolve) => setTimeout(() => (inFlight -= 1, resolve(delivered)), 20));
-      },
-    };
+    const { sender, most } = countingSender(20);
     const sending = dispatcher(store, sender, 3);
     const held = sending.reserve(10);
     expect(held.slots).toBe(3);
@@ -109,6 +113,6 @@ describe('the dispatcher', () => {
     await sending.stop(1_000);
     expect(completed.map((c) => c.delivery.id)).toContain('leased-1');
     expect(completed).toHaveLength(6);
-    expect(most).toBeLessThanOrEqual(3);
+    expect(most()).toBeLessThanOrEqual(3);
   });
 });
