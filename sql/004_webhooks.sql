@@ -96,6 +96,29 @@ CREATE INDEX IF NOT EXISTS deliveries_ordering_idx ON outbox_webhooks.deliveries
 -- indexed columns: the operator's listings make do with these rather than add one.)
 CREATE INDEX IF NOT EXISTS deliveries_finished_idx ON outbox_webhooks.deliveries (finished_at) WHERE status <> 'pending';
 
+-- Deliveries in flight per (endpoint, process), as two counters that only grow: `taken` here (by
+-- a claim, or the consumer recording deliveries leased, in the transaction that leases them) and
+-- `returned` in endpoint_slots_returned (by the completion that writes their results). An
+-- endpoint's free slots are its max_in_flight minus taken - returned over the rows not expired.
+-- Two tables, so that a completion never waits for a claim's lock on a row, nor a claim for a
+-- completion's. Counted here rather than off the deliveries' index: that index also holds the
+-- dead entries of every delivery completed within a lease (thousands a second), which a count
+-- would walk each time. A process that dies leaves its rows: they stop counting at expires_at,
+-- when the leases it counted end too (each claim moves it to the end of that claim's leases).
+CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoint_slots (
+  endpoint_id text        NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
+  owner       text        NOT NULL,
+  taken       bigint      NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  PRIMARY KEY (endpoint_id, owner)
+);
+CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoint_slots_returned (
+  endpoint_id text   NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
+  owner       text   NOT NULL,
+  returned    bigint NOT NULL,
+  PRIMARY KEY (endpoint_id, owner)
+);
+
 -- Every attempt, as the endpoint answered it.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (
   delivery_id  bigint      NOT NULL REFERENCES outbox_webhooks.deliveries (id) ON DELETE CASCADE,

@@ -85,6 +85,9 @@ export interface EndpointChange {
  * from the caller's clock, so tests drive the schedule.
  */
 export class DeliveryStore {
+  /** The last endpoint this process claimed for: the next claim starts after it (round robin). */
+  private claimCursor = '';
+
   constructor(
     private readonly pool: pg.Pool,
     private readonly tables: WebhookTables,
@@ -98,8 +101,8 @@ export class DeliveryStore {
    * healthy, unordered, unthrottled and has nothing older due are recorded already leased to
    * the caller, up to the endpoint's free in-flight slots and `lease.free`: the caller sends
    * them at once, without a claim's round trip and its second write of each row. The
-   * endpoints are locked as a claim locks them (SKIP LOCKED, slots counted after the locks),
-   * so limits hold across processes exactly as they do for claims.
+   * endpoints are locked as a claim locks them (slots counted after the locks), so limits hold
+   * across processes exactly as they do for claims.
    */
   async record(client: pg.ClientBase, events: readonly EventToDeliver[], firstAttemptAt: () => Date, lease: RecordLease | null = null): Promise<RecordedDeliveries> {
     const owed = events.filter((event) => event.endpointIds.length > 0);
@@ -109,7 +112,9 @@ export class DeliveryStore {
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT (event_id) DO NOTHING`,
       [owed.map((e) => e.eventId), owed.map((e) => e.eventType), owed.map((e) => e.aggregateId), owed.map((e) => e.body), owed.map((e) => e.producedAt)],
     );
-    const open = lease && lease.free > 0 ? await this.openSlots(client, [...new Set(owed.flatMap((e) => e.endpointIds))], lease) : new Map<string, OpenEndpoint>();
+    // Only the endpoints of the first `free` deliveries can be leased any: the others are not locked.
+    const candidates = lease && lease.free > 0 ? [...new Set(owed.flatMap((e) => e.endpointIds).slice(0, lease.free))] : [];
+    const open = lease && candidates.length > 0 ? await this.openSlots(client, candidates, lease) : new Map<string, OpenEndpoint>();
     let free = lease?.free ?? 0;
     const rows = { eventIds: [] as string[], endpointIds: [] as string[], orderingKeys: [] as (string | null)[], dueAt: [] as Date[], owners: [] as (string | null)[], attempts: [] as number[] };
     for (const event of owed) {
@@ -130,16 +135,22 @@ export class DeliveryStore {
     }
     // WITH ORDINALITY ... ORDER BY: ids are assigned in consumption order, which ordered endpoints
     // send by. Only an ordered endpoint's deliveries carry the aggregate: the others write no
-    // entry in the ordering index.
+    // entry in the ordering index. The leased ones actually inserted (a re-consumed event adds
+    // none) are counted in the caller's slots, in the same statement.
     const { rows: inserted } = await client.query<{ id: string; event_id: string; endpoint_id: string; leased: boolean }>(
-      `INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at, lease_owner, attempts)
-       SELECT u.event_id, u.endpoint_id, CASE WHEN e.ordered THEN u.ordering_key END, u.due, u.owner, u.attempts
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::int[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, owner, attempts, n)
-       JOIN ${this.tables.endpoints} e ON e.id = u.endpoint_id
-       ORDER BY u.n
-       ON CONFLICT (event_id, endpoint_id) DO NOTHING
-       RETURNING id::text AS id, event_id, endpoint_id, lease_owner IS NOT NULL AS leased`,
-      [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt, rows.owners, rows.attempts],
+      `WITH inserted AS (
+         INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at, lease_owner, attempts)
+         SELECT u.event_id, u.endpoint_id, CASE WHEN e.ordered THEN u.ordering_key END, u.due, u.owner, u.attempts
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::int[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, owner, attempts, n)
+         JOIN ${this.tables.endpoints} e ON e.id = u.endpoint_id
+         ORDER BY u.n
+         ON CONFLICT (event_id, endpoint_id) DO NOTHING
+         RETURNING id, event_id, endpoint_id, lease_owner
+       ), counted AS (
+         ${this.countSlots('inserted', '$7', '$8', '$9')}
+       )
+       SELECT id::text AS id, event_id, endpoint_id, lease_owner IS NOT NULL AS leased FROM inserted`,
+      [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt, rows.owners, rows.attempts, lease?.owner ?? null, lease?.now ?? null, lease ? new Date(lease.now.getTime() + lease.leaseMs) : null],
     );
     const byId = new Map(owed.map((event) => [event.eventId, event]));
     const leased = inserted
@@ -152,20 +163,49 @@ export class DeliveryStore {
     return { added: inserted.length, leased };
   }
 
-  /** The endpoints among `ids` a new delivery may be sent to at once, locked, with their free slots. */
+  /** Deliveries in flight to `endpoint` (an alias of the endpoints table), over every process. */
+  private slotsInUse(endpoint: string, now: string): string {
+    return `(SELECT COALESCE(sum(GREATEST(s.taken - COALESCE(r.returned, 0), 0)), 0) FROM ${this.tables.endpointSlots} s
+       LEFT JOIN ${this.tables.endpointSlotsReturned} r ON r.endpoint_id = s.endpoint_id AND r.owner = s.owner
+       WHERE s.endpoint_id = ${endpoint}.id AND s.expires_at > ${now})::int`;
+  }
+
+  /**
+   * An INSERT adding `source`'s rows leased to `owner` (a CTE returning endpoint_id and
+   * lease_owner) to what that owner took of each endpoint. Only the caller's transaction
+   * writes these rows, under the endpoint's lock. A row that expired counts from what was
+   * returned meanwhile, so that nothing taken before counts any more.
+   */
+  private countSlots(source: string, owner: string, now: string, expiresAt: string): string {
+    const returned = (endpoint: string) => `COALESCE((SELECT r.returned FROM ${this.tables.endpointSlotsReturned} r WHERE r.endpoint_id = ${endpoint} AND r.owner = ${owner}::text), 0)`;
+    return `INSERT INTO ${this.tables.endpointSlots} AS s (endpoint_id, owner, taken, expires_at)
+         SELECT c.endpoint_id, ${owner}::text, count(*) + ${returned('c.endpoint_id')}, (${expiresAt})::timestamptz
+         FROM ${source} c WHERE c.lease_owner IS NOT NULL GROUP BY c.endpoint_id
+         ON CONFLICT (endpoint_id, owner) DO UPDATE SET
+           taken = CASE WHEN s.expires_at > ${now}::timestamptz THEN s.taken + excluded.taken - ${returned('s.endpoint_id')} ELSE excluded.taken END,
+           expires_at = GREATEST(s.expires_at, excluded.expires_at)`;
+  }
+
+  /**
+   * The endpoints among `ids` a new delivery may be sent to at once, locked, with their free
+   * slots. The locks are waited for, not skipped (a claim holds one for milliseconds, another
+   * consumer transaction until it commits: skipping would record a chunk due, and every chunk
+   * after it, since a new delivery does not overtake older due ones); in id order, as every
+   * transaction that waits for endpoint locks takes them, so none deadlocks.
+   */
   private async openSlots(client: pg.ClientBase, ids: readonly string[], lease: RecordLease): Promise<Map<string, OpenEndpoint>> {
     const { rows: locked } = await client.query<{ id: string }>(
       `SELECT e.id FROM ${this.tables.endpoints} e
        WHERE e.id = ANY($1) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $2)
          AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
-       FOR NO KEY UPDATE SKIP LOCKED`,
+       ORDER BY e.id
+       FOR NO KEY UPDATE`,
       [ids, lease.now],
     );
     if (locked.length === 0) return new Map();
     // A new snapshot, after the locks: every claim for these endpoints before them is counted.
     const { rows } = await client.query(
-      `SELECT e.id, e.url, e.secrets, e.headers,
-         e.max_in_flight - (SELECT count(*) FROM ${this.tables.deliveries} f WHERE f.endpoint_id = e.id AND f.status = 'pending' AND f.lease_owner IS NOT NULL AND f.next_attempt_at > $2)::int AS capacity
+      `SELECT e.id, e.url, e.secrets, e.headers, e.max_in_flight - ${this.slotsInUse('e', '$2')} AS capacity
        FROM ${this.tables.endpoints} e
        WHERE e.id = ANY($1)
          -- Older deliveries due first: a new one does not overtake a backlog.
@@ -177,35 +217,44 @@ export class DeliveryStore {
 
   /**
    * Up to `limit` due deliveries, leased to `owner` until now + leaseMs. Two statements in one
-   * transaction: first the endpoints are locked, in random order (every endpoint with due
-   * deliveries gets its turn, and no fairness bookkeeping is written; SKIP LOCKED: another
-   * process claiming for an endpoint is passed over, not waited for), then — in a snapshot taken after the locks, so
+   * transaction: first the endpoints are locked, round robin from the last one this process
+   * claimed for (every endpoint with due deliveries gets its turn, a claim reads no more
+   * endpoints than it locks when many have due work, and no fairness bookkeeping is written;
+   * SKIP LOCKED: another process claiming for an endpoint is passed over, not waited for), then
+   * — in a snapshot taken after the locks, so
    * every earlier claim for those endpoints is seen — each endpoint gets no more than its free
    * in-flight slots (one while its circuit is half-open), its rate limit's remainder, and, when
    * ordered, only the oldest pending delivery of each aggregate.
    */
   async claim(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, endpointsPerClaim = 200): Promise<ClaimedDelivery[]> {
     return inTransaction(this.pool, async (client) => {
-      const { rows: locked } = await client.query<{ id: string }>(
-        // The probe is a scalar subquery, not EXISTS: the planner would turn EXISTS into a join
-        // that reads every due delivery (or the whole table) to find a few endpoints; this is one
-        // partial-index probe per endpoint. FOR NO KEY UPDATE: the consumer's foreign-key checks
-        // (FOR KEY SHARE on the endpoint) must not make a claim skip an endpoint with due work.
-        `SELECT e.id FROM ${this.tables.endpoints} e
-         WHERE e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
-           AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1 LIMIT 1)
-         ORDER BY random()
-         LIMIT $2
-         FOR NO KEY UPDATE SKIP LOCKED`,
-        [now, endpointsPerClaim],
-      );
-      if (locked.length === 0) return [];
-      const ids = locked.map((row) => row.id);
+      const lock = async (range: string, want: number): Promise<string[]> => {
+        const { rows } = await client.query<{ id: string }>(
+          // The probe is a scalar subquery, not EXISTS: the planner would turn EXISTS into a join
+          // that reads every due delivery (or the whole table) to find a few endpoints; this is one
+          // partial-index probe per endpoint, in id order until enough are found. FOR NO KEY
+          // UPDATE: the consumer's foreign-key checks (FOR KEY SHARE on the endpoint) must not
+          // make a claim skip an endpoint with due work.
+          `SELECT e.id FROM ${this.tables.endpoints} e
+           WHERE e.id ${range} $3 AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
+             AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1 LIMIT 1)
+           ORDER BY e.id
+           LIMIT $2
+           FOR NO KEY UPDATE SKIP LOCKED`,
+          [now, want, this.claimCursor],
+        );
+        return rows.map((row) => row.id);
+      };
+      const after = await lock('>', endpointsPerClaim);
+      const wrapped = after.length < endpointsPerClaim && this.claimCursor !== '' ? await lock('<=', endpointsPerClaim - after.length) : [];
+      const ids = [...after, ...wrapped];
+      if (ids.length === 0) return [];
+      this.claimCursor = (wrapped.length > 0 ? wrapped : after).at(-1)!;
       const { rows } = await client.query(
         `WITH ep AS (
            SELECT e.id, e.ordered, LEAST(
              (CASE WHEN e.consecutive_failures >= $5 THEN 1 ELSE e.max_in_flight END)
-               - (SELECT count(*) FROM ${this.tables.deliveries} f WHERE f.endpoint_id = e.id AND f.status = 'pending' AND f.lease_owner IS NOT NULL AND f.next_attempt_at > $2),
+               - ${this.slotsInUse('e', '$2')},
              CASE WHEN e.rate_limit IS NULL THEN $3
                   WHEN e.rate_window = date_trunc('second', $2::timestamptz) THEN e.rate_limit - e.rate_window_count
                   ELSE e.rate_limit END
@@ -224,7 +273,9 @@ export class DeliveryStore {
          ), claimed AS (
            UPDATE ${this.tables.deliveries} d SET next_attempt_at = $2::timestamptz + make_interval(secs => $6 / 1000.0), lease_owner = $4, attempts = d.attempts + 1
            FROM picked WHERE d.id = picked.id
-           RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures
+           RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures, d.lease_owner
+         ), slotted AS (
+           ${this.countSlots('claimed', '$4', '$2', '$2::timestamptz + make_interval(secs => $6 / 1000.0)')}
          ), counted AS (
            UPDATE ${this.tables.endpoints} e SET
              rate_window = date_trunc('second', $2::timestamptz),
@@ -260,41 +311,10 @@ export class DeliveryStore {
   async complete(owner: string, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
     if (completions.length === 0) return [];
     return inTransaction(this.pool, async (client) => {
-      const verdicts = completions.map(({ delivery, verdict }) => ({ delivery, verdict: verdict.delivery }));
-      await client.query(
-        `UPDATE ${this.tables.deliveries} d SET status = u.status, next_attempt_at = COALESCE(u.next_at, d.next_attempt_at), failures = u.failures, lease_owner = NULL,
-           finished_at = CASE WHEN u.status = 'pending' THEN NULL ELSE $2::timestamptz END, last_error = u.error
-         FROM unnest($3::bigint[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::int[]) AS u(id, status, next_at, failures, error, attempt)
-         WHERE d.id = u.id AND d.status = 'pending' AND (u.status = 'delivered' OR (d.lease_owner = $1 AND d.attempts = u.attempt))`,
-        [
-          owner,
-          now,
-          verdicts.map(({ delivery }) => delivery.id),
-          verdicts.map(({ verdict }) => verdict.status),
-          verdicts.map(({ verdict }) => (verdict.status === 'pending' ? verdict.nextAttemptAt : null)),
-          verdicts.map(({ delivery, verdict }) => (verdict.status === 'delivered' ? delivery.failures : verdict.failures)),
-          completions.map(({ result }) => result.error),
-          verdicts.map(({ delivery }) => delivery.attempt),
-        ],
-      );
-      await client.query(
-        `INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
-         SELECT *, $9 FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[])
-         ON CONFLICT (delivery_id, attempt) DO NOTHING`,
-        [
-          completions.map((c) => c.delivery.id),
-          completions.map((c) => c.delivery.attempt),
-          completions.map((c) => c.startedAt),
-          completions.map((c) => Math.round(c.result.latencyMs)),
-          completions.map((c) => c.result.statusCode),
-          completions.map((c) => c.result.outcome),
-          completions.map((c) => c.result.error),
-          // Postgres text holds no NUL: a binary answer keeps its other characters.
-          completions.map((c) => c.result.response?.replaceAll('\0', '') ?? null),
-          owner,
-        ],
-      );
       const changes = endpointEffects(completions);
+      // Endpoints a failure changes are locked in id order first, as the consumer locks them.
+      const failing = changes.filter((c) => !c.reset || c.failures > 0 || c.streak || c.pauseUntil !== null).map((c) => c.endpointId);
+      if (failing.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [failing]);
       const { rows } = await client.query<{ id: string; disabled_now: boolean; disabled_reason: string | null; opened: boolean }>(
         `WITH u AS (
            SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
@@ -344,10 +364,54 @@ export class DeliveryStore {
           humanDuration(rules.disableAfterMs),
         ],
       );
+      await this.writeResults(client, owner, now, completions);
       return rows
         .filter((row) => row.disabled_now || row.opened)
         .map((row) => ({ endpointId: row.id, disabledReason: row.disabled_now ? row.disabled_reason : null, circuitOpened: row.opened }));
     });
+  }
+
+  /**
+   * The deliveries' verdicts, their attempts, and the slots they return, in one statement. Last
+   * in the transaction: the endpoints' updates before it may wait for a claim holding an
+   * endpoint, and hold nothing a claim waits for while they do.
+   */
+  private async writeResults(client: pg.ClientBase, owner: string, now: Date, completions: readonly Completion[]): Promise<void> {
+    const ended = new Map<string, number>();
+    for (const { delivery } of completions) ended.set(delivery.endpointId, (ended.get(delivery.endpointId) ?? 0) + 1);
+    await client.query(
+      `WITH verdicts AS (
+         UPDATE ${this.tables.deliveries} d SET status = u.status, next_attempt_at = COALESCE(u.next_at, d.next_attempt_at), failures = u.failures, lease_owner = NULL,
+           finished_at = CASE WHEN u.status = 'pending' THEN NULL ELSE $2::timestamptz END, last_error = u.error
+         FROM unnest($3::bigint[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::int[]) AS u(id, status, next_at, failures, error, attempt)
+         WHERE d.id = u.id AND d.status = 'pending' AND (u.status = 'delivered' OR (d.lease_owner = $1 AND d.attempts = u.attempt))
+       ), attempts AS (
+         INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
+         SELECT *, $1 FROM unnest($3::bigint[], $8::int[], $9::timestamptz[], $10::int[], $11::int[], $12::text[], $7::text[], $13::text[])
+         ON CONFLICT (delivery_id, attempt) DO NOTHING
+       )
+       INSERT INTO ${this.tables.endpointSlotsReturned} AS r (endpoint_id, owner, returned)
+       SELECT endpoint_id, $1, ended FROM unnest($14::text[], $15::int[]) AS u(endpoint_id, ended)
+       ON CONFLICT (endpoint_id, owner) DO UPDATE SET returned = r.returned + excluded.returned`,
+      [
+        owner,
+        now,
+        completions.map(({ delivery }) => delivery.id),
+        completions.map(({ verdict }) => verdict.delivery.status),
+        completions.map(({ verdict }) => (verdict.delivery.status === 'pending' ? verdict.delivery.nextAttemptAt : null)),
+        completions.map(({ delivery, verdict }) => (verdict.delivery.status === 'delivered' ? delivery.failures : verdict.delivery.failures)),
+        completions.map(({ result }) => result.error),
+        completions.map(({ delivery }) => delivery.attempt),
+        completions.map((c) => c.startedAt),
+        completions.map((c) => Math.round(c.result.latencyMs)),
+        completions.map((c) => c.result.statusCode),
+        completions.map((c) => c.result.outcome),
+        // Postgres text holds no NUL: a binary answer keeps its other characters.
+        completions.map((c) => c.result.response?.replaceAll('\0', '') ?? null),
+        [...ended.keys()],
+        [...ended.values()],
+      ],
+    );
   }
 }
 

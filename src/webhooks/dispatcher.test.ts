@@ -102,17 +102,60 @@ describe('the dispatcher', () => {
     const { store, completed } = fakeStore(due);
     const { sender, most } = countingSender(20);
     const sending = dispatcher(store, sender, 3);
+    // Twice the concurrency: deliveries being recorded or written take no request slot.
     const held = sending.reserve(10);
-    expect(held.slots).toBe(3);
+    expect(held.slots).toBe(6);
     sending.start();
     await new Promise((resolve) => setTimeout(resolve, 30));
     // Every slot is held: nothing was claimed.
     expect(completed).toHaveLength(0);
-    sending.accept([{ ...delivery, id: 'leased-1', eventId: 'evt-leased-1' }], 2);
+    sending.accept([{ ...delivery, id: 'leased-1', eventId: 'evt-leased-1' }], 5);
     for (let i = 0; i < 50 && completed.length < 6; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
     await sending.stop(1_000);
     expect(completed.map((c) => c.delivery.id)).toContain('leased-1');
     expect(completed).toHaveLength(6);
     expect(most()).toBeLessThanOrEqual(3);
+  });
+
+  it('a reservation waits for slots held by recordings and writes, and gives up when endpoints hold every request slot', async () => {
+    const { store } = fakeStore([]);
+    const hanging = new Promise<AttemptResult>(() => undefined);
+    const stuck = dispatcher(store, { send: () => hanging }, 2);
+    // Two requests out that never end, two queued behind them: nothing will free.
+    const all = stuck.reserve(100);
+    expect(all.slots).toBe(4);
+    stuck.accept(['a', 'b', 'c', 'd'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })), 0);
+    const started = Date.now();
+    expect((await stuck.reserveWhenFree(1, 100, 50)).slots).toBe(0);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+
+    const recording = dispatcher(store, countingSender(1).sender, 4);
+    // Every slot held by a recording that takes longer than the stall: it waits, then gets them.
+    const held = recording.reserve(100);
+    expect(held.slots).toBe(8);
+    setTimeout(() => recording.release(held.slots), 120);
+    expect((await recording.reserveWhenFree(1, 100, 50)).slots).toBe(4);
+    expect(recording.reserve(100).slots).toBe(4);
+    // Slots freeing one at a time: it waits until there are 3 (an event fanned out to 3
+    // endpoints; more than a quarter of the concurrency).
+    const waiting = recording.reserveWhenFree(3, 100, 50);
+    for (let i = 0; i < 3; i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      recording.release(1);
+    }
+    expect((await waiting).slots).toBe(3);
+  });
+
+  it('a claim its endpoints capped is followed by the next as soon as a result is written, not at the next poll', async () => {
+    const due = Array.from({ length: 12 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
+    const { store, completed } = fakeStore(due);
+    // An endpoint with a limit of 2: each claim hands out 2, however many slots are free.
+    const capped = { claim: async () => due.splice(0, 2), complete: store.complete.bind(store) } as unknown as DeliveryStore;
+    const sending = dispatcher(capped, countingSender(5).sender, 10);
+    sending.start();
+    // The poll is a minute: only completions can bring the next claims in time.
+    for (let i = 0; i < 100 && completed.length < 12; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    await sending.stop(1_000);
+    expect(completed).toHaveLength(12);
   });
 });

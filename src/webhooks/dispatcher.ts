@@ -32,22 +32,53 @@ export interface DispatcherOptions {
   readonly metrics: WebhookMetrics;
 }
 
+/** Slots held for deliveries recorded leased to this process (see Dispatcher.reserve). */
+export interface Reservation {
+  readonly slots: number;
+  readonly owner: string;
+  readonly now: Date;
+  readonly leaseMs: number;
+}
+
+/** The longest a reservation waits for enough free slots (the consumer's session stays alive meanwhile). */
+const MAX_RESERVE_WAIT_MS = 5_000;
+
+/**
+ * Deliveries a process holds (leased to it and not yet recorded) per request it may have in
+ * flight: while `concurrency` requests are out, as many more are being recorded, queued for a
+ * request, or waiting for their results' write, so that those steps do not leave request slots
+ * empty. A queued delivery waits for at most one request's time: its lease (twice the timeout,
+ * and a margin) covers that wait and its own attempt.
+ */
+const HOLD_FACTOR = 2;
+
 /** A failing store (Postgres restarting) is retried this often, never faster. */
 const STORE_RETRY_MS = 1_000;
 
 /**
- * Sends due deliveries: claims as many as it has free slots for (the store decides which, per
- * endpoint limits), sends each, and records results in batches — one transaction for every
- * completion that ended while the previous one was being written.
+ * Sends due deliveries: claims as many as it has room for (the store decides which, per
+ * endpoint limits), sends each (at most `concurrency` requests at once, the rest queued), and
+ * records results in batches — one transaction for every completion that ended while the
+ * previous one was being written.
  */
 export class Dispatcher {
-  /** Claimed and not yet recorded. */
-  private inFlight = 0;
-  /** Of those, the ones whose request has not ended. */
+  /** Leased to this process and not yet recorded: at most HOLD_FACTOR × concurrency. */
+  private held = 0;
+  /** Of those, the ones whose request has started and not ended: at most concurrency. */
   private sending = 0;
+  /** Held, waiting for a request slot. */
+  private queue: ClaimedDelivery[] = [];
   private stopped = false;
   private wakeUp: (() => void) | null = null;
   private woken = false;
+  /**
+   * The last claim found due deliveries, or deliveries were recorded since: freed slots are
+   * worth a claim. Otherwise a claim would find nothing (the consumer records new deliveries
+   * leased, and retries wait for the poll), and one after each completion is a wasted query.
+   */
+  private moreDue = true;
+  /** Reservations waiting for free slots (reserveWhenFree). */
+  private roomWaiters: (() => void)[] = [];
   private completions: Completion[] = [];
   private flushing: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
@@ -60,10 +91,16 @@ export class Dispatcher {
     this.loop = this.run();
   }
 
-  /** New deliveries were recorded, or capacity freed: look now rather than at the next poll. */
+  /** New deliveries were recorded: look now rather than at the next poll. */
   wake(): void {
+    this.moreDue = true;
     this.woken = true;
     this.wakeUp?.();
+  }
+
+  private slotsFreed(): void {
+    for (const waiter of this.roomWaiters.splice(0)) waiter();
+    if (this.moreDue) this.wake();
   }
 
   /** Stops claiming; waits up to `timeoutMs` for the attempts in flight and records them. */
@@ -74,36 +111,69 @@ export class Dispatcher {
     const deadline = Date.now() + timeoutMs;
     while (this.sending > 0 && Date.now() < deadline) await sleep(20);
     await this.flush();
-    // Unfinished attempts keep their lease: another process sends them once it runs out.
-    return { unfinished: this.sending };
+    // Unfinished attempts, and queued ones not started, keep their lease: another process sends
+    // them once it runs out.
+    return { unfinished: this.sending + this.queue.length };
   }
 
-  get busy(): number {
-    return this.inFlight;
+  /** Deliveries this process could take on now. */
+  private get room(): number {
+    return this.options.concurrency * HOLD_FACTOR - this.held;
   }
 
   /**
    * Up to `wanted` of the free slots, held for deliveries the consumer records leased to this
    * process (the loop claims none of them meanwhile).
    */
-  reserve(wanted: number): { readonly slots: number; readonly owner: string; readonly now: Date; readonly leaseMs: number } {
-    const slots = this.stopped ? 0 : Math.max(0, Math.min(wanted, this.options.concurrency - this.inFlight));
-    this.inFlight += slots;
+  reserve(wanted: number): Reservation {
+    const slots = this.stopped ? 0 : Math.max(0, Math.min(wanted, this.room));
+    this.held += slots;
     return { slots, owner: this.options.owner, now: this.options.clock(), leaseMs: this.options.leaseMs };
+  }
+
+  /**
+   * reserve(), once `atLeast` slots are free (at least a quarter of the concurrency, so that
+   * chunks are not a few deliveries each; at most all of the room), then with what is free, up
+   * to `wanted` and one round of requests. The
+   * consumer records about as many deliveries as this process can send at once, every one
+   * leased, rather than a backlog that the loop would claim later (writing each row a second
+   * time). It waits while slots keep freeing; after `stallMs` without one freed while every
+   * request slot is taken (slow endpoints hold them), or MAX_RESERVE_WAIT_MS in all, it gets
+   * what is free, perhaps nothing. (Slots held by deliveries being recorded or written free
+   * within milliseconds: no reason to record a chunk due.)
+   */
+  async reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation> {
+    const { concurrency } = this.options;
+    const enough = Math.min(Math.max(atLeast, Math.ceil(concurrency / 4)), concurrency * HOLD_FACTOR);
+    const deadline = Date.now() + MAX_RESERVE_WAIT_MS;
+    let stalled = false;
+    while (!this.stopped && !stalled && this.room < enough && Date.now() < deadline) {
+      const freed = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), Math.min(stallMs, deadline - Date.now()));
+        this.roomWaiters.push(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+      stalled = !freed && this.sending >= concurrency;
+    }
+    // No more than a round of requests (or the fan-out, a chunk's least): two consumer
+    // transactions at a time keep the request slots filled.
+    return this.reserve(Math.min(wanted, Math.max(atLeast, concurrency)));
   }
 
   /** Sends what was recorded leased to this process, at once; gives back the slots not used. */
   accept(leased: readonly ClaimedDelivery[], unused: number): void {
+    // Progress for a reservation waiting meanwhile, even when every slot was used: its wait for a
+    // freed slot starts again (these deliveries were being recorded, not stuck at an endpoint).
+    if (unused === 0) for (const waiter of this.roomWaiters.splice(0)) waiter();
     this.release(unused);
-    for (const delivery of leased) {
-      this.sending += 1;
-      void this.attempt(delivery);
-    }
+    for (const delivery of leased) this.send(delivery);
   }
 
   release(slots: number): void {
-    this.inFlight -= slots;
-    if (slots > 0) this.wake();
+    this.held -= slots;
+    if (slots > 0) this.slotsFreed();
   }
 
   private async run(): Promise<void> {
@@ -111,7 +181,7 @@ export class Dispatcher {
     const { store } = options;
     while (!this.stopped) {
       this.lastTurn = Date.now();
-      const free = options.concurrency - this.inFlight;
+      const free = this.room;
       if (free > 0) {
         let claimed: ClaimedDelivery[];
         try {
@@ -121,12 +191,13 @@ export class Dispatcher {
           await sleep(STORE_RETRY_MS);
           continue;
         }
-        for (const delivery of claimed) {
-          this.inFlight += 1;
-          this.sending += 1;
-          void this.attempt(delivery);
-        }
-        // Every free slot filled: more may be due; the next turn waits for a slot to free.
+        this.held += claimed.length;
+        for (const delivery of claimed) this.send(delivery);
+        // Something was due: more may be (endpoints' limits cap a claim), so freed slots are worth
+        // the next one; nothing was: only a recording or the poll brings more. (A wake-up during
+        // the claim was for deliveries it may not have seen.)
+        this.moreDue = claimed.length > 0 || this.woken;
+        // Every free slot filled: the next turn waits for a slot to free.
         if (claimed.length === free) continue;
       }
       await this.idle(options.pollMs);
@@ -140,7 +211,7 @@ export class Dispatcher {
    */
   private idle(ms: number): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    const woken = this.woken && this.inFlight < this.options.concurrency;
+    const woken = this.woken && this.room > 0;
     this.woken = false;
     if (woken) return new Promise((resolve) => setImmediate(resolve));
     return new Promise<void>((resolve) => {
@@ -153,6 +224,16 @@ export class Dispatcher {
     }).then(() => {
       this.wakeUp = null;
     });
+  }
+
+  /** Starts the request now if a request slot is free, else queues it. */
+  private send(delivery: ClaimedDelivery): void {
+    if (this.sending < this.options.concurrency) {
+      this.sending += 1;
+      void this.attempt(delivery);
+    } else {
+      this.queue.push(delivery);
+    }
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<void> {
@@ -180,6 +261,9 @@ export class Dispatcher {
       options.logger.debug({ ...where, outcome: result.outcome, status: result.statusCode, err: result.error, next: verdict.delivery.nextAttemptAt }, 'webhooks: attempt failed; retrying');
     }
     this.sending -= 1;
+    // Stopping: the queued are left to their leases (see stop()).
+    const next = this.stopped ? undefined : this.queue.shift();
+    if (next) this.send(next);
     this.completions.push({ delivery, startedAt, result, verdict });
     void this.flush();
   }
@@ -194,8 +278,8 @@ export class Dispatcher {
           try {
             const changes = await this.options.store.complete(this.options.owner, this.options.clock(), batch, this.options.rules);
             this.report(changes);
-            this.inFlight -= batch.length;
-            this.wake();
+            this.held -= batch.length;
+            this.slotsFreed();
           } catch (error) {
             // Kept, and written again: until then their leases stand, and nothing is sent twice
             // unless the outage outlasts them.

@@ -8,6 +8,7 @@ import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
 import type { ClaimedDelivery, DeliveryStore, EventToDeliver, RecordedDeliveries } from './delivery-store.js';
+import type { Reservation } from './dispatcher.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
@@ -16,12 +17,19 @@ import type { WebhookTables } from './webhook-tables.js';
 
 /** Slots of the dispatcher held for deliveries being recorded leased to it. */
 export interface SendAtOnce {
-  /** Up to `wanted` free slots, held: the owner and lease to record them with. */
-  reserve(wanted: number): { readonly slots: number; readonly owner: string; readonly now: Date; readonly leaseMs: number };
+  /** Up to `wanted` free slots, held once `atLeast` are free or none freed for `stallMs`: the owner and lease to record them with. */
+  reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation>;
   /** The leased deliveries to send; the rest of the slots back. */
   accept(leased: readonly ClaimedDelivery[], unused: number): void;
   release(slots: number): void;
 }
+
+/**
+ * How long the consumer waits for one of the dispatcher's slots to free before recording a
+ * chunk without them (its deliveries then due, for the loop to claim): slow endpoints holding
+ * every slot do not hold up the recording of the stream.
+ */
+const SLOT_STALL_MS = 250;
 
 /** How often a topic pattern is matched again against the cluster's topics. */
 const TOPIC_REFRESH_MS = 15_000;
@@ -76,6 +84,8 @@ export class WebhookIntake {
    * its beginning without a restart.
    */
   async start(): Promise<void> {
+    // Known before the first chunk, which is sized by the fan-out (each transaction checks them again).
+    await inTransaction(this.options.pool, (client) => this.currentSubscriptions(client));
     const admin = this.options.kafka.admin();
     await admin.connect();
     await this.follow(await admin.listTopics());
@@ -127,7 +137,9 @@ export class WebhookIntake {
       this.options.logger.warn({ topics: this.options.topics.map(String) }, 'webhooks: no topic matches yet; looking again every 15s');
       return;
     }
-    const consumer = this.options.kafka.consumer({ groupId: this.options.groupId, readUncommitted: false, allowAutoTopicCreation: false });
+    // Fetches of at most 256 KiB a partition: kafkajs decodes a whole fetch at once, and a bigger
+    // one holds up every answer the dispatcher's requests are waiting for (tens of milliseconds).
+    const consumer = this.options.kafka.consumer({ groupId: this.options.groupId, readUncommitted: false, allowAutoTopicCreation: false, maxBytesPerPartition: 256 * 1024, maxBytes: 1024 * 1024 });
     this.consumer = consumer;
     for (const { event, listener } of this.listeners) this.listen(event, listener);
     await consumer.connect();
@@ -138,30 +150,54 @@ export class WebhookIntake {
     this.options.logger.info({ topics: matching }, 'webhooks: consuming');
   }
 
+  /**
+   * A batch in chunks, each recorded in one transaction before its offsets are committed. With
+   * the dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it
+   * has free slots, so they are all recorded leased and sent at once.
+   */
   private async take(consumer: Consumer, { batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     let chunk: { message: KafkaMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
+    let reserved = await this.reserve();
     const flush = async () => {
-      if (chunk.length === 0) return;
-      await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])));
+      const slots = reserved;
+      reserved = null;
+      if (chunk.length === 0) {
+        if (slots) this.options.sendAtOnce!.release(slots.slots);
+        return;
+      }
+      await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])), slots);
       const last = chunk[chunk.length - 1]!.message.offset;
       await consumer.commitOffsets([{ topic, partition, offset: (BigInt(last) + 1n).toString() }]);
       resolveOffset(last);
       await heartbeat();
       chunk = [];
     };
-    let fannedOut = 0;
-    for (const message of batch.messages) {
-      if (!isRunning() || isStale()) break;
-      const event = await this.decode(topic, partition, message);
-      chunk.push({ message, event });
-      fannedOut += event ? this.subscriptions?.index.endpointsFor(event.eventType).length ?? 1 : 0;
-      if (fannedOut >= this.maxDeliveries) {
-        await flush();
-        fannedOut = 0;
+    try {
+      let fannedOut = 0;
+      for (const message of batch.messages) {
+        if (!isRunning() || isStale()) break;
+        const event = await this.decode(topic, partition, message);
+        chunk.push({ message, event });
+        fannedOut += event ? this.subscriptions?.index.endpointsFor(event.eventType).length ?? 1 : 0;
+        if (fannedOut >= Math.min(this.maxDeliveries, reserved?.slots || this.maxDeliveries)) {
+          await flush();
+          fannedOut = 0;
+          reserved = await this.reserve();
+        }
       }
+      await flush();
+    } finally {
+      if (reserved) this.options.sendAtOnce!.release(reserved.slots);
     }
-    await flush();
+  }
+
+  /** The dispatcher's free slots for the next chunk, waiting a little for an event's fan-out of them (a chunk holds whole events). */
+  private async reserve(): Promise<Reservation | null> {
+    const { sendAtOnce } = this.options;
+    if (!sendAtOnce) return null;
+    const fanOut = Math.max(1, this.subscriptions?.index.size ?? 1);
+    return sendAtOnce.reserveWhenFree(fanOut, this.maxDeliveries, SLOT_STALL_MS);
   }
 
   private async decode(topic: string, partition: number, message: KafkaMessage): Promise<Omit<EventToDeliver, 'endpointIds'> | null> {
@@ -186,11 +222,12 @@ export class WebhookIntake {
     }
   }
 
-  private async record(events: readonly Omit<EventToDeliver, 'endpointIds'>[]): Promise<void> {
-    if (events.length === 0) return;
+  private async record(events: readonly Omit<EventToDeliver, 'endpointIds'>[], reserved: Reservation | null): Promise<void> {
     const { options } = this;
-    const wanted = events.length * Math.max(1, this.subscriptions?.index.size ?? 1);
-    const reserved = options.sendAtOnce?.reserve(wanted) ?? null;
+    if (events.length === 0) {
+      if (reserved) options.sendAtOnce!.release(reserved.slots);
+      return;
+    }
     let recorded: RecordedDeliveries;
     try {
       recorded = await inTransaction(options.pool, async (client) => {

@@ -14,6 +14,8 @@ export class WebhookTables {
   readonly events: string;
   readonly deliveries: string;
   readonly attempts: string;
+  readonly endpointSlots: string;
+  readonly endpointSlotsReturned: string;
   readonly subscriptionsVersion: string;
 
   constructor(readonly schema: string) {
@@ -22,6 +24,8 @@ export class WebhookTables {
     this.events = table('events');
     this.deliveries = table('deliveries');
     this.attempts = table('attempts');
+    this.endpointSlots = table('endpoint_slots');
+    this.endpointSlotsReturned = table('endpoint_slots_returned');
     this.subscriptionsVersion = table('subscriptions_version');
   }
 }
@@ -46,7 +50,7 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
 
 /** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists. */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.deliveries, tables.attempts, tables.subscriptionsVersion];
+  const names = [tables.endpoints, tables.events, tables.deliveries, tables.attempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {
