@@ -64,11 +64,11 @@ const STACK_DEFAULTS: Record<string, string> = {
 /** The command's default; the ceiling loop runs this many sends at once too. */
 const CONCURRENCY = 200;
 /**
- * Every endpoint's own limit: as high as what one process holds (twice its concurrency: an
+ * Every endpoint's own limit: as high as what one process holds (four times its concurrency: an
  * endpoint's limit counts a delivery from its lease until its result is written, the process's
  * only the request), so that the 1-endpoint case measures the process, not the endpoint's limit.
  */
-const MAX_IN_FLIGHT = 2 * CONCURRENCY;
+const MAX_IN_FLIGHT = 4 * CONCURRENCY;
 const EVENT_TYPE = 'invoice.paid';
 const SUBSCRIPTION = 'invoice.*';
 const PAYLOAD_BYTES = 300;

@@ -17,7 +17,7 @@ import { readPem } from '../security/pem.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
 import { DeliveryQueries } from '../webhooks/delivery-queries.js';
 import { DeliveryStore } from '../webhooks/delivery-store.js';
-import { Dispatcher } from '../webhooks/dispatcher.js';
+import { Dispatcher, leaseFor } from '../webhooks/dispatcher.js';
 import { startHousekeeping } from '../webhooks/housekeeping.js';
 import { WebhookSender } from '../webhooks/http-sender.js';
 import { WebhookIntake } from '../webhooks/intake.js';
@@ -27,11 +27,6 @@ import { requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/we
 import { command, EXIT, exitDeadline } from './command.js';
 
 const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
-/**
- * Beyond the attempt's own timeout, before its lease runs out and another process may send it:
- * time to record the result (a batch waiting for the previous one's transaction).
- */
-const LEASE_MARGIN_MS = 5_000;
 /** The dispatcher loop, the completions, the consumer's partitions, the gauges. */
 const POOL_SIZE = 10;
 /** A dispatcher loop that has not turned for this long is stuck: /healthz fails. */
@@ -56,7 +51,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     policy: options.policy,
     rules: options.rules,
     concurrency: options.concurrency,
-    leaseMs: 2 * options.sender.timeoutMs + LEASE_MARGIN_MS,
+    leaseMs: leaseFor(options.sender.timeoutMs),
     pollMs: options.pollMs,
     owner,
     clock,

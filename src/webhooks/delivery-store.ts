@@ -54,7 +54,6 @@ export interface RecordedDeliveries {
 }
 
 interface OpenEndpoint {
-  capacity: number;
   readonly url: string;
   readonly secrets: readonly SigningSecret[];
   readonly headers: Readonly<Record<string, string>>;
@@ -107,50 +106,51 @@ export class DeliveryStore {
   async record(client: pg.ClientBase, events: readonly EventToDeliver[], firstAttemptAt: () => Date, lease: RecordLease | null = null): Promise<RecordedDeliveries> {
     const owed = events.filter((event) => event.endpointIds.length > 0);
     if (owed.length === 0) return { added: 0, leased: [] };
-    await client.query(
-      `INSERT INTO ${this.tables.events} (event_id, event_type, aggregate_id, body, produced_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT (event_id) DO NOTHING`,
-      [owed.map((e) => e.eventId), owed.map((e) => e.eventType), owed.map((e) => e.aggregateId), owed.map((e) => e.body), owed.map((e) => e.producedAt)],
-    );
     // Only the endpoints of the first `free` deliveries can be leased any: the others are not locked.
     const candidates = lease && lease.free > 0 ? [...new Set(owed.flatMap((e) => e.endpointIds).slice(0, lease.free))] : [];
-    const open = lease && candidates.length > 0 ? await this.openSlots(client, candidates, lease) : new Map<string, OpenEndpoint>();
-    let free = lease?.free ?? 0;
-    const rows = { eventIds: [] as string[], endpointIds: [] as string[], orderingKeys: [] as (string | null)[], dueAt: [] as Date[], owners: [] as (string | null)[], attempts: [] as number[] };
+    const open = await this.storeEventsAndLock(client, owed, candidates, lease?.now ?? null);
+    const rows = { eventIds: [] as string[], endpointIds: [] as string[], orderingKeys: [] as (string | null)[], dueAt: [] as Date[] };
     for (const event of owed) {
       for (const endpointId of event.endpointIds) {
-        const slots = open.get(endpointId);
-        const leased = lease !== null && slots !== undefined && slots.capacity > 0 && free > 0;
-        if (leased) {
-          slots.capacity -= 1;
-          free -= 1;
-        }
         rows.eventIds.push(event.eventId);
         rows.endpointIds.push(endpointId);
         rows.orderingKeys.push(event.aggregateId);
-        rows.dueAt.push(leased ? new Date(lease.now.getTime() + lease.leaseMs) : firstAttemptAt());
-        rows.owners.push(leased ? lease.owner : null);
-        rows.attempts.push(leased ? 1 : 0);
+        rows.dueAt.push(firstAttemptAt());
       }
     }
-    // WITH ORDINALITY ... ORDER BY: ids are assigned in consumption order, which ordered endpoints
-    // send by. Only an ordered endpoint's deliveries carry the aggregate: the others write no
-    // entry in the ordering index. The leased ones actually inserted (a re-consumed event adds
-    // none) are counted in the caller's slots, in the same statement.
+    // In a snapshot taken after the locks (a statement of its own): each locked endpoint's free
+    // slots, none if it has older deliveries due (a new one does not overtake a backlog); the
+    // first deliveries of each, in consumption order, up to those slots and `free` in all, are
+    // recorded leased and counted in the caller's slots. WITH ORDINALITY ... ORDER BY: ids are
+    // assigned in consumption order, which ordered endpoints send by; only an ordered endpoint's
+    // deliveries carry the aggregate (the others write no entry in the ordering index). A
+    // re-consumed event conflicts and adds nothing.
     const { rows: inserted } = await client.query<{ id: string; event_id: string; endpoint_id: string; leased: boolean }>(
-      `WITH inserted AS (
+      `WITH u AS (
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, n)
+       ), open AS (
+         SELECT e.id, e.max_in_flight - ${this.slotsInUse('e', '$6')} AS capacity
+         FROM ${this.tables.endpoints} e
+         WHERE e.id = ANY($5)
+           AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $6 LIMIT 1) IS NULL
+       ), fitting AS (
+         SELECT u.*, o.id IS NOT NULL AND row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.n) <= o.capacity AS fits
+         FROM u LEFT JOIN open o ON o.id = u.endpoint_id
+       ), chosen AS (
+         SELECT f.*, f.fits AND sum(f.fits::int) OVER (ORDER BY f.n) <= $9 AS leased FROM fitting f
+       ), inserted AS (
          INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at, lease_owner, attempts)
-         SELECT u.event_id, u.endpoint_id, CASE WHEN e.ordered THEN u.ordering_key END, u.due, u.owner, u.attempts
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::int[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, owner, attempts, n)
-         JOIN ${this.tables.endpoints} e ON e.id = u.endpoint_id
-         ORDER BY u.n
+         SELECT c.event_id, c.endpoint_id, CASE WHEN e.ordered THEN c.ordering_key END,
+           CASE WHEN c.leased THEN $8::timestamptz ELSE c.due END, CASE WHEN c.leased THEN $7::text END, CASE WHEN c.leased THEN 1 ELSE 0 END
+         FROM chosen c JOIN ${this.tables.endpoints} e ON e.id = c.endpoint_id
+         ORDER BY c.n
          ON CONFLICT (event_id, endpoint_id) DO NOTHING
          RETURNING id, event_id, endpoint_id, lease_owner
        ), counted AS (
-         ${this.countSlots('inserted', '$7', '$8', '$9')}
+         ${this.countSlots('inserted', '$7', '$6', '$8')}
        )
        SELECT id::text AS id, event_id, endpoint_id, lease_owner IS NOT NULL AS leased FROM inserted`,
-      [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt, rows.owners, rows.attempts, lease?.owner ?? null, lease?.now ?? null, lease ? new Date(lease.now.getTime() + lease.leaseMs) : null],
+      [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt, [...open.keys()], lease?.now ?? null, lease?.owner ?? null, lease ? new Date(lease.now.getTime() + lease.leaseMs) : null, lease?.free ?? 0],
     );
     const byId = new Map(owed.map((event) => [event.eventId, event]));
     const leased = inserted
@@ -161,6 +161,31 @@ export class DeliveryStore {
         return { id: row.id, eventId: row.event_id, eventType: event.eventType, endpointId: row.endpoint_id, attempt: 1, failures: 0, body: event.body, producedAt: event.producedAt, url: endpoint.url, secrets: endpoint.secrets, headers: endpoint.headers };
       });
     return { added: inserted.length, leased };
+  }
+
+  /**
+   * The events' bodies (once each: a re-consumed one conflicts), and, in the same statement,
+   * the locks on the `candidates` a new delivery may be sent to at once (healthy, unordered,
+   * unthrottled), with what a request to them needs. The locks are waited for, not skipped (a
+   * claim holds one for milliseconds, another consumer transaction until it commits: skipping
+   * would record a chunk due, and every chunk after it, since a new delivery does not overtake
+   * older due ones); in id order, as every transaction that waits for endpoint locks takes them,
+   * so none deadlocks.
+   */
+  private async storeEventsAndLock(client: pg.ClientBase, owed: readonly EventToDeliver[], candidates: readonly string[], now: Date | null): Promise<Map<string, OpenEndpoint>> {
+    const { rows } = await client.query(
+      `WITH stored AS (
+         INSERT INTO ${this.tables.events} (event_id, event_type, aggregate_id, body, produced_at)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT (event_id) DO NOTHING
+       )
+       SELECT e.id, e.url, e.secrets, e.headers FROM ${this.tables.endpoints} e
+       WHERE e.id = ANY($6) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $7)
+         AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
+       ORDER BY e.id
+       FOR NO KEY UPDATE`,
+      [owed.map((e) => e.eventId), owed.map((e) => e.eventType), owed.map((e) => e.aggregateId), owed.map((e) => e.body), owed.map((e) => e.producedAt), candidates, now],
+    );
+    return new Map(rows.map((row) => [row.id, { url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers }]));
   }
 
   /** Deliveries in flight to `endpoint` (an alias of the endpoints table), over every process. */
@@ -184,35 +209,6 @@ export class DeliveryStore {
          ON CONFLICT (endpoint_id, owner) DO UPDATE SET
            taken = CASE WHEN s.expires_at > ${now}::timestamptz THEN s.taken + excluded.taken - ${returned('s.endpoint_id')} ELSE excluded.taken END,
            expires_at = GREATEST(s.expires_at, excluded.expires_at)`;
-  }
-
-  /**
-   * The endpoints among `ids` a new delivery may be sent to at once, locked, with their free
-   * slots. The locks are waited for, not skipped (a claim holds one for milliseconds, another
-   * consumer transaction until it commits: skipping would record a chunk due, and every chunk
-   * after it, since a new delivery does not overtake older due ones); in id order, as every
-   * transaction that waits for endpoint locks takes them, so none deadlocks.
-   */
-  private async openSlots(client: pg.ClientBase, ids: readonly string[], lease: RecordLease): Promise<Map<string, OpenEndpoint>> {
-    const { rows: locked } = await client.query<{ id: string }>(
-      `SELECT e.id FROM ${this.tables.endpoints} e
-       WHERE e.id = ANY($1) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $2)
-         AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
-       ORDER BY e.id
-       FOR NO KEY UPDATE`,
-      [ids, lease.now],
-    );
-    if (locked.length === 0) return new Map();
-    // A new snapshot, after the locks: every claim for these endpoints before them is counted.
-    const { rows } = await client.query(
-      `SELECT e.id, e.url, e.secrets, e.headers, e.max_in_flight - ${this.slotsInUse('e', '$2')} AS capacity
-       FROM ${this.tables.endpoints} e
-       WHERE e.id = ANY($1)
-         -- Older deliveries due first: a new one does not overtake a backlog.
-         AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $2 LIMIT 1) IS NULL`,
-      [locked.map((row) => row.id), lease.now],
-    );
-    return new Map(rows.map((row) => [row.id, { capacity: row.capacity, url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers }]));
   }
 
   /**

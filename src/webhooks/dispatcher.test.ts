@@ -102,14 +102,14 @@ describe('the dispatcher', () => {
     const { store, completed } = fakeStore(due);
     const { sender, most } = countingSender(20);
     const sending = dispatcher(store, sender, 3);
-    // Twice the concurrency: deliveries being recorded or written take no request slot.
-    const held = sending.reserve(10);
-    expect(held.slots).toBe(6);
+    // Four times the concurrency: deliveries being recorded or written take no request slot.
+    const held = sending.reserve(100);
+    expect(held.slots).toBe(12);
     sending.start();
     await new Promise((resolve) => setTimeout(resolve, 30));
     // Every slot is held: nothing was claimed.
     expect(completed).toHaveLength(0);
-    sending.accept([{ ...delivery, id: 'leased-1', eventId: 'evt-leased-1' }], 5);
+    sending.accept([{ ...delivery, id: 'leased-1', eventId: 'evt-leased-1' }], 11);
     for (let i = 0; i < 50 && completed.length < 6; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
     await sending.stop(1_000);
     expect(completed.map((c) => c.delivery.id)).toContain('leased-1');
@@ -121,10 +121,10 @@ describe('the dispatcher', () => {
     const { store } = fakeStore([]);
     const hanging = new Promise<AttemptResult>(() => undefined);
     const stuck = dispatcher(store, { send: () => hanging }, 2);
-    // Two requests out that never end, two queued behind them: nothing will free.
+    // Two requests out that never end, six queued behind them: nothing will free.
     const all = stuck.reserve(100);
-    expect(all.slots).toBe(4);
-    stuck.accept(['a', 'b', 'c', 'd'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })), 0);
+    expect(all.slots).toBe(8);
+    stuck.accept(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })), 0);
     const started = Date.now();
     expect((await stuck.reserveWhenFree(1, 100, 50)).slots).toBe(0);
     expect(Date.now() - started).toBeGreaterThanOrEqual(45);
@@ -132,10 +132,11 @@ describe('the dispatcher', () => {
     const recording = dispatcher(store, countingSender(1).sender, 4);
     // Every slot held by a recording that takes longer than the stall: it waits, then gets them.
     const held = recording.reserve(100);
-    expect(held.slots).toBe(8);
+    expect(held.slots).toBe(16);
     setTimeout(() => recording.release(held.slots), 120);
+    // At most a round of requests per reservation.
     expect((await recording.reserveWhenFree(1, 100, 50)).slots).toBe(4);
-    expect(recording.reserve(100).slots).toBe(4);
+    expect(recording.reserve(100).slots).toBe(12);
     // Slots freeing one at a time: it waits until there are 3 (an event fanned out to 3
     // endpoints; more than a quarter of the concurrency).
     const waiting = recording.reserveWhenFree(3, 100, 50);

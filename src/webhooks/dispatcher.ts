@@ -35,9 +35,6 @@ export interface DispatcherOptions {
 /** Slots held for deliveries recorded leased to this process (see Dispatcher.reserve). */
 export interface Reservation {
   readonly slots: number;
-  readonly owner: string;
-  readonly now: Date;
-  readonly leaseMs: number;
 }
 
 /** The longest a reservation waits for enough free slots (the consumer's session stays alive meanwhile). */
@@ -45,12 +42,23 @@ const MAX_RESERVE_WAIT_MS = 5_000;
 
 /**
  * Deliveries a process holds (leased to it and not yet recorded) per request it may have in
- * flight: while `concurrency` requests are out, as many more are being recorded, queued for a
- * request, or waiting for their results' write, so that those steps do not leave request slots
- * empty. A queued delivery waits for at most one request's time: its lease (twice the timeout,
- * and a margin) covers that wait and its own attempt.
+ * flight: while `concurrency` requests are out, the rest are being recorded, queued for a
+ * request, or waiting for their results' write, so that those steps (each a Postgres
+ * transaction, tens of milliseconds on a busy machine) do not leave request slots empty.
  */
-const HOLD_FACTOR = 2;
+const HOLD_FACTOR = 4;
+
+/**
+ * How long a delivery is leased to the process that records or claims it: a queued one waits
+ * for at most HOLD_FACTOR - 1 rounds of requests (every request slot hanging to the timeout),
+ * then its own attempt, and a margin to write its result. Past it another process may send it.
+ */
+export function leaseFor(timeoutMs: number): number {
+  return HOLD_FACTOR * timeoutMs + LEASE_MARGIN_MS;
+}
+
+/** Beyond the attempts' timeouts: time to write the result (a batch waiting for the previous one's transaction). */
+const LEASE_MARGIN_MS = 5_000;
 
 /** A failing store (Postgres restarting) is retried this often, never faster. */
 const STORE_RETRY_MS = 1_000;
@@ -128,7 +136,12 @@ export class Dispatcher {
   reserve(wanted: number): Reservation {
     const slots = this.stopped ? 0 : Math.max(0, Math.min(wanted, this.room));
     this.held += slots;
-    return { slots, owner: this.options.owner, now: this.options.clock(), leaseMs: this.options.leaseMs };
+    return { slots };
+  }
+
+  /** What deliveries recorded leased to this process are leased with, from now. */
+  lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number } {
+    return { owner: this.options.owner, now: this.options.clock(), leaseMs: this.options.leaseMs };
   }
 
   /**

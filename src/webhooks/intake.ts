@@ -17,8 +17,10 @@ import type { WebhookTables } from './webhook-tables.js';
 
 /** Slots of the dispatcher held for deliveries being recorded leased to it. */
 export interface SendAtOnce {
-  /** Up to `wanted` free slots, held once `atLeast` are free or none freed for `stallMs`: the owner and lease to record them with. */
+  /** Up to `wanted` free slots, held once `atLeast` are free or none freed for `stallMs`. */
   reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation>;
+  /** The owner and lease to record deliveries leased with, from now. */
+  lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number };
   /** The leased deliveries to send; the rest of the slots back. */
   accept(leased: readonly ClaimedDelivery[], unused: number): void;
   release(slots: number): void;
@@ -72,6 +74,9 @@ export class WebhookIntake {
   private subscriptions: { version: string; index: SubscriptionIndex } | null = null;
   private readonly maxDeliveries: number;
   private readonly stopped = new AbortController();
+  /** Chunks waiting for the transaction that records them (see record). */
+  private toRecord: { readonly events: readonly Omit<EventToDeliver, 'endpointIds'>[]; readonly slots: number; readonly resolve: () => void; readonly reject: (error: unknown) => void }[] = [];
+  private recording: Promise<void> | null = null;
   private watching: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: IntakeOptions) {
@@ -151,14 +156,15 @@ export class WebhookIntake {
   }
 
   /**
-   * A batch in chunks, each recorded in one transaction before its offsets are committed. With
-   * the dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it
-   * has free slots, so they are all recorded leased and sent at once.
+   * A batch in chunks, each recorded (see record) before its offsets are committed. With the
+   * dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it has
+   * free slots, so they are all recorded leased and sent at once.
    */
   private async take(consumer: Consumer, { batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     let chunk: { message: KafkaMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
-    let reserved = await this.reserve();
+    let fannedOut = 0;
+    let reserved: Reservation | null = null;
     const flush = async () => {
       const slots = reserved;
       reserved = null;
@@ -172,32 +178,26 @@ export class WebhookIntake {
       resolveOffset(last);
       await heartbeat();
       chunk = [];
+      fannedOut = 0;
     };
     try {
-      let fannedOut = 0;
-      for (const message of batch.messages) {
+      for (const [index, message] of batch.messages.entries()) {
         if (!isRunning() || isStale()) break;
+        reserved ??= await this.reserve(batch.messages.length - index);
         const event = await this.decode(topic, partition, message);
-        chunk.push({ message, event });
-        fannedOut += event ? this.subscriptions?.index.endpointsFor(event.eventType).length ?? 1 : 0;
-        if (fannedOut >= Math.min(this.maxDeliveries, reserved?.slots || this.maxDeliveries)) {
+        const owed = event ? this.subscriptions?.index.endpointsFor(event.eventType).length ?? 1 : 0;
+        // A chunk holds whole events, and no more deliveries than its slots (or the bound).
+        if (chunk.length > 0 && fannedOut + owed > Math.min(this.maxDeliveries, reserved.slots || this.maxDeliveries)) {
           await flush();
-          fannedOut = 0;
-          reserved = await this.reserve();
+          reserved = await this.reserve(batch.messages.length - index);
         }
+        chunk.push({ message, event });
+        fannedOut += owed;
       }
       await flush();
     } finally {
       if (reserved) this.options.sendAtOnce!.release(reserved.slots);
     }
-  }
-
-  /** The dispatcher's free slots for the next chunk, waiting a little for an event's fan-out of them (a chunk holds whole events). */
-  private async reserve(): Promise<Reservation | null> {
-    const { sendAtOnce } = this.options;
-    if (!sendAtOnce) return null;
-    const fanOut = Math.max(1, this.subscriptions?.index.size ?? 1);
-    return sendAtOnce.reserveWhenFree(fanOut, this.maxDeliveries, SLOT_STALL_MS);
   }
 
   private async decode(topic: string, partition: number, message: KafkaMessage): Promise<Omit<EventToDeliver, 'endpointIds'> | null> {
@@ -222,26 +222,73 @@ export class WebhookIntake {
     }
   }
 
-  private async record(events: readonly Omit<EventToDeliver, 'endpointIds'>[], reserved: Reservation | null): Promise<void> {
-    const { options } = this;
-    if (events.length === 0) {
-      if (reserved) options.sendAtOnce!.release(reserved.slots);
-      return;
-    }
-    let recorded: RecordedDeliveries;
+  /**
+   * The dispatcher's free slots for the next chunk (none without it: a null reservation), for at
+   * most `messages` more events; waiting a little for an event's fan-out of them.
+   */
+  private async reserve(messages: number): Promise<Reservation> {
+    const { sendAtOnce } = this.options;
+    const fanOut = Math.max(1, this.subscriptions?.index.size ?? 1);
+    if (!sendAtOnce) return { slots: 0 };
+    return sendAtOnce.reserveWhenFree(fanOut, Math.min(this.maxDeliveries, messages * fanOut), SLOT_STALL_MS);
+  }
+
+  /**
+   * Records a chunk's deliveries; resolves once they are committed. One transaction at a time
+   * records every chunk that came meanwhile (the partitions consumed at once, up to the bound
+   * on deliveries): the partitions do not queue for the same endpoints' locks, each taking a
+   * transaction of its own.
+   */
+  private record(events: readonly Omit<EventToDeliver, 'endpointIds'>[], reserved: Reservation | null): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.toRecord.push({ events, slots: reserved?.slots ?? 0, resolve, reject });
+      this.recording ??= this.recordQueued();
+    });
+  }
+
+  private async recordQueued(): Promise<void> {
     try {
-      recorded = await inTransaction(options.pool, async (client) => {
-        const index = await this.currentSubscriptions(client);
-        const owed = events.map((event) => ({ ...event, endpointIds: index.endpointsFor(event.eventType) }));
-        return options.store.record(client, owed, options.firstAttemptAt, reserved && reserved.slots > 0 ? { ...reserved, free: reserved.slots } : null);
-      });
+      while (this.toRecord.length > 0) {
+        let deliveries = 0;
+        let taken = 0;
+        const fanOut = Math.max(1, this.subscriptions?.index.size ?? 1);
+        while (taken < this.toRecord.length && (taken === 0 || deliveries + this.toRecord[taken]!.events.length * fanOut <= this.maxDeliveries)) {
+          deliveries += this.toRecord[taken]!.events.length * fanOut;
+          taken += 1;
+        }
+        const group = this.toRecord.splice(0, taken);
+        try {
+          await this.recordGroup(group.flatMap((chunk) => chunk.events), group.reduce((sum, chunk) => sum + chunk.slots, 0));
+          for (const chunk of group) chunk.resolve();
+        } catch (error) {
+          for (const chunk of group) chunk.reject(error);
+        }
+      }
+    } finally {
+      this.recording = null;
+    }
+  }
+
+  private async recordGroup(events: readonly Omit<EventToDeliver, 'endpointIds'>[], slots: number): Promise<void> {
+    const { options } = this;
+    const sendAtOnce = options.sendAtOnce;
+    let recorded: RecordedDeliveries = { added: 0, leased: [] };
+    try {
+      if (events.length > 0) {
+        recorded = await inTransaction(options.pool, async (client) => {
+          const index = await this.currentSubscriptions(client);
+          const owed = events.map((event) => ({ ...event, endpointIds: index.endpointsFor(event.eventType) }));
+          const lease = sendAtOnce && slots > 0 ? { ...sendAtOnce.lease(), free: slots } : null;
+          return options.store.record(client, owed, options.firstAttemptAt, lease);
+        });
+      }
     } catch (error) {
-      if (reserved) options.sendAtOnce!.release(reserved.slots);
+      if (slots > 0) sendAtOnce!.release(slots);
       throw error;
     }
     options.metrics.deliveriesRecorded.inc(recorded.added);
     // After the commit: a claim before it would not see them, and a lease not committed is no lease.
-    if (reserved) options.sendAtOnce!.accept(recorded.leased, reserved.slots - recorded.leased.length);
+    if (sendAtOnce) sendAtOnce.accept(recorded.leased, slots - recorded.leased.length);
     if (recorded.added > recorded.leased.length) options.onRecorded();
   }
 

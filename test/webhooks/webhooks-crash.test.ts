@@ -15,7 +15,7 @@ describe('webhooks survive kill -9', () => {
   const receivers: WebhookReceiver[] = [];
   const processes: RelayProcess[] = [];
   let relay: RelayProcess;
-  // 1 s attempts: a killed process's leases run out after 2 × 1 s + 5 s.
+  // 1 s attempts: a killed process's leases run out after 4 × 1 s + 5 s (leaseFor).
   const env = () => webhooks.env({ OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s,200ms,500ms,1s,2s,5s,10s,10s', OUTBOX_WEBHOOK_TIMEOUT: '1s', OUTBOX_WEBHOOK_CONCURRENCY: '50' });
 
   function startWebhooks(): RelayProcess {
