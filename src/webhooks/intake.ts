@@ -33,6 +33,9 @@ export interface SendAtOnce {
  */
 const SLOT_STALL_MS = 250;
 
+/** How often the consumer commits the offsets of what it recorded. */
+const OFFSET_COMMIT_MS = 1_000;
+
 /** How often a topic pattern is matched again against the cluster's topics. */
 const TOPIC_REFRESH_MS = 15_000;
 
@@ -151,7 +154,16 @@ export class WebhookIntake {
     // A new group starts at the beginning: events produced before the first webhooks process
     // started are owed too (an endpoint receives the events consumed after it was added).
     await consumer.subscribe({ topics: [...matching], fromBeginning: true });
-    await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 4, eachBatch: (payload) => this.take(consumer, payload) });
+    // Offsets are resolved only once their chunk is recorded, and kafkajs commits the resolved
+    // ones at most every OFFSET_COMMIT_MS (and when the group rebalances or the consumer stops):
+    // a crash re-reads at most that much, recorded already, which adds nothing.
+    await consumer.run({
+      autoCommit: true,
+      autoCommitInterval: OFFSET_COMMIT_MS,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 4,
+      eachBatch: (payload) => this.take(payload),
+    });
     this.options.logger.info({ topics: matching }, 'webhooks: consuming');
   }
 
@@ -160,7 +172,7 @@ export class WebhookIntake {
    * dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it has
    * free slots, so they are all recorded leased and sent at once.
    */
-  private async take(consumer: Consumer, { batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+  private async take({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     let chunk: { message: KafkaMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
     let fannedOut = 0;
@@ -173,9 +185,8 @@ export class WebhookIntake {
         return;
       }
       await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])), slots);
-      const last = chunk[chunk.length - 1]!.message.offset;
-      await consumer.commitOffsets([{ topic, partition, offset: (BigInt(last) + 1n).toString() }]);
-      resolveOffset(last);
+      resolveOffset(chunk[chunk.length - 1]!.message.offset);
+      await commitOffsetsIfNecessary();
       await heartbeat();
       chunk = [];
       fannedOut = 0;
