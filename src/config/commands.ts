@@ -71,7 +71,7 @@ const ENDPOINT_ARGS = {
   url: { description: 'where events are POSTed, e.g. https://billing.example.com/webhooks (its address may not be private: OUTBOX_WEBHOOK_ALLOW_ADDRESSES)', parser: p.text },
   eventTypes: { description: 'event types it receives, comma-separated; a trailing .* takes every type below (invoice.*), * every type', parser: p.commaList('invoice.paid,subscription.*') },
   description: { description: 'a note for operators (whose endpoint, which customer)', parser: p.text },
-  maxInFlight: { description: 'attempts in flight to it at once, over every process (default 10)', parser: p.integer(1, 1_000) },
+  maxInFlight: { description: 'deliveries in flight to it at once, over every process, each from its lease until its result is written (default 10)', parser: p.integer(1, 1_000) },
   rateLimit: { description: 'attempts per second to it, over every process; 0 for none (default none)', parser: p.integer(0, 100_000) },
   headers: { description: 'headers sent with every request, as a JSON object, e.g. \'{"authorization":"Bearer ..."}\'', parser: p.jsonStringMap },
 } as const;

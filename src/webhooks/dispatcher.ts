@@ -18,7 +18,7 @@ export interface DispatcherOptions {
   readonly sender: AttemptSender;
   readonly policy: RetryPolicy;
   readonly rules: EndpointRules;
-  /** Attempts in flight in this process, over every endpoint. */
+  /** Requests in flight from this process, over every endpoint (it holds HOLD_FACTOR times as many deliveries). */
   readonly concurrency: number;
   /** A delivery claimed and not completed within this is handed out again (the process died or hangs). */
   readonly leaseMs: number;
