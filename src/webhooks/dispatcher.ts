@@ -146,8 +146,8 @@ export class Dispatcher {
 
   /**
    * reserve(), once `atLeast` slots are free (at least a quarter of the concurrency, so that
-   * chunks are not a few deliveries each; at most all of the room), then with what is free, up
-   * to `wanted` and one round of requests. The
+   * chunks are not a few deliveries each; at most the concurrency), then with what is free, up
+   * to `wanted` and one round of requests (or `atLeast`, if more). The
    * consumer records about as many deliveries as this process can send at once, every one
    * leased, rather than a backlog that the loop would claim later (writing each row a second
    * time). It waits while slots keep freeing; after `stallMs` without one freed while every
@@ -157,7 +157,9 @@ export class Dispatcher {
    */
   async reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation> {
     const { concurrency } = this.options;
-    const enough = Math.min(Math.max(atLeast, Math.ceil(concurrency / 4)), concurrency * HOLD_FACTOR);
+    // Never more than a round of requests: waiting for the whole hold to free (an event fanned
+    // out to thousands) would hold up the consumer for as long as claims keep the process busy.
+    const enough = Math.min(Math.max(atLeast, Math.ceil(concurrency / 4)), concurrency);
     const deadline = Date.now() + MAX_RESERVE_WAIT_MS;
     let stalled = false;
     while (!this.stopped && !stalled && this.room < enough && Date.now() < deadline) {
