@@ -181,7 +181,7 @@ export class WebhookIntake {
       const slots = reserved;
       reserved = null;
       if (chunk.length === 0) {
-        if (slots) this.options.sendAtOnce!.release(slots.slots);
+        if (slots) this.options.sendAtOnce?.release(slots.slots);
         return;
       }
       await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])), slots);
@@ -207,7 +207,7 @@ export class WebhookIntake {
       }
       await flush();
     } finally {
-      if (reserved) this.options.sendAtOnce!.release(reserved.slots);
+      if (reserved) this.options.sendAtOnce?.release(reserved.slots);
     }
   }
 
@@ -234,8 +234,9 @@ export class WebhookIntake {
   }
 
   /**
-   * The dispatcher's free slots for the next chunk (none without it: a null reservation), for at
-   * most `messages` more events; waiting a little for an event's fan-out of them.
+   * The dispatcher's free slots for the next chunk (none without it: the schedule's first attempt
+   * is not immediate), for at most `messages` more events; waiting a little for an event's
+   * fan-out of them.
    */
   private async reserve(messages: number): Promise<Reservation> {
     const { sendAtOnce } = this.options;
