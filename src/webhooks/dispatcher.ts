@@ -41,7 +41,7 @@ export interface Reservation {
 const MAX_RESERVE_WAIT_MS = 5_000;
 
 /**
- * Deliveries a process holds (leased to it and not yet recorded) per request it may have in
+ * Deliveries a process holds (leased to it, their results not yet written) per request it may have in
  * flight: while `concurrency` requests are out, the rest are being recorded, queued for a
  * request, or waiting for their results' write, so that those steps (each a Postgres
  * transaction, tens of milliseconds on a busy machine) do not leave request slots empty.
@@ -70,7 +70,7 @@ const STORE_RETRY_MS = 1_000;
  * previous one was being written.
  */
 export class Dispatcher {
-  /** Leased to this process and not yet recorded: at most HOLD_FACTOR × concurrency. */
+  /** Leased to this process, their results not yet written: at most HOLD_FACTOR × concurrency. */
   private held = 0;
   /** Of those, the ones whose request has started and not ended: at most concurrency. */
   private sending = 0;
@@ -147,13 +147,13 @@ export class Dispatcher {
   /**
    * reserve(), once `atLeast` slots are free (at least a quarter of the concurrency, so that
    * chunks are not a few deliveries each; at most the concurrency), then with what is free, up
-   * to `wanted` and one round of requests (or `atLeast`, if more). The
-   * consumer records about as many deliveries as this process can send at once, every one
-   * leased, rather than a backlog that the loop would claim later (writing each row a second
-   * time). It waits while slots keep freeing; after `stallMs` without one freed while every
-   * request slot is taken (slow endpoints hold them), or MAX_RESERVE_WAIT_MS in all, it gets
-   * what is free, perhaps nothing. (Slots held by deliveries being recorded or written free
-   * within milliseconds: no reason to record a chunk due.)
+   * to `wanted` and one round of requests (or `atLeast`, if more). The consumer records about as
+   * many deliveries as this process can send at once, every one leased, rather than a backlog
+   * that the loop would claim later (writing each row a second time). It waits while slots keep
+   * freeing; after `stallMs` without one freed while every request slot is taken (slow endpoints
+   * hold them), or MAX_RESERVE_WAIT_MS in all, it gets what is free, perhaps nothing. (Slots
+   * held by deliveries being recorded or written free within milliseconds: no reason to record
+   * a chunk due.)
    */
   async reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation> {
     const { concurrency } = this.options;
@@ -172,8 +172,8 @@ export class Dispatcher {
       });
       stalled = !freed && this.sending >= concurrency;
     }
-    // No more than a round of requests (or the fan-out, a chunk's least): two consumer
-    // transactions at a time keep the request slots filled.
+    // No more than a round of requests (or the fan-out, a chunk's least): the other partitions'
+    // chunks get slots too, and join the same consumer transaction.
     return this.reserve(Math.min(wanted, Math.max(atLeast, concurrency)));
   }
 
