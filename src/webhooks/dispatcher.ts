@@ -107,8 +107,13 @@ export class Dispatcher {
   }
 
   private slotsFreed(): void {
-    for (const waiter of this.roomWaiters.splice(0)) waiter();
+    this.wakeReservations();
     if (this.moreDue) this.wake();
+  }
+
+  /** Reservations waiting (reserveWhenFree) look at the room again. */
+  private wakeReservations(): void {
+    for (const waiter of this.roomWaiters.splice(0)) waiter();
   }
 
   /** Stops claiming; waits up to `timeoutMs` for the attempts in flight and records them. */
@@ -181,7 +186,7 @@ export class Dispatcher {
   accept(leased: readonly ClaimedDelivery[], unused: number): void {
     // Progress for a reservation waiting meanwhile, even when every slot was used: its wait for a
     // freed slot starts again (these deliveries were being recorded, not stuck at an endpoint).
-    if (unused === 0) for (const waiter of this.roomWaiters.splice(0)) waiter();
+    if (unused === 0) this.wakeReservations();
     this.release(unused);
     for (const delivery of leased) this.send(delivery);
   }

@@ -240,8 +240,8 @@ export class WebhookIntake {
    */
   private async reserve(messages: number): Promise<Reservation> {
     const { sendAtOnce } = this.options;
-    const fanOut = Math.max(1, this.subscriptions?.index.size ?? 1);
     if (!sendAtOnce) return { slots: 0 };
+    const fanOut = this.mostFanOut;
     return sendAtOnce.reserveWhenFree(fanOut, Math.min(this.maxDeliveries, messages * fanOut), SLOT_STALL_MS);
   }
 
@@ -263,7 +263,7 @@ export class WebhookIntake {
       while (this.toRecord.length > 0) {
         let deliveries = 0;
         let taken = 0;
-        const fanOut = Math.max(1, this.subscriptions?.index.size ?? 1);
+        const fanOut = this.mostFanOut;
         while (taken < this.toRecord.length && (taken === 0 || deliveries + this.toRecord[taken]!.events.length * fanOut <= this.maxDeliveries)) {
           deliveries += this.toRecord[taken]!.events.length * fanOut;
           taken += 1;
@@ -302,6 +302,11 @@ export class WebhookIntake {
     // After the commit: a claim before it would not see them, and a lease not committed is no lease.
     if (sendAtOnce) sendAtOnce.accept(recorded.leased, slots - recorded.leased.length);
     if (recorded.added > recorded.leased.length) options.onRecorded();
+  }
+
+  /** The most endpoints one event can be owed to: every endpoint subscribed to anything. */
+  private get mostFanOut(): number {
+    return Math.max(1, this.subscriptions?.index.size ?? 1);
   }
 
   /** The subscriptions as of this transaction: reloaded when an endpoint was added, removed or re-subscribed. */
