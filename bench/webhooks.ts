@@ -1,6 +1,7 @@
 /**
  * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --endpoints 1,100,10000]
- * [-- --latency-seconds S] [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --keep-stack]`
+ * [-- --kafka-clients kafkajs,librdkafka] [-- --latency-seconds S] [-- --profile]
+ * [-- --webhooks-node-flags="--flag ..."] [-- --keep-stack]`
  *
  * What `outbox-relay webhooks` delivers, beside its ceiling, in one run (on a shared 2-core
  * machine the ratios are what matters):
@@ -13,6 +14,8 @@
  *      sent by a plain loop with the same client and signing, nothing else; floor ≥ 70%;
  *   3. event (Kafka timestamp) to first attempt at 1,000 events/s, 1 endpoint, p99 ≤ 100 ms;
  *   4. the delivery store's size per 1M deliveries, for each case of (1).
+ * (1) to (3) run once for each Kafka client the consumer can be on (OUTBOX_KAFKA_CLIENT), each
+ * throughput case right after the other client's, each with its own ceiling run.
  * Starts its own stack (pg, kafka) in a temp OUTBOX_STACK_DIR on ports apart from the test
  * stack's and `npm run bench`'s, builds, and takes that stack down at the end (not with
  * --keep-stack, nor a stack named by OUTBOX_STACK_DIR). Writes
@@ -32,6 +35,7 @@ import { parseArgs } from 'node:util';
 import type { Message } from 'kafkajs';
 import * as p from '../src/config/parsers.js';
 import { NO_HEADERS, type OutboxEvent } from '../src/event.js';
+import { KAFKA_CLIENTS, type KafkaClientName } from '../src/sink/producer.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { eventHeaders } from '../src/transform/headers.js';
 import { BUILD_DIR } from './lib/contenders.js';
@@ -85,6 +89,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     deliveries: { type: 'string' },
     endpoints: { type: 'string' },
+    'kafka-clients': { type: 'string' },
     'latency-seconds': { type: 'string' },
     profile: { type: 'boolean', default: false },
     'webhooks-node-flags': { type: 'string', default: '' },
@@ -97,6 +102,7 @@ const quick = values.quick;
 /** Per throughput case (events × endpoints). */
 const deliveries = values.deliveries === undefined ? (quick ? 10_000 : 100_000) : flag('deliveries', values.deliveries, p.integer(1, 10_000_000));
 const endpointCounts = values.endpoints === undefined ? [1, 100, 10_000] : flag('endpoints', values.endpoints, p.commaList('1,100,10000')).map((n) => flag('endpoints', n, p.integer(1, 100_000)));
+const kafkaClients: readonly KafkaClientName[] = values['kafka-clients'] === undefined ? KAFKA_CLIENTS : flag('kafka-clients', values['kafka-clients'], p.commaList('kafkajs,librdkafka')).map((name) => flag('kafka-clients', name, p.oneOf(...KAFKA_CLIENTS)));
 const webhooksNodeFlags = nodeFlags('webhooks-node-flags', values['webhooks-node-flags']);
 const latencySeconds = values['latency-seconds'] === undefined ? (quick ? 8 : 30) : flag('latency-seconds', values['latency-seconds'], p.integer(1, 3_600));
 /** A case that is not done by then is reported with what it delivered, and fails its floor. */
@@ -131,8 +137,9 @@ async function main(): Promise<void> {
     const { port } = JSON.parse(receiver.output.find((line) => line.includes('"port"'))!) as { port: number };
     const bench: Bench = { env, db, kafka, receiverUrl: `http://127.0.0.1:${port}/hook/`, pgCpu: await PostgresCpu.find(db), receiverCpu: () => processUsage(receiver.pid)?.cpuSeconds ?? NaN };
     const throughput: ThroughputCase[] = [];
-    for (const endpoints of endpointCounts) throughput.push(await throughputCase(bench, endpoints));
-    const latency = await latencyCase(bench);
+    for (const endpoints of endpointCounts) for (const client of kafkaClients) throughput.push(await throughputCase(bench, endpoints, client));
+    const latency: LatencyCase[] = [];
+    for (const client of kafkaClients) latency.push(await latencyCase(bench, client));
     const args = process.argv.slice(2);
     const results: WebhooksBenchRun = {
       date: new Date().toISOString().slice(0, 10),
@@ -171,11 +178,11 @@ async function main(): Promise<void> {
 }
 
 /** (1), (2) and (4) for one endpoint count. */
-async function throughputCase(bench: Bench, endpoints: number): Promise<ThroughputCase> {
+async function throughputCase(bench: Bench, endpoints: number, kafkaClient: KafkaClientName): Promise<ThroughputCase> {
   const events = Math.max(1, Math.round(deliveries / endpoints));
   const total = events * endpoints;
-  const name = `${endpoints}-endpoints`;
-  const schema = `bench_webhooks_${endpoints}`;
+  const name = `${endpoints}-endpoints-${kafkaClient}`;
+  const schema = `bench_webhooks_${endpoints}_${kafkaClient}`;
   const topic = `${TOPIC_PREFIX}.${name}`;
   progress(`${name}: ${events} events × ${endpoints} endpoints = ${total} deliveries`);
   await freshStore(bench, schema, endpoints);
@@ -185,7 +192,7 @@ async function throughputCase(bench: Bench, endpoints: number): Promise<Throughp
   const machine = machineCpu();
   const receiverBefore = bench.receiverCpu();
   const started = Date.now();
-  const webhooks = startWebhooks(bench, name, schema, topic);
+  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
   let timing: DrainTiming | null = null;
   let error: string | undefined;
   try {
@@ -210,6 +217,7 @@ async function throughputCase(bench: Bench, endpoints: number): Promise<Throughp
   const seconds = (doneAt - started) / 1000;
   const result = {
     endpoints,
+    kafkaClient,
     events,
     deliveries: total,
     delivered: count,
@@ -236,22 +244,23 @@ async function throughputCase(bench: Bench, endpoints: number): Promise<Throughp
 }
 
 /** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs. */
-async function latencyCase(bench: Bench): Promise<LatencyCase> {
-  const schema = 'bench_webhooks_latency';
-  const topic = `${TOPIC_PREFIX}.latency`;
-  const base = { offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN };
+async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<LatencyCase> {
+  const name = `latency-${kafkaClient}`;
+  const schema = `bench_webhooks_latency_${kafkaClient}`;
+  const topic = `${TOPIC_PREFIX}.${name}`;
+  const base = { kafkaClient, offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN };
   await freshStore(bench, schema, 1);
   await bench.kafka.createTopic(topic);
-  const webhooks = startWebhooks(bench, 'latency', schema, topic);
+  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
   const alive = () => webhooks.running;
   try {
-    progress(`latency: warming up with ${WARM_UP} events`);
+    progress(`${name}: warming up with ${WARM_UP} events`);
     await produce(bench, topic, 'warm', 0, WARM_UP);
     await bench.kafka.waitForRecords(`${schema}.deliveries`, WARM_UP, { timeoutMs: 120_000, stallMs: 120_000, alive, onProgress: () => undefined, count: () => delivered(bench, schema) });
     const cpuBefore = webhooks.usage()?.cpuSeconds ?? NaN;
     const server = await CpuWatch.start(bench.pgCpu);
     const machine = machineCpu();
-    progress(`latency: ${LATENCY_RATE} events/s for ${latencySeconds} s`);
+    progress(`${name}: ${LATENCY_RATE} events/s for ${latencySeconds} s`);
     const offered = await offer(bench, topic, LATENCY_RATE, latencySeconds);
     const cpuSeconds = (webhooks.usage()?.cpuSeconds ?? NaN) - cpuBefore;
     const pg = await server.stop();
@@ -285,14 +294,14 @@ async function latencyCase(bench: Bench): Promise<LatencyCase> {
       cpuSeconds,
       pgSessionCpuSeconds: pg.contender,
       machineBusyPct,
-      ...(values.profile && { profile: join(PROFILE_DIR, profileName('latency')) }),
+      ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
       ...(attempts.length < offered.events && { error: `only ${attempts.length} of ${offered.events} events had a first attempt 60 s after the last was produced` }),
     };
-    progress(`latency: first attempt p50 ${int(result.p50)} ms, p99 ${int(result.p99)} ms, max ${int(result.max)} ms (${attempts.length}/${offered.events}); Kafka to recorded p50 ${int(result.intakeP50)} / p99 ${int(result.intakeP99)} ms, recorded to attempt p50 ${int(result.dispatchP50)} / p99 ${int(result.dispatchP99)} ms`);
+    progress(`${name}: first attempt p50 ${int(result.p50)} ms, p99 ${int(result.p99)} ms, max ${int(result.max)} ms (${attempts.length}/${offered.events}); Kafka to recorded p50 ${int(result.intakeP50)} / p99 ${int(result.intakeP99)} ms, recorded to attempt p50 ${int(result.dispatchP50)} / p99 ${int(result.dispatchP99)} ms`);
     return result;
   } catch (failure) {
     const error = (failure as Error).message.split('\n')[0]!;
-    progress(`latency: FAILED: ${error}\n${webhooks.tail(10)}`);
+    progress(`${name}: FAILED: ${error}\n${webhooks.tail(10)}`);
     return { ...base, error };
   } finally {
     await webhooks.stop();
@@ -322,8 +331,9 @@ async function freshStore(bench: Bench, schema: string, endpoints: number): Prom
   );
 }
 
-function webhooksEnv(bench: Bench, schema: string, topic: string): Record<string, string> {
+function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: KafkaClientName = 'kafkajs'): Record<string, string> {
   return {
+    OUTBOX_KAFKA_CLIENT: kafkaClient,
     DATABASE_URL: bench.env.DATABASE_URL!,
     KAFKA_BROKERS: bench.env.KAFKA_BROKERS!,
     OUTBOX_WEBHOOK_SCHEMA: schema,
@@ -336,9 +346,9 @@ function webhooksEnv(bench: Bench, schema: string, topic: string): Record<string
   };
 }
 
-function startWebhooks(bench: Bench, name: string, schema: string, topic: string): Child {
+function startWebhooks(bench: Bench, name: string, schema: string, topic: string, kafkaClient: KafkaClientName): Child {
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${profileName(name)}`] : [];
-  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, CLI, 'webhooks'], webhooksEnv(bench, schema, topic), REPO);
+  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, CLI, 'webhooks'], webhooksEnv(bench, schema, topic, kafkaClient), REPO);
 }
 
 function profileName(name: string): string {

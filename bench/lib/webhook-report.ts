@@ -1,4 +1,5 @@
 /** The figures of `npm run bench:webhooks` and the Markdown report made of them. */
+import type { KafkaClientName } from '../../src/sink/producer.js';
 import { int, num, pct } from './format.js';
 
 /** Webhooks at ≥ 70% of the ceiling's deliveries/s; first attempts within 100 ms at p99. */
@@ -12,6 +13,8 @@ export interface StoreSize {
 
 export interface ThroughputCase {
   readonly endpoints: number;
+  /** The client the webhooks consumer ran on (OUTBOX_KAFKA_CLIENT). */
+  readonly kafkaClient: KafkaClientName;
   readonly events: number;
   readonly deliveries: number;
   /** Deliveries 'delivered' in the store when the case ended (all of them unless it timed out). */
@@ -53,6 +56,7 @@ export interface CeilingResult {
 }
 
 export interface LatencyCase {
+  readonly kafkaClient: KafkaClientName;
   readonly offeredPerSecond: number;
   readonly achievedPerSecond: number;
   readonly seconds: number;
@@ -89,7 +93,7 @@ export interface WebhooksBenchRun {
   readonly maxInFlight: number;
   readonly payloadBytes: number;
   readonly throughput: readonly ThroughputCase[];
-  readonly latency: LatencyCase;
+  readonly latency: readonly LatencyCase[];
 }
 
 const us = (seconds: number, deliveries: number) => num((seconds * 1e6) / deliveries, 0);
@@ -100,6 +104,9 @@ const row = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
 export function ceilingShare(c: ThroughputCase): number {
   return c.deliveriesPerSecond / c.ceiling.deliveriesPerSecond;
 }
+
+/** A case's name in the text: its endpoints and the consumer's client. */
+const caseName = (c: ThroughputCase) => `${int(c.endpoints)} endpoints on ${c.kafkaClient}`;
 
 export function renderWebhooksReport(run: WebhooksBenchRun): string {
   const { latency } = run;
@@ -115,15 +122,16 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     `## Deliveries per second to a fast local receiver`,
     '',
     `Events of ~${run.payloadBytes} B were produced to a fresh topic with kafkajs in the relay's record format (value the JSON payload, key the aggregate id, the relay's headers), no relay running;`,
-    `then \`node dist/cli.js webhooks\` was started (OUTBOX_WEBHOOK_CONCURRENCY=${run.concurrency}, every endpoint \`--max-in-flight ${run.maxInFlight}\` so that the endpoint limit is not what the 1-endpoint case measures, every endpoint subscribed to \`invoice.*\`),`,
+    `then \`node dist/cli.js webhooks\` was started with its consumer on the client in the second column (OUTBOX_KAFKA_CLIENT; each case right after the other client's, each with its own ceiling run) (OUTBOX_WEBHOOK_CONCURRENCY=${run.concurrency}, every endpoint \`--max-in-flight ${run.maxInFlight}\` so that the endpoint limit is not what the 1-endpoint case measures, every endpoint subscribed to \`invoice.*\`),`,
     `timed from its start until the store had every delivery 'delivered'. The receiver is a node:http server in its own process answering 204 at once; each case has the same total deliveries (events × endpoints).`,
     `The ceiling is a plain loop with the same client (WebhookSender from dist/, signing with webhookHeaders) at the same concurrency, sending the case's deliveries to the same receiver, and nothing else. CPU is user + system per delivery: the webhooks process's (start-up and intake included), Postgres's (its sessions / the whole server but the bench's own polling), the ceiling loop's.`,
     '',
-    '| endpoints | events | deliveries | webhooks s | deliveries/s | steady deliveries/s | events/s | webhooks CPU µs/delivery | Postgres CPU µs/delivery (sessions / server) | ceiling deliveries/s | ceiling CPU µs/delivery | webhooks / ceiling | floor ≥ 70% | busy |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |',
+    '| endpoints | consumer | events | deliveries | webhooks s | deliveries/s | steady deliveries/s | events/s | webhooks CPU µs/delivery | Postgres CPU µs/delivery (sessions / server) | ceiling deliveries/s | ceiling CPU µs/delivery | webhooks / ceiling | floor ≥ 70% | busy |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |',
     ...run.throughput.map((c) =>
       row([
         int(c.endpoints),
+        c.kafkaClient,
         int(c.events),
         c.delivered < c.deliveries ? `${int(c.delivered)} of ${int(c.deliveries)}` : int(c.deliveries),
         num(c.seconds, 1),
@@ -140,32 +148,33 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
       ]),
     ),
     '',
-    `Receiver CPU µs/request, webhooks / ceiling: ${run.throughput.map((c) => `${int(c.endpoints)} endpoints ${us(c.receiverCpuSeconds, c.delivered)} / ${us(c.ceiling.receiverCpuSeconds, c.ceiling.delivered)}`).join('; ')}. Webhooks peak RSS: ${run.throughput.map((c) => `${num(c.peakRssMb, 0)} MB`).join(', ')}.`,
-    ...run.throughput.flatMap((c) => [c.error ? `- ${int(c.endpoints)} endpoints: ${c.error}` : '', c.ceiling.error ? `- ${int(c.endpoints)} endpoints, ceiling: ${c.ceiling.error}` : '', c.ceiling.failed > 0 ? `- ${int(c.endpoints)} endpoints, ceiling: ${int(c.ceiling.failed)} sends failed, first: ${c.ceiling.firstError}` : ''].filter(Boolean)),
+    `Receiver CPU µs/request, webhooks / ceiling: ${run.throughput.map((c) => `${caseName(c)} ${us(c.receiverCpuSeconds, c.delivered)} / ${us(c.ceiling.receiverCpuSeconds, c.ceiling.delivered)}`).join('; ')}. Webhooks peak RSS: ${run.throughput.map((c) => `${num(c.peakRssMb, 0)} MB`).join(', ')}.`,
+    ...run.throughput.flatMap((c) => [c.error ? `- ${caseName(c)}: ${c.error}` : '', c.ceiling.error ? `- ${caseName(c)}, ceiling: ${c.ceiling.error}` : '', c.ceiling.failed > 0 ? `- ${caseName(c)}, ceiling: ${int(c.ceiling.failed)} sends failed, first: ${c.ceiling.firstError}` : ''].filter(Boolean)),
     '',
-    `## Event to first attempt at ${int(latency.offeredPerSecond)} events/s, 1 endpoint`,
+    `## Event to first attempt at ${int(latency[0]?.offeredPerSecond ?? NaN)} events/s, 1 endpoint`,
     '',
-    `\`webhooks\` running (and warmed up by 100 events), events produced at a steady rate for ${num(latency.seconds, 0)} s; from the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp).`,
+    `\`webhooks\` running (and warmed up by 100 events), events produced at a steady rate for ${num(latency[0]?.seconds ?? NaN, 0)} s; from the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp). The intake is Kafka timestamp to the intake's transaction (\`events.recorded_at\`, its start); the dispatch from there to the first attempt.`,
     '',
-    '| offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | floor p99 ≤ 100 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |',
-    `| ${int(latency.offeredPerSecond)} | ${int(latency.achievedPerSecond)} | ${int(latency.events)} | ${int(latency.attempted)}${latency.firstAttemptsFailed ? ` (${int(latency.firstAttemptsFailed)} failed)` : ''} | ${num(latency.p50, 0)} | ${num(latency.p99, 0)} | ${num(latency.max, 0)} | ${verdict(latency.p99 <= FLOORS.firstAttemptP99Ms && latency.attempted === latency.events)} | ${pct(latency.cpuSeconds / latency.seconds)} | ${pct(latency.pgSessionCpuSeconds / latency.seconds)} | ${num(latency.machineBusyPct, 0)}% |`,
-    '',
-    `Of which Kafka timestamp to the intake's transaction (\`events.recorded_at\`, its start): p50 ${num(latency.intakeP50, 0)} ms, p99 ${num(latency.intakeP99, 0)} ms; from there to the first attempt: p50 ${num(latency.dispatchP50, 0)} ms, p99 ${num(latency.dispatchP99, 0)} ms.`,
-    ...(latency.error ? ['', `- ${latency.error}`] : []),
+    '| consumer | offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | floor p99 ≤ 100 ms | intake p50 / p99 ms | dispatch p50 / p99 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
+    ...latency.map(
+      (l) =>
+        `| ${l.kafkaClient} | ${int(l.offeredPerSecond)} | ${int(l.achievedPerSecond)} | ${int(l.events)} | ${int(l.attempted)}${l.firstAttemptsFailed ? ` (${int(l.firstAttemptsFailed)} failed)` : ''} | ${num(l.p50, 0)} | ${num(l.p99, 0)} | ${num(l.max, 0)} | ${verdict(l.p99 <= FLOORS.firstAttemptP99Ms && l.attempted === l.events)} | ${num(l.intakeP50, 0)} / ${num(l.intakeP99, 0)} | ${num(l.dispatchP50, 0)} / ${num(l.dispatchP99, 0)} | ${pct(l.cpuSeconds / l.seconds)} | ${pct(l.pgSessionCpuSeconds / l.seconds)} | ${num(l.machineBusyPct, 0)}% |`,
+    ),
+    ...latency.flatMap((l) => (l.error ? [`- ${l.kafkaClient}: ${l.error}`] : [])),
     '',
     '## Delivery store per 1M deliveries',
     '',
     "`pg_total_relation_size` (heap, indexes, TOAST) and rows of each table right after the case (no VACUUM: the dead row versions of the claims' and completions' updates are in it, as autovacuum left them), scaled to 1M deliveries. Events are stored once per event, so fan-out changes the figure.",
     '',
-    '| endpoints | events rows | deliveries rows | attempts rows | events MB | deliveries MB | attempts MB | total MB | bytes/delivery |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| endpoints | consumer | events rows | deliveries rows | attempts rows | events MB | deliveries MB | attempts MB | total MB | bytes/delivery |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...run.throughput.map((c) => {
       const of = (table: StoreSize['table']) => c.store.find((s) => s.table === table) ?? { rows: NaN, bytes: NaN };
       // By the deliveries recorded: a case that timed out may have recorded fewer than it was owed.
       const scale = 1e6 / of('deliveries').rows;
       const total = c.store.reduce((sum, s) => sum + s.bytes, 0);
-      return row([int(c.endpoints), int(of('events').rows * scale), int(of('deliveries').rows * scale), int(of('attempts').rows * scale), mb(of('events').bytes * scale), mb(of('deliveries').bytes * scale), mb(of('attempts').bytes * scale), mb(total * scale), int((total * scale) / 1e6)]);
+      return row([int(c.endpoints), c.kafkaClient, int(of('events').rows * scale), int(of('deliveries').rows * scale), int(of('attempts').rows * scale), mb(of('events').bytes * scale), mb(of('deliveries').bytes * scale), mb(of('attempts').bytes * scale), mb(total * scale), int((total * scale) / 1e6)]);
     }),
     '',
   ];

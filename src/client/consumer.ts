@@ -184,7 +184,7 @@ export function avroRegistry(url: string, access: { readonly auth?: { username: 
  * One record of the relay as an event: headers, key and value decoded (Avro through `registry`
  * when given, else JSON). OutboxClientError CONSUMER_UNDECODABLE when it is not one.
  */
-export async function decodeOutboxRecord<P>(topic: string, partition: number, message: KafkaMessage, registry: SchemaRegistry | undefined): Promise<ConsumedEvent<P>> {
+export async function decodeOutboxRecord<P>(topic: string, partition: number, message: Pick<KafkaMessage, 'key' | 'value' | 'headers' | 'offset'>, registry: SchemaRegistry | undefined): Promise<ConsumedEvent<P>> {
   const where = `${topic}[${partition}]@${message.offset}`;
   const headers = headerText(message.headers);
   const eventId = headers[HEADER.eventId];

@@ -21,6 +21,8 @@ import { Dispatcher, leaseFor } from '../webhooks/dispatcher.js';
 import { startHousekeeping } from '../webhooks/housekeeping.js';
 import { WebhookSender } from '../webhooks/http-sender.js';
 import { WebhookIntake } from '../webhooks/intake.js';
+import { kafkajsIntakeConsumer } from '../webhooks/kafkajs-intake-consumer.js';
+import { librdkafkaIntakeConsumer } from '../webhooks/librdkafka-intake-consumer.js';
 import { createWebhookMetrics } from '../webhooks/metrics.js';
 import { firstAttemptAt } from '../webhooks/retry-policy.js';
 import { requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/webhook-tables.js';
@@ -58,9 +60,19 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     logger,
     metrics,
   });
+  const kafka = kafkaFor(options.kafka, logger);
+  let joined = false;
   const intake = new WebhookIntake({
-    kafka: kafkaFor(options.kafka, logger),
+    openConsumer: options.kafka.client === 'librdkafka' ? librdkafkaIntakeConsumer({ ...options.kafka, logger }) : kafkajsIntakeConsumer(kafka),
+    kafka,
     groupId: options.groupId,
+    events: {
+      joined: () => (joined = true),
+      failed: (error) => {
+        joined = false;
+        logger.error({ err: errorMessage(error) }, 'webhooks: the consumer failed; it reads again from the last offset recorded');
+      },
+    },
     topics: options.topics,
     pool,
     tables,
@@ -72,12 +84,6 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     onRecorded: () => dispatcher.wake(),
     // Sent at once only when the schedule says the first attempt is immediate.
     sendAtOnce: options.policy.scheduleMs[0] === 0 ? dispatcher : null,
-  });
-  let joined = false;
-  intake.on('group_join', () => (joined = true));
-  intake.on('crash', (detail) => {
-    joined = false;
-    logger.error({ err: errorMessage((detail as { payload?: { error?: unknown } }).payload?.error) }, 'webhooks: the consumer crashed; kafkajs restarts it from the committed offsets');
   });
   const housekeeping = new AbortController();
   const housekeepingDone = startHousekeeping({ queries: new DeliveryQueries(pool, tables), metrics, logger, clock, circuitFailures: options.rules.circuitFailures, retentionMs: options.retentionMs }, housekeeping.signal);
@@ -95,7 +101,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   });
   dispatcher.start();
   await intake.start();
-  logger.info({ owner, topics: options.topics.map(String), group: options.groupId, schema: options.schema, concurrency: options.concurrency }, 'webhooks: consuming and dispatching');
+  logger.info({ owner, topics: options.topics.map(String), group: options.groupId, kafkaClient: options.kafka.client, schema: options.schema, concurrency: options.concurrency }, 'webhooks: consuming and dispatching');
 
   const signal = await stopSignal;
   exitDeadline(logger, signal, options.shutdownTimeoutMs);

@@ -187,7 +187,7 @@ export const COMMANDS = {
   webhooks: declared({
     summary: 'Deliver outbox events from Kafka to the endpoints subscribed to them (signed, retried, never dropped) until SIGTERM.',
     options: [
-      ...WEBHOOK_STORE, 'kafkaBrokers', 'kafkaClientId', ...KAFKA_SECURITY, ...REGISTRY_ACCESS, 'topicTemplate', 'deadLetterTopic', ...WEBHOOK_DELIVERY,
+      ...WEBHOOK_STORE, 'kafkaBrokers', 'kafkaClientId', 'kafkaClient', ...KAFKA_SECURITY, ...REGISTRY_ACCESS, 'topicTemplate', 'deadLetterTopic', ...WEBHOOK_DELIVERY,
       'shutdownTimeout', 'logLevel', 'httpHost', 'httpPort',
     ],
     // Its own port, beside a relay (9464) and a pruner (9465) on one host.

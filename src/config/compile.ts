@@ -14,6 +14,7 @@ import type { SetupTarget } from '../setup/setup.js';
 import type { EndpointRules } from '../webhooks/delivery-store.js';
 import type { RetryPolicy } from '../webhooks/retry-policy.js';
 import type { KafkaProducerOptions } from '../sink/kafka-client.js';
+import type { KafkaClientName } from '../sink/producer.js';
 import type { KafkaSinkOptions } from '../sink/kafka-sink.js';
 import type { RecordBuilderOptions } from '../transform/record-builder.js';
 import type { TopicCatalogOptions } from '../sink/topic-catalog.js';
@@ -192,7 +193,7 @@ export interface WebhooksCommandOptions {
   readonly logLevel: string;
   readonly database: DatabaseAccess;
   readonly schema: string;
-  readonly kafka: { readonly brokers: readonly string[]; readonly clientId: string; readonly security: KafkaSecurity };
+  readonly kafka: { readonly client: KafkaClientName; readonly brokers: readonly string[]; readonly clientId: string; readonly security: KafkaSecurity };
   /** Null: JSON events only (an Avro record is counted as undecodable). */
   readonly registry: RegistryAccess | null;
   readonly topics: readonly (string | RegExp)[];
@@ -215,7 +216,7 @@ export function compileWebhooks(config: CommandConfig<'webhooks'>): WebhooksComm
     logLevel: config.logLevel,
     database: database(config),
     schema: config.webhookSchema,
-    kafka: { brokers: config.kafkaBrokers, clientId: config.kafkaClientId, security: kafkaSecurity(config) },
+    kafka: { client: config.kafkaClient, brokers: config.kafkaBrokers, clientId: config.kafkaClientId, security: kafkaSecurity(config) },
     registry: config.schemaRegistryUrl === null ? null : registryAccess(config),
     topics: config.webhookTopics ?? [templateTopics(config.topicTemplate, config.deadLetterTopic)],
     groupId: config.webhookGroup,

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
 import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
+import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from './record.js';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
@@ -28,8 +29,8 @@ const PACKAGE = '@confluentinc/kafka-javascript';
 
 /** How long librdkafka retries a message before its delivery report fails it (the batch then fails, and the stream restarts from the confirmed position). */
 const MESSAGE_TIMEOUT_MS = 30_000;
-const DISCONNECT_TIMEOUT_MS = 5_000;
-const CONNECT_TIMEOUT_MS = 30_000;
+export const DISCONNECT_TIMEOUT_MS = 5_000;
+export const CONNECT_TIMEOUT_MS = 30_000;
 const TRANSACTION_CALL_TIMEOUT_MS = 30_000;
 
 let loaded: typeof Rdkafka | null = null;
@@ -143,11 +144,33 @@ function errorNameOfText(text: string): string | undefined {
   return namesByText.get(text);
 }
 
+/** One of librdkafka's log lines (its `event.log`). */
+export interface LibrdkafkaLogLine {
+  readonly severity: number;
+  readonly fac: string;
+  readonly message: string;
+}
+
+/**
+ * A warning or error line of librdkafka's in the relay's log, and the refusal it names, if any:
+ * refusals are logged before (or instead of) any error event (a failed TLS handshake, a SASL
+ * login, a fatal ACL refusal).
+ */
+export function logLibrdkafkaLine(logger: Logger, line: LibrdkafkaLogLine): (Error & { type: string }) | null {
+  if (line.severity > 4) return null;
+  const named = namedLibrdkafkaError({ code: -1, message: line.message });
+  const refused = isKafkaRefusal(named);
+  // A broker that cannot be reached is logged at every reconnect: the outage warning (from
+  // its error event) says it once, so these go to debug, as kafkajs's connection errors do.
+  logger[refused || line.fac !== 'FAIL' ? 'warn' : 'debug']({ librdkafka: line.fac }, line.message);
+  return refused ? named : null;
+}
+
 /** A produce request's error as librdkafka logs it (debug context msg), before retrying it itself. */
 const MESSAGE_SET_ERROR = /encountered error: (.+?) \(actions /;
 
 /** Settles with librdkafka's callback, its error named. */
-function called<T = void>(start: (done: (error: Rdkafka.LibrdKafkaError | null | undefined, value?: T) => void) => void): Promise<T> {
+export function called<T = void>(start: (done: (error: Rdkafka.LibrdKafkaError | null | undefined, value?: T) => void) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     start((error, value) => (error ? reject(namedLibrdkafkaError(error)) : resolve(value as T)));
   });
@@ -250,21 +273,16 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
   // librdkafka retries a refused produce request itself and says so only in its debug log
   // (context msg): read there, each refusal is counted and in the outage log, as on kafkajs
   // (e.g. NOT_ENOUGH_REPLICAS while brokers are down). About two lines per partition and request.
-  producer.on('event.log', (line: { severity: number; fac: string; message: string }) => {
+  producer.on('event.log', (line: LibrdkafkaLogLine) => {
     if (line.fac === 'MSGSET') {
       const refused = MESSAGE_SET_ERROR.exec(line.message)?.[1];
       if (refused === undefined) return;
       const type = errorNameOfText(refused) ?? 'LIBRDKAFKA_ERROR';
       options.onRequestFailed?.(type);
       outage.failed({ error: type, detail: refused });
-    } else if (line.severity <= 4) {
-      // Refusals are logged before (or instead of) any error event: a failed TLS handshake, a SASL login, a fatal ACL refusal.
-      const named = namedLibrdkafkaError({ code: -1, message: line.message });
-      const refused = isKafkaRefusal(named);
-      // A broker that cannot be reached is logged at every reconnect: the outage warning (from
-      // its error event) says it once, so these go to debug, as kafkajs's connection errors do.
-      logger[refused || line.fac !== 'FAIL' ? 'warn' : 'debug']({ librdkafka: line.fac }, line.message);
-      if (refused) refusal(named);
+    } else {
+      const refused = logLibrdkafkaLine(logger, line);
+      if (refused) refusal(refused);
     }
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.

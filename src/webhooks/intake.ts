@@ -1,5 +1,5 @@
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import type { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { decodeOutboxRecord } from '../client/consumer.js';
@@ -9,6 +9,7 @@ import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
 import type { ClaimedDelivery, DeliveryStore, EventToDeliver, RecordedDeliveries } from './delivery-store.js';
 import type { Reservation } from './dispatcher.js';
+import type { ConsumedBatch, ConsumedMessage, IntakeConsumer, IntakeConsumerEvents, OpenIntakeConsumer } from './intake-consumer.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
@@ -33,15 +34,16 @@ export interface SendAtOnce {
  */
 const SLOT_STALL_MS = 250;
 
-/** How often the consumer commits the offsets of what it recorded. */
-const OFFSET_COMMIT_MS = 1_000;
-
 /** How often a topic pattern is matched again against the cluster's topics. */
 const TOPIC_REFRESH_MS = 15_000;
 
 export interface IntakeOptions {
+  /** The consumer, on the client OUTBOX_KAFKA_CLIENT names. */
+  readonly openConsumer: OpenIntakeConsumer;
+  /** Lists the cluster's topics (kafkajs's admin, on either client). */
   readonly kafka: Kafka;
   readonly groupId: string;
+  readonly events: IntakeConsumerEvents;
   readonly topics: readonly (string | RegExp)[];
   readonly pool: pg.Pool;
   readonly tables: WebhookTables;
@@ -70,10 +72,9 @@ export interface IntakeOptions {
  * is added twice. At-least-once from Kafka, exactly one delivery row per (event, endpoint).
  */
 export class WebhookIntake {
-  private consumer: Consumer | null = null;
+  private consumer: IntakeConsumer | null = null;
   /** The topics the consumer reads now, as matched against the cluster's topics. */
   private consuming: readonly string[] = [];
-  private readonly listeners: { readonly event: 'crash' | 'group_join'; readonly listener: (detail: unknown) => void }[] = [];
   private subscriptions: { version: string; index: SubscriptionIndex } | null = null;
   private readonly maxDeliveries: number;
   private readonly stopped = new AbortController();
@@ -104,22 +105,12 @@ export class WebhookIntake {
   async stop(): Promise<void> {
     this.stopped.abort();
     await this.watching;
-    await this.consumer?.disconnect();
+    await this.consumer?.stop();
   }
 
   /** True while some topic matches (else nothing is consumed yet, and the process is not ready). */
   get hasTopics(): boolean {
     return this.consuming.length > 0;
-  }
-
-  /** Fires when the group rebalances or the consumer crashes (kafkajs restarts it itself). */
-  on(event: 'crash' | 'group_join', listener: (detail: unknown) => void): void {
-    this.listeners.push({ event, listener });
-    this.listen(event, listener);
-  }
-
-  private listen(event: 'crash' | 'group_join', listener: (detail: unknown) => void): void {
-    this.consumer?.on(event === 'crash' ? this.consumer.events.CRASH : this.consumer.events.GROUP_JOIN, listener);
   }
 
   private async watch(admin: Admin): Promise<void> {
@@ -138,32 +129,16 @@ export class WebhookIntake {
   private async follow(clusterTopics: readonly string[]): Promise<void> {
     const matching = clusterTopics.filter((topic) => this.options.topics.some((wanted) => (typeof wanted === 'string' ? wanted === topic : wanted.test(topic)))).sort();
     if (matching.join('\n') === this.consuming.join('\n')) return;
-    await this.consumer?.disconnect();
+    await this.consumer?.stop();
     this.consumer = null;
     this.consuming = matching;
     if (matching.length === 0) {
       this.options.logger.warn({ topics: this.options.topics.map(String) }, 'webhooks: no topic matches yet; looking again every 15s');
       return;
     }
-    // Fetches of at most 256 KiB a partition: kafkajs decodes a whole fetch at once, and a bigger
-    // one holds up every answer the dispatcher's requests are waiting for (tens of milliseconds).
-    const consumer = this.options.kafka.consumer({ groupId: this.options.groupId, readUncommitted: false, allowAutoTopicCreation: false, maxBytesPerPartition: 256 * 1024, maxBytes: 1024 * 1024 });
+    const consumer = this.options.openConsumer(this.options.groupId, this.options.events);
     this.consumer = consumer;
-    for (const { event, listener } of this.listeners) this.listen(event, listener);
-    await consumer.connect();
-    // A new group starts at the beginning: events produced before the first webhooks process
-    // started are owed too (an endpoint receives the events consumed after it was added).
-    await consumer.subscribe({ topics: [...matching], fromBeginning: true });
-    // Offsets are resolved only once their chunk is recorded, and kafkajs commits the resolved
-    // ones at most every OFFSET_COMMIT_MS (and when the group rebalances or the consumer stops):
-    // a crash re-reads at most that much, recorded already, which adds nothing.
-    await consumer.run({
-      autoCommit: true,
-      autoCommitInterval: OFFSET_COMMIT_MS,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 4,
-      eachBatch: (payload) => this.take(payload),
-    });
+    await consumer.start(matching, (batch) => this.take(batch));
     this.options.logger.info({ topics: matching }, 'webhooks: consuming');
   }
 
@@ -172,9 +147,9 @@ export class WebhookIntake {
    * dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it has
    * free slots, so they are all recorded leased and sent at once.
    */
-  private async take({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+  private async take(batch: ConsumedBatch): Promise<void> {
     const { topic, partition } = batch;
-    let chunk: { message: KafkaMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
+    let chunk: { message: ConsumedMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
     let fannedOut = 0;
     let reserved: Reservation | null = null;
     const flush = async () => {
@@ -185,15 +160,13 @@ export class WebhookIntake {
         return;
       }
       await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])), slots);
-      resolveOffset(chunk[chunk.length - 1]!.message.offset);
-      await commitOffsetsIfNecessary();
-      await heartbeat();
+      await batch.recorded(chunk[chunk.length - 1]!.message.offset);
       chunk = [];
       fannedOut = 0;
     };
     try {
       for (const [index, message] of batch.messages.entries()) {
-        if (!isRunning() || isStale()) break;
+        if (!batch.owned()) break;
         reserved ??= await this.reserve(batch.messages.length - index);
         const event = await this.decode(topic, partition, message);
         const owed = event ? this.subscriptions?.index.endpointsFor(event.eventType).length ?? 1 : 0;
@@ -211,7 +184,7 @@ export class WebhookIntake {
     }
   }
 
-  private async decode(topic: string, partition: number, message: KafkaMessage): Promise<Omit<EventToDeliver, 'endpointIds'> | null> {
+  private async decode(topic: string, partition: number, message: ConsumedMessage): Promise<Omit<EventToDeliver, 'endpointIds'> | null> {
     const avro = message.value?.[0] === MAGIC_BYTE || message.key?.[0] === MAGIC_BYTE;
     const { metrics, logger } = this.options;
     if (avro && !this.options.registry) {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
@@ -7,16 +8,17 @@ import { useTestWebhooks, verifiedBody, WebhookReceiver } from '../harness/webho
 /**
  * Durable delivery under kill -9: deliveries are recorded before offsets are committed and
  * completed only after the attempt, so a killed process loses nothing; what it had in flight
- * is sent again (same webhook-id) once its lease runs out.
+ * is sent again (same webhook-id) once its lease runs out. On each Kafka client the consumer can
+ * run on (OUTBOX_KAFKA_CLIENT).
  */
-describe('webhooks survive kill -9', () => {
+describe.each(KAFKA_CLIENTS)('webhooks survive kill -9 (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const receivers: WebhookReceiver[] = [];
   const processes: RelayProcess[] = [];
   let relay: RelayProcess;
   // 1 s attempts: a killed process's leases run out after 4 × 1 s + 5 s (leaseFor).
-  const env = () => webhooks.env({ OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s,200ms,500ms,1s,2s,5s,10s,10s', OUTBOX_WEBHOOK_TIMEOUT: '1s', OUTBOX_WEBHOOK_CONCURRENCY: '50' });
+  const env = () => webhooks.env({ OUTBOX_KAFKA_CLIENT: kafkaClient, OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s,200ms,500ms,1s,2s,5s,10s,10s', OUTBOX_WEBHOOK_TIMEOUT: '1s', OUTBOX_WEBHOOK_CONCURRENCY: '50' });
 
   function startWebhooks(): RelayProcess {
     const started = new RelayProcess(env(), [], 'webhooks').start();
@@ -111,7 +113,7 @@ describe('webhooks survive kill -9', () => {
     const { duplicates } = await expectEveryDeliveryMade(rows, endpoints);
     const [attempts] = await webhooks.query<{ n: number }>('SELECT count(*)::int AS n FROM wh.attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1)', [endpoints.map((e) => e.id)]);
     await current.stop();
-    console.info(`kill -9 ×3: ${rows.length} events, ${rows.length * endpoints.length} deliveries, 0 missing, ${duplicates} duplicates (same webhook-id), ${attempts!.n} attempts recorded`);
+    console.info(`${kafkaClient}: kill -9 ×3: ${rows.length} events, ${rows.length * endpoints.length} deliveries, 0 missing, ${duplicates} duplicates (same webhook-id), ${attempts!.n} attempts recorded`);
   });
 
   it('two processes share the work; one killed -9: every delivery made, per-endpoint limit and order kept across them', async () => {
@@ -157,6 +159,6 @@ describe('webhooks survive kill -9', () => {
       expect(at, `aggregate ${key}`).toBeGreaterThanOrEqual(last.get(key) ?? -1);
       last.set(key, at);
     }
-    console.info(`two processes, one killed -9: ${rows.length} events, ${rows.length * endpoints.length} deliveries, 0 missing, ${duplicates} duplicates (same webhook-id, after the kill), attempts by process ${byProcess.map((p) => p.n).join(' + ')}, ordered endpoint at most ${ordered.mostInFlight} in flight`);
+    console.info(`${kafkaClient}: two processes, one killed -9: ${rows.length} events, ${rows.length * endpoints.length} deliveries, 0 missing, ${duplicates} duplicates (same webhook-id, after the kill), attempts by process ${byProcess.map((p) => p.n).join(' + ')}, ordered endpoint at most ${ordered.mostInFlight} in flight`);
   });
 });

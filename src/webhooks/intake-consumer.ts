@@ -1,0 +1,54 @@
+import type { KafkaMessage } from 'kafkajs';
+
+/**
+ * The intake's port to Kafka: a consumer in the webhooks group, on the client OUTBOX_KAFKA_CLIENT
+ * names (kafkajs-intake-consumer.ts, librdkafka-intake-consumer.ts). Whichever it is, offsets are
+ * committed only up to what the intake said it recorded, so a crash re-reads what was not.
+ */
+
+/** A record as the intake reads it, whichever client fetched it (kafkajs's shape). */
+export type ConsumedMessage = Pick<KafkaMessage, 'key' | 'value' | 'headers' | 'offset' | 'timestamp'>;
+
+/** Messages of one partition, in offset order. */
+export interface ConsumedBatch {
+  readonly topic: string;
+  readonly partition: number;
+  readonly messages: readonly ConsumedMessage[];
+  /** Every message up to and including `offset` is recorded: its offset may be committed now (at most OFFSET_COMMIT_MS later). */
+  recorded(offset: string): Promise<void>;
+  /** False once the consumer stops or the group takes the partition away: the rest of the batch is its next reader's. */
+  owned(): boolean;
+}
+
+/** What the consumer tells the process about its group (readiness, the error log). */
+export interface IntakeConsumerEvents {
+  /** Partitions were assigned: the consumer is reading. */
+  joined(): void;
+  /** Reading or recording failed; the consumer goes on from the last recorded offset by itself. */
+  failed(error: unknown): void;
+}
+
+export interface IntakeConsumer {
+  /**
+   * Joins the group and reads `topics` read_committed (an aborted exactly-once transaction is
+   * never an event), a group without offsets from their beginning: events produced before the
+   * first webhooks process started are owed too. Each partition's batches go to `take` one at a
+   * time, in offset order; the partitions at once.
+   */
+  start(topics: readonly string[], take: (batch: ConsumedBatch) => Promise<void>): Promise<void>;
+  /** Leaves the group once the batches being taken are (the offsets they recorded committed). */
+  stop(): Promise<void>;
+}
+
+/** A new consumer in `groupId`: the intake opens one for each set of topics it follows. */
+export type OpenIntakeConsumer = (groupId: string, events: IntakeConsumerEvents) => IntakeConsumer;
+
+/** How often a consumer commits the offsets of what was recorded: a crash re-reads at most that much, recorded already, which adds nothing. */
+export const OFFSET_COMMIT_MS = 1_000;
+
+/**
+ * Fetches of at most this much a partition, and 4 × as much in all: kafkajs decodes a whole fetch
+ * at once, and a bigger one holds up every answer the dispatcher's requests are waiting for
+ * (tens of milliseconds).
+ */
+export const FETCH_BYTES_PER_PARTITION = 256 * 1024;
