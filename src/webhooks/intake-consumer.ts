@@ -22,7 +22,7 @@ export interface ConsumedBatch {
 
 /** What the consumer tells the process about its group (readiness, the error log). */
 export interface IntakeConsumerEvents {
-  /** Partitions were assigned: the consumer is reading. */
+  /** Partitions were assigned, or reading and recording work again after a failure: the consumer is reading. */
   joined(): void;
   /** Reading or recording failed; the consumer goes on from the last recorded offset by itself. */
   failed(error: unknown): void;

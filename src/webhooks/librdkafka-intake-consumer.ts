@@ -149,6 +149,7 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
       let messages: Rdkafka.Message[];
       try {
         messages = await called<Rdkafka.Message[]>((done) => consumer.consume(CONSUME_MESSAGES, done));
+        if (failures > 0 && this.assigned.size > 0) this.events.joined();
         failures = 0;
       } catch (error) {
         if (failures === 0) this.events.failed(error);
@@ -201,6 +202,7 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
             },
             owned,
           });
+          if (failures > 0) this.events.joined();
           break;
         } catch (error) {
           if (failures === 0) this.events.failed(error);

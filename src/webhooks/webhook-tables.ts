@@ -35,6 +35,9 @@ export function webhookPool(database: DatabaseAccess, applicationName: string, m
   const pool = new pg.Pool({ ...pgConnectionConfig(database, applicationName), max });
   // A broken idle client (a Postgres restart) is dropped by the pool; the next query reconnects.
   pool.on('error', () => undefined);
+  // A client checked out between two statements hears the restart as an 'error' event, which
+  // unheard would end the process: its next statement fails instead, and the transaction with it.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 
