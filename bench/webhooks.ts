@@ -160,7 +160,7 @@ async function main(): Promise<void> {
     // A second run on the same day gets -2, -3...: earlier results stay for comparison.
     const base = `${results.date}-webhooks${quick ? '-quick' : ''}`;
     let stem = base;
-    for (let n = 2; existsSync(join(outDir, `${stem}.json`)); n++) stem = `${base}-${n}`;
+    for (let n = 2; existsSync(join(outDir, `${stem}.json`)) || existsSync(join(outDir, `${stem}.md`)); n++) stem = `${base}-${n}`;
     writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
     writeFileSync(join(outDir, `${stem}.md`), renderWebhooksReport(results));
     process.stdout.write(renderWebhooksReport(results));
