@@ -102,7 +102,10 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
       const refused = logLibrdkafkaLine(options.logger, line);
       if (refused) this.events.failed(refused);
     });
-    consumer.on('event.error', (error) => options.logger.warn({ err: namedLibrdkafkaError(error).message, librdkafka: namedLibrdkafkaError(error).type }, 'webhooks: librdkafka consumer error; it reconnects by itself'));
+    consumer.on('event.error', (error) => {
+      const { message, type } = namedLibrdkafkaError(error);
+      options.logger.warn({ err: message, librdkafka: type }, 'webhooks: librdkafka consumer error; it reconnects by itself');
+    });
     await called((done) => consumer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error)));
     consumer.setDefaultConsumeTimeout(CONSUME_WAIT_MS);
     consumeWithoutWaitingAfterFirst(consumer);
@@ -153,7 +156,7 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
         failures = 0;
       } catch (error) {
         if (failures === 0) this.events.failed(error);
-        await sleep(RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]!);
+        await sleep(retryWait(failures));
         failures += 1;
         continue;
       }
@@ -206,7 +209,7 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
           break;
         } catch (error) {
           if (failures === 0) this.events.failed(error);
-          await sleep(RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]!);
+          await sleep(retryWait(failures));
           failures += 1;
         }
       }
@@ -242,6 +245,11 @@ function consumeWithoutWaitingAfterFirst(consumer: Rdkafka.KafkaConsumer): void 
   const setting = (consumer as unknown as { setDefaultIsTimeoutOnlyForFirstMessage?: (on: boolean) => void }).setDefaultIsTimeoutOnlyForFirstMessage;
   if (typeof setting !== 'function') throw new RelayError('SINK_CLIENT', `@confluentinc/kafka-javascript ${loadLibrdkafka().librdkafkaVersion}: its KafkaConsumer has no setDefaultIsTimeoutOnlyForFirstMessage (the webhooks consumer was built on 1.10.1's); use OUTBOX_KAFKA_CLIENT=kafkajs`);
   setting.call(consumer, true);
+}
+
+/** The wait before the next try after `failures` failed ones in a row. */
+function retryWait(failures: number): number {
+  return RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]!;
 }
 
 function partitionKey(topic: string, partition: number): string {
