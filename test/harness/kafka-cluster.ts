@@ -92,15 +92,18 @@ export class KafkaCluster {
     }
   }
 
-  /** The broker leading a partition now. */
-  async leaderOf(topic: string, partition: number): Promise<BrokerId> {
+  /** The broker leading each of a topic's partitions now, by partition. */
+  async leadersOf(topic: string): Promise<BrokerId[]> {
     const admin = kafkaClient(this.brokers).admin();
     await admin.connect();
     try {
       const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-      const leader = topics[0]?.partitions.find((entry) => entry.partitionId === partition)?.leader;
-      if (leader !== 1 && leader !== 2 && leader !== 3) throw new Error(`partition ${topic}-${partition} has leader ${String(leader)}`);
-      return leader;
+      return [...(topics[0]?.partitions ?? [])]
+        .sort((a, b) => a.partitionId - b.partitionId)
+        .map(({ partitionId, leader }) => {
+          if (leader !== 1 && leader !== 2 && leader !== 3) throw new Error(`partition ${topic}-${partitionId} has leader ${String(leader)}`);
+          return leader;
+        });
     } finally {
       await admin.disconnect();
     }
