@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { DeliveryQueries } from '../../src/webhooks/delivery-queries.js';
+import { DeliveryStore, type ClaimedDelivery, type EndpointRules, type EventToDeliver } from '../../src/webhooks/delivery-store.js';
+import { createWebhookTables, WebhookTables } from '../../src/webhooks/webhook-tables.js';
+
+const DAY = 86_400_000;
+const OWNER = 'pruning-test';
+const RULES: EndpointRules = { circuitFailures: 5, circuitCooldownMs: 30_000, disableAfterMs: 5 * DAY };
+
+/**
+ * The delivery store's retention against real Postgres: what the pruner deletes (delivered
+ * deliveries past the retention, their attempts, then events no delivery refers to), what it
+ * keeps, and that an event re-consumed while the pruner deletes its row still has a body to send.
+ */
+describe('webhook delivery store: pruning', () => {
+  const pool = new pg.Pool({ connectionString: inject('services').databaseUrl, max: 4 });
+  const tables = new WebhookTables(`wh_prune_${randomUUID().replaceAll('-', '').slice(0, 8)}`);
+  const store = new DeliveryStore(pool, tables);
+  const queries = new DeliveryQueries(pool, tables);
+  const endpointId = 'ep_prune';
+
+  beforeAll(async () => {
+    await createWebhookTables(pool, tables);
+    await pool.query(`INSERT INTO ${tables.endpoints} (id, url, event_types, secrets, max_in_flight) VALUES ($1, 'http://127.0.0.1:1/', ARRAY['*'], '[]', 1000)`, [endpointId]);
+  });
+
+  beforeEach(async () => {
+    await pool.query(`TRUNCATE ${tables.attempts}, ${tables.deliveries}, ${tables.events}, ${tables.endpointSlots}, ${tables.endpointSlotsReturned}`);
+  });
+
+  afterAll(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS ${tables.schema} CASCADE`);
+    await pool.end();
+  });
+
+  function event(eventId = randomUUID()): EventToDeliver {
+    return { eventId, eventType: 'invoice.paid', aggregateId: 'agg', body: JSON.stringify({ id: eventId }), producedAt: new Date(), endpointIds: [endpointId] };
+  }
+
+  /** Records the events as recorded at `now`, leased to this test, in one transaction of `client` (default: its own). */
+  async function record(events: readonly EventToDeliver[], now: Date, client?: pg.ClientBase): Promise<readonly ClaimedDelivery[]> {
+    const lease = { owner: OWNER, now, leaseMs: 60_000, free: 1_000 };
+    if (client) return (await store.record(client, events, () => now, lease)).leased;
+    const own = await pool.connect();
+    try {
+      await own.query('BEGIN');
+      const { leased } = await store.record(own, events, () => now, lease);
+      // The store stamps recorded_at with the server's clock: the test's clock instead.
+      await own.query(`UPDATE ${tables.events} SET recorded_at = $1 WHERE event_id = ANY($2)`, [now, events.map((e) => e.eventId)]);
+      await own.query('COMMIT');
+      return leased;
+    } finally {
+      own.release();
+    }
+  }
+
+  /** Completes the deliveries' first attempts at `now`: delivered, or failed for good. */
+  async function finish(deliveries: readonly ClaimedDelivery[], now: Date, status: 'delivered' | 'failed'): Promise<void> {
+    await store.complete(
+      OWNER,
+      now,
+      deliveries.map((delivery) => ({
+        delivery,
+        startedAt: now,
+        result: status === 'delivered'
+          ? { outcome: 'delivered', statusCode: 204, latencyMs: 3, retryAfterMs: null, response: '', error: null }
+          : { outcome: 'http_status', statusCode: 500, latencyMs: 3, retryAfterMs: null, response: 'no', error: 'answered 500' },
+        verdict: status === 'delivered'
+          ? { delivery: { status: 'delivered' }, endpoint: { kind: 'success' } }
+          : { delivery: { status: 'failed', failures: 1 }, endpoint: { kind: 'failure', circuit: false, gone: false, pauseUntil: null } },
+      })),
+      RULES,
+    );
+  }
+
+  async function count(table: string): Promise<number> {
+    const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+    return rows[0]!.n;
+  }
+
+  it('deletes delivered deliveries past the retention with their attempts and events; keeps recent, pending and failed ones', async () => {
+    const old = new Date(Date.now() - 10 * DAY);
+    const recent = new Date(Date.now() - DAY);
+    const oldDelivered = await record([event(), event()], old);
+    await finish(oldDelivered, old, 'delivered');
+    const oldFailed = await record([event()], old);
+    await finish(oldFailed, old, 'failed');
+    const recentDelivered = await record([event()], recent);
+    await finish(recentDelivered, recent, 'delivered');
+    // Still pending: leased, never completed (last: a delivery due holds back the next ones' leases).
+    expect(await record([event()], old)).toHaveLength(1);
+    expect(await count(tables.attempts)).toBe(4);
+
+    const pruned = await queries.prune(new Date(Date.now() - 7 * DAY));
+
+    expect(pruned).toEqual({ deliveries: 2, events: 2 });
+    const { rows } = await pool.query<{ id: string; status: string }>(`SELECT id::text AS id, status FROM ${tables.deliveries} ORDER BY id`);
+    expect(rows.map((row) => row.status).sort()).toEqual(['delivered', 'failed', 'pending']);
+    expect(rows.map((row) => row.id)).not.toContain(oldDelivered[0]!.id);
+    // The pruned deliveries' attempts went with them; the kept ones' stay.
+    const { rows: attempts } = await pool.query<{ delivery_id: string }>(`SELECT delivery_id::text AS delivery_id FROM ${tables.attempts} ORDER BY delivery_id`);
+    expect(attempts.map((a) => a.delivery_id)).toEqual([oldFailed[0]!.id, recentDelivered[0]!.id]);
+    // Every kept delivery still has its event.
+    const { rows: orphans } = await pool.query(`SELECT d.id FROM ${tables.deliveries} d WHERE NOT EXISTS (SELECT 1 FROM ${tables.events} ev WHERE ev.event_id = d.event_id)`);
+    expect(orphans).toEqual([]);
+  });
+
+  it('an event consumed again while the pruner deletes its row keeps its row: the new delivery has a body to send', async () => {
+    const old = new Date(Date.now() - 10 * DAY);
+    // Recorded and delivered long ago; its delivery deleted (the pruner's first step), so its row is the pruner's next.
+    const again = event();
+    await finish(await record([again], old), old, 'delivered');
+    await pool.query(`DELETE FROM ${tables.deliveries}`);
+
+    // Consumed again (a consumer group reset to older offsets); the pruner runs before the consumer commits.
+    const consumer = await pool.connect();
+    try {
+      await consumer.query('BEGIN');
+      const [delivery] = await record([again], new Date(), consumer);
+      expect(delivery).toBeDefined();
+      await queries.prune(new Date(Date.now() - 7 * DAY));
+      await consumer.query('COMMIT');
+    } finally {
+      consumer.release();
+    }
+
+    const { rows } = await pool.query(`SELECT d.id, ev.body FROM ${tables.deliveries} d LEFT JOIN ${tables.events} ev ON ev.event_id = d.event_id`);
+    expect(rows).toEqual([{ id: expect.anything(), body: again.body }]);
+  });
+
+  it("an endpoint deleted by hand takes its deliveries and their attempts with it", async () => {
+    const gone = 'ep_deleted';
+    await pool.query(`INSERT INTO ${tables.endpoints} (id, url, event_types, secrets) VALUES ($1, 'http://127.0.0.1:1/', ARRAY['*'], '[]')`, [gone]);
+    const now = new Date();
+    const [delivery] = await record([{ ...event(), endpointIds: [gone] }], now);
+    await finish([delivery!], now, 'delivered');
+    await record([event()], now);
+
+    await pool.query(`DELETE FROM ${tables.endpoints} WHERE id = $1`, [gone]);
+
+    const { rows } = await pool.query<{ endpoint_id: string }>(`SELECT endpoint_id FROM ${tables.deliveries}`);
+    expect(rows).toEqual([{ endpoint_id: endpointId }]);
+    expect(await count(tables.attempts)).toBe(0);
+  });
+
+  it('setup run again on tables of an earlier setup drops their foreign keys to events and from attempts', async () => {
+    await pool.query(`ALTER TABLE ${tables.deliveries} ADD CONSTRAINT deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES ${tables.events} (event_id)`);
+    await pool.query(`ALTER TABLE ${tables.attempts} ADD CONSTRAINT attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES ${tables.deliveries} (id) ON DELETE CASCADE`);
+
+    await createWebhookTables(pool, tables);
+
+    const { rows } = await pool.query<{ name: string }>(
+      `SELECT conname AS name FROM pg_constraint WHERE contype = 'f' AND conrelid = ANY($1::regclass[]) ORDER BY conname`,
+      [[tables.deliveries, tables.attempts]],
+    );
+    // The endpoint's stays: deleting an endpoint still takes its deliveries.
+    expect(rows.map((row) => row.name)).toEqual(['deliveries_endpoint_id_fkey']);
+  });
+});
