@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.events (
 -- status: pending (due at next_attempt_at; leased while lease_owner is set and next_attempt_at
 -- is ahead), delivered, failed (attempts exhausted; `webhooks replay` makes it pending again).
 -- event_id has no foreign key: its check is a lookup and a row lock (a WAL record) for every
--- delivery, a fifth of Postgres's work per delivery on the hot path. The intake writes the event
+-- delivery, about a fifth of Postgres's work per delivery on the hot path. The intake writes the event
 -- in the same transaction and locks its row (ON CONFLICT DO UPDATE), which is what keeps the
 -- pruner from deleting an event a delivery is being recorded for.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (

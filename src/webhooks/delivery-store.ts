@@ -464,7 +464,7 @@ const statementNames = new Map<string, string>();
 /**
  * A statement of the hot path (record, complete) prepared once per connection, named by its
  * text (the tables' names are in it): parsing and planning these CTEs again for every chunk was
- * a fifth of Postgres's work per delivery. Not the claim's: which of an endpoint's due
+ * about a fifth of Postgres's work per delivery. Not the claim's: which of an endpoint's due
  * deliveries it reads depends on its parameters, and a generic plan would not know them.
  */
 function prepared(text: string, values: unknown[]): pg.QueryConfig {
