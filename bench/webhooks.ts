@@ -28,7 +28,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -147,6 +147,7 @@ async function main(): Promise<void> {
       quick,
       minutes: (Date.now() - began) / 60_000,
       machine: machineDescription(),
+      cores: availableParallelism(),
       postgres: await db.description(),
       source: await sourceState(),
       concurrency: CONCURRENCY,

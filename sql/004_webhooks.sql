@@ -21,6 +21,11 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoints (
   -- Deliver one aggregate's events one at a time, in order: the next waits for the previous one's success.
   ordered              boolean     NOT NULL DEFAULT false,
   description          text,
+  -- The events it is owed: those produced to Kafka (their record's timestamp) at or after this
+  -- time. By default the time it was added: a new endpoint is not sent the history that a new
+  -- consumer group reads from the topics' beginning. -infinity: every event the topics hold.
+  -- Milliseconds, as Kafka's timestamps are.
+  deliver_from         timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   disabled_at          timestamptz,
   disabled_reason      text,
   -- The first failure since the last success; disabled when it is older than OUTBOX_WEBHOOK_DISABLE_AFTER.
@@ -34,6 +39,10 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoints (
   created_at           timestamptz NOT NULL DEFAULT now(),
   updated_at           timestamptz NOT NULL DEFAULT now()
 );
+
+-- Endpoints of an earlier setup were owed every event they were subscribed to: they keep that.
+ALTER TABLE outbox_webhooks.endpoints ADD COLUMN IF NOT EXISTS deliver_from timestamptz NOT NULL DEFAULT '-infinity';
+ALTER TABLE outbox_webhooks.endpoints ALTER COLUMN deliver_from SET DEFAULT date_trunc('milliseconds', now());
 
 -- Bumped on every change of who receives what: intake processes reload their subscriptions when it moves.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.subscriptions_version (
@@ -50,7 +59,7 @@ END $$;
 
 DROP TRIGGER IF EXISTS endpoints_subscriptions_changed ON outbox_webhooks.endpoints;
 CREATE TRIGGER endpoints_subscriptions_changed
-  AFTER INSERT OR DELETE OR UPDATE OF event_types ON outbox_webhooks.endpoints
+  AFTER INSERT OR DELETE OR UPDATE OF event_types, deliver_from ON outbox_webhooks.endpoints
   FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.bump_subscriptions_version();
 
 -- One row per event owed to at least one endpoint: the exact body every attempt sends (a retry

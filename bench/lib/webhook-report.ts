@@ -86,6 +86,8 @@ export interface WebhooksBenchRun {
   readonly quick: boolean;
   readonly minutes: number;
   readonly machine: string;
+  /** The machine's cores: its busy share times these is the CPU everything on it spent. */
+  readonly cores: number;
   readonly postgres: string;
   /** The commit built, and the files of src/ and sql/ changed since. */
   readonly source: string;
@@ -100,6 +102,11 @@ const us = (seconds: number, deliveries: number) => num((seconds * 1e6) / delive
 const mb = (bytes: number) => num(bytes / 2 ** 20, 1);
 const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
 const row = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+
+/** CPU of everything on the machine per delivery (µs): its busy share of every core, over the run. */
+function machineUs(run: WebhooksBenchRun, busyPct: number, seconds: number, delivered: number): number {
+  return ((busyPct / 100) * run.cores * seconds * 1e6) / delivered;
+}
 
 export function ceilingShare(c: ThroughputCase): number {
   return c.deliveriesPerSecond / c.ceiling.deliveriesPerSecond;
@@ -126,8 +133,8 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     `timed from its start until the store had every delivery 'delivered'. The receiver is a node:http server in its own process answering 204 at once; each case has the same total deliveries (events × endpoints).`,
     `The ceiling is a plain loop with the same client (WebhookSender from dist/, signing with webhookHeaders) at the same concurrency, sending the case's deliveries to the same receiver, and nothing else. CPU is user + system per delivery: the webhooks process's (start-up and intake included), Postgres's (its sessions / the whole server but the bench's own polling), the ceiling loop's.`,
     '',
-    '| endpoints | consumer | events | deliveries | webhooks s | deliveries/s | steady deliveries/s | events/s | webhooks CPU µs/delivery | Postgres CPU µs/delivery (sessions / server) | ceiling deliveries/s | ceiling CPU µs/delivery | webhooks / ceiling | floor ≥ 70% | busy |',
-    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |',
+    '| endpoints | consumer | events | deliveries | webhooks s | deliveries/s | steady deliveries/s | events/s | webhooks CPU µs/delivery | Postgres CPU µs/delivery (sessions / server) | ceiling deliveries/s | ceiling CPU µs/delivery | webhooks / ceiling | floor ≥ 70% | busy | machine CPU µs/delivery | ceiling ÷ webhooks, machine CPU |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |',
     ...run.throughput.map((c) =>
       row([
         int(c.endpoints),
@@ -145,9 +152,12 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
         pct(ceilingShare(c)),
         verdict(ceilingShare(c) >= FLOORS.ceilingShare),
         `${num(c.machineBusyPct, 0)}% / ${num(c.ceiling.machineBusyPct, 0)}%`,
+        `${num(machineUs(run, c.machineBusyPct, c.seconds, c.delivered), 0)} / ${num(machineUs(run, c.ceiling.machineBusyPct, c.ceiling.seconds, c.ceiling.delivered), 0)}`,
+        pct(machineUs(run, c.ceiling.machineBusyPct, c.ceiling.seconds, c.ceiling.delivered) / machineUs(run, c.machineBusyPct, c.seconds, c.delivered)),
       ]),
     ),
     '',
+    `Machine CPU is everything on the machine (${run.cores} cores: the process measured, Postgres, Kafka, the receiver, the bench) per delivery, webhooks / ceiling. Both runs keep the machine about equally busy, so their share is about the inverse ratio of the two (the last column): where Postgres and Kafka share the cores, the floor needs the whole path — consuming, recording, sending, completing, and Postgres's work for it — to cost at most 1/0.7 = 1.43 times what the plain loop and its receiver cost.`,
     `Receiver CPU µs/request, webhooks / ceiling: ${run.throughput.map((c) => `${caseName(c)} ${us(c.receiverCpuSeconds, c.delivered)} / ${us(c.ceiling.receiverCpuSeconds, c.ceiling.delivered)}`).join('; ')}. Webhooks peak RSS: ${run.throughput.map((c) => `${num(c.peakRssMb, 0)} MB`).join(', ')}.`,
     ...run.throughput.flatMap((c) => [c.error ? `- ${caseName(c)}: ${c.error}` : '', c.ceiling.error ? `- ${caseName(c)}, ceiling: ${c.ceiling.error}` : '', c.ceiling.failed > 0 ? `- ${caseName(c)}, ceiling: ${int(c.ceiling.failed)} sends failed, first: ${c.ceiling.firstError}` : ''].filter(Boolean)),
     '',

@@ -60,9 +60,10 @@ export const endpointAddCommand = command(COMMANDS['webhooks endpoint add'], (co
       ...(config.maxInFlight !== undefined && { maxInFlight: config.maxInFlight }),
       ...(config.rateLimit !== undefined && { rateLimit: config.rateLimit === 0 ? null : config.rateLimit }),
       ...(config.description !== undefined && { description: config.description }),
+      ...(config.deliverFrom !== undefined && { deliverFrom: config.deliverFrom }),
     };
     const endpoint = await store.add(settings, { ...(config.id !== undefined && { id: config.id }), ...(config.secret !== undefined && { secret: config.secret }) });
-    print(config.json, { ...shown(endpoint), secret: endpoint.secrets[0]!.secret }, `added endpoint ${endpoint.id} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')})\nsigning secret (give it to the receiver; \`endpoint rotate-secret\` replaces it): ${endpoint.secrets[0]!.secret}\n`);
+    print(config.json, { ...shown(endpoint), secret: endpoint.secrets[0]!.secret }, `added endpoint ${endpoint.id} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')}, ${eventsFrom(endpoint)})\nsigning secret (give it to the receiver; \`endpoint rotate-secret\` replaces it): ${endpoint.secrets[0]!.secret}\n`);
     return EXIT.ok;
   }),
 );
@@ -70,8 +71,8 @@ export const endpointAddCommand = command(COMMANDS['webhooks endpoint add'], (co
 export const endpointListCommand = command(COMMANDS['webhooks endpoint list'], (config) =>
   withStore(config, async (pool, tables) => {
     const endpoints = await new EndpointStore(pool, tables, new AddressGuard([])).list();
-    const rows = endpoints.map((e) => [e.id, state(e), e.url, e.eventTypes.join(','), `${e.maxInFlight}${e.rateLimit ? ` ${e.rateLimit}/s` : ''}${e.ordered ? ' ordered' : ''}`]);
-    print(config.json, endpoints.map(shown), endpoints.length === 0 ? 'no endpoints; add one with `outbox-relay webhooks endpoint add --url ... --event-types ...`\n' : table([['ID', 'STATE', 'URL', 'EVENT TYPES', 'LIMITS'], ...rows]));
+    const rows = endpoints.map((e) => [e.id, state(e), e.url, e.eventTypes.join(','), e.deliverFrom?.toISOString() ?? 'all', `${e.maxInFlight}${e.rateLimit ? ` ${e.rateLimit}/s` : ''}${e.ordered ? ' ordered' : ''}`]);
+    print(config.json, endpoints.map(shown), endpoints.length === 0 ? 'no endpoints; add one with `outbox-relay webhooks endpoint add --url ... --event-types ...`\n' : table([['ID', 'STATE', 'URL', 'EVENT TYPES', 'EVENTS FROM', 'LIMITS'], ...rows]));
     return EXIT.ok;
   }),
 );
@@ -87,8 +88,9 @@ export const endpointUpdateCommand = command(COMMANDS['webhooks endpoint update'
       ...(config.rateLimit !== undefined && { rateLimit: config.rateLimit === 0 ? null : config.rateLimit }),
       ...(config.ordered !== undefined && { ordered: config.ordered }),
       ...(config.description !== undefined && { description: config.description }),
+      ...(config.deliverFrom !== undefined && { deliverFrom: config.deliverFrom }),
     });
-    print(config.json, shown(endpoint), `updated endpoint ${endpoint.id} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')})\n`);
+    print(config.json, shown(endpoint), `updated endpoint ${endpoint.id} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')}, ${eventsFrom(endpoint)})\n`);
     return EXIT.ok;
   }),
 );
@@ -161,6 +163,10 @@ export const replayCommand = command(COMMANDS['webhooks replay'], (config) =>
 /** An endpoint as listed: secrets shown by their last characters only. */
 function shown(endpoint: Endpoint): Omit<Endpoint, 'secrets'> & { readonly secrets: readonly { readonly secret: string; readonly expiresAt: string | null }[] } {
   return { ...endpoint, secrets: endpoint.secrets.map((s) => ({ secret: `whsec_…${s.secret.slice(-4)}`, expiresAt: s.expiresAt })) };
+}
+
+function eventsFrom(endpoint: Endpoint): string {
+  return endpoint.deliverFrom ? `events produced from ${endpoint.deliverFrom.toISOString()} on` : 'every event the topics hold';
 }
 
 function state(endpoint: Endpoint): string {

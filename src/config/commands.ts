@@ -74,6 +74,10 @@ const ENDPOINT_ARGS = {
   maxInFlight: { description: 'deliveries in flight to it at once, over every process, each from its lease until its result is written (default 10)', parser: p.integer(1, 1_000) },
   rateLimit: { description: 'attempts per second to it, over every process; 0 for none (default none)', parser: p.integer(0, 100_000) },
   headers: { description: 'headers sent with every request, as a JSON object, e.g. \'{"authorization":"Bearer ..."}\'', parser: p.jsonStringMap },
+  deliverFrom: {
+    description: 'the events it receives: those produced to Kafka at or after this ISO time, or all (every event the topics still hold); default: from when it is added, so a new endpoint is not sent the history',
+    parser: p.timeOrAll,
+  },
 } as const;
 const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list` shows them)', parser: p.text } } as const;
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;

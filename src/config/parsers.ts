@@ -163,6 +163,12 @@ export const time: Parser<Date> = {
   },
 };
 
+/** A time, or `all`: from the beginning (null). */
+export const timeOrAll: Parser<Date | null> = {
+  expected: `${time.expected}, or all`,
+  parse: (raw) => (raw.trim() === 'all' ? null : time.parse(raw)),
+};
+
 /** A span of time that is compared, not waited on (a retention): any length. */
 export const age: Parser<number> = {
   expected: 'a duration such as 12h, 7d or 90d',

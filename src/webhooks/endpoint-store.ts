@@ -22,9 +22,15 @@ export interface EndpointSettings {
   readonly rateLimit: number | null;
   readonly ordered: boolean;
   readonly description: string | null;
+  /**
+   * The events it is owed: those produced to Kafka at or after this time; null: every event the
+   * topics hold. Not given to `add`: the time it is added.
+   */
+  readonly deliverFrom?: Date | null;
 }
 
 export interface Endpoint extends EndpointSettings {
+  readonly deliverFrom: Date | null;
   readonly id: string;
   readonly secrets: readonly SigningSecret[];
   readonly disabledAt: Date | null;
@@ -59,9 +65,10 @@ export class EndpointStore {
     if (problem) throw invalid(`--secret ${problem}`);
     await this.checkSettings(settings);
     const { rows } = await this.pool.query(
-      `INSERT INTO ${this.tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, rate_limit, ordered, description)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING RETURNING *`,
-      [id, settings.url, settings.eventTypes, JSON.stringify([{ secret, expires_at: null }]), JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description],
+      `INSERT INTO ${this.tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, rate_limit, ordered, description, deliver_from)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN date_trunc('milliseconds', now()) ELSE COALESCE($11::timestamptz, '-infinity') END)
+       ON CONFLICT (id) DO NOTHING RETURNING *`,
+      [id, settings.url, settings.eventTypes, JSON.stringify([{ secret, expires_at: null }]), JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom === undefined, settings.deliverFrom ?? null],
     );
     if (rows.length === 0) throw invalid(`an endpoint with id "${id}" exists already; change it with \`webhooks endpoint update --id ${id}\``);
     return endpointFrom(rows[0]);
@@ -84,9 +91,10 @@ export class EndpointStore {
     const settings: EndpointSettings = { ...settingsOf(current), ...change };
     await this.checkSettings(settings);
     const { rows } = await this.pool.query(
-      `UPDATE ${this.tables.endpoints} SET url = $2, event_types = $3, headers = $4, max_in_flight = $5, rate_limit = $6, ordered = $7, description = $8, updated_at = now()
+      `UPDATE ${this.tables.endpoints} SET url = $2, event_types = $3, headers = $4, max_in_flight = $5, rate_limit = $6, ordered = $7, description = $8,
+         deliver_from = COALESCE($9::timestamptz, '-infinity'), updated_at = now()
        WHERE id = $1 RETURNING *`,
-      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description],
+      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom ?? null],
     );
     if (rows.length === 0) throw notFound(id);
     return endpointFrom(rows[0]);
@@ -166,10 +174,11 @@ export class EndpointStore {
 
 /** Every endpoint's subscriptions (disabled ones too: their deliveries are held, not skipped), and the version they are at. */
 export async function loadSubscribers(client: pg.ClientBase, tables: WebhookTables): Promise<{ readonly version: string; readonly subscribers: Subscriber[] }> {
-  const { rows } = await client.query<{ id: string; event_types: string[]; version: string }>(
-    `SELECT e.id, e.event_types, v.version::text AS version FROM ${tables.subscriptionsVersion} v LEFT JOIN ${tables.endpoints} e ON true`,
+  const { rows } = await client.query<{ id: string; event_types: string[]; deliver_from_ms: number; version: string }>(
+    `SELECT e.id, e.event_types, extract(epoch FROM e.deliver_from)::float8 * 1000 AS deliver_from_ms, v.version::text AS version
+     FROM ${tables.subscriptionsVersion} v LEFT JOIN ${tables.endpoints} e ON true`,
   );
-  return { version: rows[0]?.version ?? '0', subscribers: rows.filter((row) => row.id !== null).map((row) => ({ endpointId: row.id, eventTypes: row.event_types })) };
+  return { version: rows[0]?.version ?? '0', subscribers: rows.filter((row) => row.id !== null).map((row) => ({ endpointId: row.id, eventTypes: row.event_types, deliverFromMs: row.deliver_from_ms })) };
 }
 
 export async function subscriptionsVersion(client: pg.ClientBase, tables: WebhookTables): Promise<string> {
@@ -183,8 +192,8 @@ export function signingSecrets(secrets: readonly SigningSecret[], now: Date): st
 }
 
 function settingsOf(endpoint: Endpoint): EndpointSettings {
-  const { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description } = endpoint;
-  return { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description };
+  const { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description, deliverFrom } = endpoint;
+  return { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description, deliverFrom };
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a row of the endpoints table, typed here once
@@ -199,6 +208,8 @@ function endpointFrom(row: any): Endpoint {
     rateLimit: row.rate_limit,
     ordered: row.ordered,
     description: row.description,
+    // -infinity comes back as a number (node-pg's timestamp parser): every event.
+    deliverFrom: row.deliver_from instanceof Date ? row.deliver_from : null,
     disabledAt: row.disabled_at,
     disabledReason: row.disabled_reason,
     failingSince: row.failing_since,

@@ -12,14 +12,24 @@ describe('event type patterns', () => {
 
   it('matches each endpoint once, by exact type or prefix', () => {
     const index = new SubscriptionIndex([
-      { endpointId: 'a', eventTypes: ['invoice.paid'] },
-      { endpointId: 'b', eventTypes: ['invoice.*', 'invoice.paid'] },
-      { endpointId: 'c', eventTypes: ['*'] },
-      { endpointId: 'd', eventTypes: ['subscription.*'] },
+      { endpointId: 'a', eventTypes: ['invoice.paid'], deliverFromMs: -Infinity },
+      { endpointId: 'b', eventTypes: ['invoice.*', 'invoice.paid'], deliverFromMs: -Infinity },
+      { endpointId: 'c', eventTypes: ['*'], deliverFromMs: -Infinity },
+      { endpointId: 'd', eventTypes: ['subscription.*'], deliverFromMs: -Infinity },
     ]);
-    expect([...index.endpointsFor('invoice.paid')].sort()).toEqual(['a', 'b', 'c']);
-    expect([...index.endpointsFor('invoice.payment.failed')].sort()).toEqual(['b', 'c']);
-    expect([...index.endpointsFor('invoice')].sort()).toEqual(['c']);
-    expect([...index.endpointsFor('invoicex.paid')].sort()).toEqual(['c']);
+    expect([...index.endpointsFor('invoice.paid', 0)].sort()).toEqual(['a', 'b', 'c']);
+    expect([...index.endpointsFor('invoice.payment.failed', 0)].sort()).toEqual(['b', 'c']);
+    expect([...index.endpointsFor('invoice', 0)].sort()).toEqual(['c']);
+    expect([...index.endpointsFor('invoicex.paid', 0)].sort()).toEqual(['c']);
+  });
+
+  it('owes an endpoint only the events produced from its deliver-from time on, that millisecond included', () => {
+    const index = new SubscriptionIndex([
+      { endpointId: 'old', eventTypes: ['invoice.*'], deliverFromMs: -Infinity },
+      { endpointId: 'new', eventTypes: ['invoice.*'], deliverFromMs: 1_000 },
+    ]);
+    expect([...index.endpointsFor('invoice.paid', 999)].sort()).toEqual(['old']);
+    expect([...index.endpointsFor('invoice.paid', 1_000)].sort()).toEqual(['new', 'old']);
+    expect(index.size).toBe(2);
   });
 });

@@ -17,6 +17,8 @@ export function eventTypeProblem(pattern: string): string | null {
 export interface Subscriber {
   readonly endpointId: string;
   readonly eventTypes: readonly string[];
+  /** Owed the events produced (their Kafka timestamp, ms) at or after this; -Infinity: every event. */
+  readonly deliverFromMs: number;
 }
 
 /** Every subscription, indexed: exact types in a map, wildcards by prefix. */
@@ -24,10 +26,13 @@ export class SubscriptionIndex {
   private readonly exact = new Map<string, string[]>();
   private readonly prefixes: { readonly prefix: string; readonly endpointId: string }[] = [];
   private readonly endpoints = new Set<string>();
+  /** Only the endpoints that are not owed every event. */
+  private readonly deliverFromMs = new Map<string, number>();
 
   constructor(subscribers: readonly Subscriber[]) {
-    for (const { endpointId, eventTypes } of subscribers) {
+    for (const { endpointId, eventTypes, deliverFromMs } of subscribers) {
       this.endpoints.add(endpointId);
+      if (deliverFromMs > -Infinity) this.deliverFromMs.set(endpointId, deliverFromMs);
       // One endpoint with overlapping patterns (invoice.*, invoice.paid) still gets one delivery per event.
       for (const pattern of new Set(eventTypes)) {
         if (pattern === '*') this.prefixes.push({ prefix: '', endpointId });
@@ -42,10 +47,11 @@ export class SubscriptionIndex {
     return this.endpoints.size;
   }
 
-  /** The endpoints subscribed to `eventType`, each once. */
-  endpointsFor(eventType: string): readonly string[] {
+  /** The endpoints owed an event of `eventType` produced at `producedAtMs`, each once. */
+  endpointsFor(eventType: string, producedAtMs: number): readonly string[] {
     const found = new Set(this.exact.get(eventType));
     for (const { prefix, endpointId } of this.prefixes) if (eventType.startsWith(prefix) && eventType.length > prefix.length) found.add(endpointId);
-    return [...found];
+    if (this.deliverFromMs.size === 0) return [...found];
+    return [...found].filter((endpointId) => producedAtMs >= (this.deliverFromMs.get(endpointId) ?? -Infinity));
   }
 }

@@ -34,6 +34,24 @@ export interface SendAtOnce {
  */
 const SLOT_STALL_MS = 250;
 
+/** A consumed event, before the endpoints it is owed are known (they are, in the transaction recording it). */
+type ConsumedEvent = Omit<EventToDeliver, 'endpointIds'>;
+
+/** Of an event's endpoints (in id order), the first `limit` after `after` (null: from the first). */
+interface FanOutSlice {
+  readonly after: string | null;
+  readonly limit: number;
+}
+
+/** An event to record, whole or a slice of its fan-out. */
+interface EventToRecord {
+  readonly event: ConsumedEvent;
+  readonly slice: FanOutSlice | null;
+}
+
+/** For each event recorded: for a slice with endpoints after it, the last endpoint it took; null when the event is all recorded. */
+type SliceEnds = readonly (string | null)[];
+
 /** How often a topic pattern is matched again against the cluster's topics. */
 const TOPIC_REFRESH_MS = 15_000;
 
@@ -79,7 +97,7 @@ export class WebhookIntake {
   private readonly maxDeliveries: number;
   private readonly stopped = new AbortController();
   /** Chunks waiting for the transaction that records them (see record). */
-  private toRecord: { readonly events: readonly Omit<EventToDeliver, 'endpointIds'>[]; readonly slots: number; readonly resolve: () => void; readonly reject: (error: unknown) => void }[] = [];
+  private toRecord: { readonly events: readonly EventToRecord[]; readonly slots: number; readonly resolve: (ends: SliceEnds) => void; readonly reject: (error: unknown) => void }[] = [];
   private recording: Promise<void> | null = null;
   private watching: Promise<void> = Promise.resolve();
 
@@ -145,34 +163,41 @@ export class WebhookIntake {
   /**
    * A batch in chunks, each recorded (see record) before its offsets are committed. With the
    * dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it has
-   * free slots, so they are all recorded leased and sent at once.
+   * free slots, so they are all recorded leased and sent at once. An event owed to more
+   * endpoints than that is a chunk of its own, recorded a slice of its endpoints at a time, as
+   * slots free (recordFanOut).
    */
   private async take(batch: ConsumedBatch): Promise<void> {
     const { topic, partition } = batch;
-    let chunk: { message: ConsumedMessage; event: Omit<EventToDeliver, 'endpointIds'> | null }[] = [];
+    let chunk: { message: ConsumedMessage; event: ConsumedEvent | null }[] = [];
     let fannedOut = 0;
     let reserved: Reservation | null = null;
-    const flush = async () => {
+    /** False when the partition went elsewhere in the middle of an event's slices: its offset is not committed. */
+    const flush = async (): Promise<boolean> => {
       const slots = reserved;
       reserved = null;
       if (chunk.length === 0) {
         if (slots) this.options.sendAtOnce?.release(slots.slots);
-        return;
+        return true;
       }
-      await this.record(chunk.flatMap((item) => (item.event ? [item.event] : [])), slots);
+      const events = chunk.flatMap((item) => (item.event ? [item.event] : []));
+      if (events.length === 1 && fannedOut > this.chunkBound(slots)) {
+        if (!(await this.recordFanOut(events[0]!, slots, batch.owned))) return false;
+      } else await this.record(events.map((event) => ({ event, slice: null })), slots);
       await batch.recorded(chunk[chunk.length - 1]!.message.offset);
       chunk = [];
       fannedOut = 0;
+      return true;
     };
     try {
       for (const [index, message] of batch.messages.entries()) {
         if (!batch.owned()) break;
         reserved ??= await this.reserve(batch.messages.length - index);
         const event = await this.decode(topic, partition, message);
-        const owed = event ? this.subscriptions?.index.endpointsFor(event.eventType).length ?? 1 : 0;
+        const owed = event ? this.subscriptions?.index.endpointsFor(event.eventType, event.producedAt.getTime()).length ?? 1 : 0;
         // A chunk holds whole events, and no more deliveries than its slots (or the bound).
-        if (chunk.length > 0 && fannedOut + owed > Math.min(this.maxDeliveries, reserved.slots || this.maxDeliveries)) {
-          await flush();
+        if (chunk.length > 0 && fannedOut + owed > this.chunkBound(reserved)) {
+          if (!(await flush())) return;
           reserved = await this.reserve(batch.messages.length - index);
         }
         chunk.push({ message, event });
@@ -181,6 +206,34 @@ export class WebhookIntake {
       await flush();
     } finally {
       if (reserved) this.options.sendAtOnce?.release(reserved.slots);
+    }
+  }
+
+  /** The most deliveries one chunk records: its slots, or without any, the bound on a transaction. */
+  private chunkBound(reserved: Reservation | null): number {
+    return Math.min(this.maxDeliveries, reserved?.slots || this.maxDeliveries);
+  }
+
+  /**
+   * An event owed to more endpoints than the chunk has slots for (or than one transaction
+   * records): a slice of its endpoints at a time, in id order, each slice as many as the slots
+   * reserved for it, so that every delivery is recorded leased and sent at once rather than
+   * recorded due, claimed, and written a second time. Waits for slots between slices as any
+   * chunk does (slow endpoints holding them: the rest is recorded due). Slices are by id, not
+   * position: an endpoint removed meanwhile shifts none of the others out of a slice; one added
+   * meanwhile is not owed the event anyway unless its --deliver-from is earlier. A crash between
+   * slices re-reads the event (its offset was not committed): the recorded slices conflict and
+   * add nothing. False if the partition went to another consumer meanwhile (it records the rest).
+   */
+  private async recordFanOut(event: ConsumedEvent, first: Reservation | null, owned: () => boolean): Promise<boolean> {
+    let reserved = first;
+    let after: string | null = null;
+    for (;;) {
+      const [end] = await this.record([{ event, slice: { after, limit: this.chunkBound(reserved) } }], reserved);
+      if (end === null || end === undefined) return true;
+      if (!owned()) return false;
+      after = end;
+      reserved = await this.reserve(1);
     }
   }
 
@@ -196,7 +249,9 @@ export class WebhookIntake {
       const event = await decodeOutboxRecord(topic, partition, message, avro ? this.options.registry! : undefined);
       const producedAt = new Date(Number(message.timestamp));
       metrics.eventsConsumed.inc();
-      return { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body: eventBody(event, producedAt), producedAt };
+      // A JSON value goes into the body as it is (its digits); an Avro one as the registry decoded it.
+      const body = eventBody(event, producedAt, avro ? undefined : message.value!.toString('utf8'));
+      return { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body, producedAt };
     } catch (error) {
       // Not an event (no event_id header, a value that does not decode): no endpoint can be
       // owed it. Counted and named (never its content), and left in Kafka; the stream goes on.
@@ -224,7 +279,7 @@ export class WebhookIntake {
    * on deliveries): the partitions do not queue for the same endpoints' locks, each taking a
    * transaction of its own.
    */
-  private record(events: readonly Omit<EventToDeliver, 'endpointIds'>[], reserved: Reservation | null): Promise<void> {
+  private record(events: readonly EventToRecord[], reserved: Reservation | null): Promise<SliceEnds> {
     return new Promise((resolve, reject) => {
       this.toRecord.push({ events, slots: reserved?.slots ?? 0, resolve, reject });
       this.recording ??= this.recordQueued();
@@ -237,14 +292,19 @@ export class WebhookIntake {
         let deliveries = 0;
         let taken = 0;
         const fanOut = this.mostFanOut;
-        while (taken < this.toRecord.length && (taken === 0 || deliveries + this.toRecord[taken]!.events.length * fanOut <= this.maxDeliveries)) {
-          deliveries += this.toRecord[taken]!.events.length * fanOut;
+        const most = (events: readonly EventToRecord[]) => events.reduce((sum, { slice }) => sum + Math.min(fanOut, slice?.limit ?? fanOut), 0);
+        while (taken < this.toRecord.length && (taken === 0 || deliveries + most(this.toRecord[taken]!.events) <= this.maxDeliveries)) {
+          deliveries += most(this.toRecord[taken]!.events);
           taken += 1;
         }
         const group = this.toRecord.splice(0, taken);
         try {
-          await this.recordGroup(group.flatMap((chunk) => chunk.events), group.reduce((sum, chunk) => sum + chunk.slots, 0));
-          for (const chunk of group) chunk.resolve();
+          const ends = await this.recordGroup(group.flatMap((chunk) => chunk.events), group.reduce((sum, chunk) => sum + chunk.slots, 0));
+          let from = 0;
+          for (const chunk of group) {
+            chunk.resolve(ends.slice(from, from + chunk.events.length));
+            from += chunk.events.length;
+          }
         } catch (error) {
           for (const chunk of group) chunk.reject(error);
         }
@@ -254,15 +314,18 @@ export class WebhookIntake {
     }
   }
 
-  private async recordGroup(events: readonly Omit<EventToDeliver, 'endpointIds'>[], slots: number): Promise<void> {
+  private async recordGroup(events: readonly EventToRecord[], slots: number): Promise<SliceEnds> {
     const { options } = this;
     const sendAtOnce = options.sendAtOnce;
     let recorded: RecordedDeliveries = { added: 0, leased: [] };
+    let ends: SliceEnds = [];
     try {
       if (events.length > 0) {
         recorded = await inTransaction(options.pool, async (client) => {
           const index = await this.currentSubscriptions(client);
-          const owed = events.map((event) => ({ ...event, endpointIds: index.endpointsFor(event.eventType) }));
+          const slices = events.map(({ event, slice }) => owedSlice(index.endpointsFor(event.eventType, event.producedAt.getTime()), slice));
+          ends = slices.map(({ sliceEnd }) => sliceEnd);
+          const owed = events.map(({ event }, i) => ({ ...event, endpointIds: slices[i]!.endpointIds }));
           const lease = sendAtOnce && slots > 0 ? { ...sendAtOnce.lease(), free: slots } : null;
           return options.store.record(client, owed, options.firstAttemptAt, lease);
         });
@@ -275,6 +338,7 @@ export class WebhookIntake {
     // After the commit: a claim before it would not see them, and a lease not committed is no lease.
     if (sendAtOnce) sendAtOnce.accept(recorded.leased, slots - recorded.leased.length);
     if (recorded.added > recorded.leased.length) options.onRecorded();
+    return ends;
   }
 
   /** The most endpoints one event can be owed to: every endpoint subscribed to anything. */
@@ -292,4 +356,13 @@ export class WebhookIntake {
     }
     return this.subscriptions.index;
   }
+}
+
+/** The endpoints of `slice` (all of them without one), and where the next slice starts, if any. */
+function owedSlice(endpointIds: readonly string[], slice: FanOutSlice | null): { readonly endpointIds: readonly string[]; readonly sliceEnd: string | null } {
+  if (!slice) return { endpointIds, sliceEnd: null };
+  const { after } = slice;
+  const remaining = (after === null ? [...endpointIds] : endpointIds.filter((id) => id > after)).sort();
+  const taken = remaining.slice(0, slice.limit);
+  return { endpointIds: taken, sliceEnd: remaining.length > taken.length ? taken.at(-1)! : null };
 }

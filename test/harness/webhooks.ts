@@ -4,6 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll } from 'vitest';
 import { cli } from './cli.js';
 import type { TestOutbox } from './outbox.js';
+import { RelayProcess } from './relay-process.js';
 
 export interface ReceivedRequest {
   readonly at: number;
@@ -145,4 +146,42 @@ export function useTestWebhooks(outbox: TestOutbox): TestWebhooks {
   beforeAll(() => webhooks.setup());
   afterAll(() => webhooks.drop());
   return webhooks;
+}
+
+/** What useWebhooksPipeline started, once its beforeAll ran. */
+export interface WebhooksPipeline {
+  readonly receiver: WebhookReceiver;
+  readonly relay: RelayProcess;
+  readonly dispatcher: RelayProcess;
+}
+
+/**
+ * beforeAll/afterAll for a file whose tests run through one pipeline: a receiver, the relay, and
+ * one webhooks process with `extraEnv`, consuming and dispatching before the first test.
+ */
+export function useWebhooksPipeline(outbox: TestOutbox, webhooks: TestWebhooks, extraEnv: Record<string, string>): WebhooksPipeline {
+  const started: { receiver?: WebhookReceiver; relay?: RelayProcess; dispatcher?: RelayProcess } = {};
+  beforeAll(async () => {
+    started.receiver = await new WebhookReceiver().start();
+    started.relay = new RelayProcess(outbox.relayEnv()).start();
+    await started.relay.waitActive();
+    started.dispatcher = new RelayProcess(webhooks.env(extraEnv), [], 'webhooks').start();
+    await started.dispatcher.waitForLog(/webhooks: consuming and dispatching/);
+  });
+  afterAll(async () => {
+    await started.dispatcher?.stop();
+    await started.relay?.stop();
+    await started.receiver?.stop();
+  });
+  return {
+    get receiver() {
+      return started.receiver!;
+    },
+    get relay() {
+      return started.relay!;
+    },
+    get dispatcher() {
+      return started.dispatcher!;
+    },
+  };
 }

@@ -158,4 +158,21 @@ describe('webhook delivery store: pruning', () => {
     // The endpoint's stays: deleting an endpoint still takes its deliveries.
     expect(rows.map((row) => row.name)).toEqual(['deliveries_endpoint_id_fkey']);
   });
+
+  it('setup run again on endpoints of an earlier setup, which had no deliver_from, keeps them owed every event; a new one is owed events from its addition on', async () => {
+    // As an earlier setup left them: no column, and the trigger watching event_types only.
+    await pool.query(`DROP TRIGGER endpoints_subscriptions_changed ON ${tables.endpoints}`);
+    await pool.query(`ALTER TABLE ${tables.endpoints} DROP COLUMN deliver_from`);
+
+    await createWebhookTables(pool, tables);
+
+    await pool.query(`INSERT INTO ${tables.endpoints} (id, url, event_types, secrets) VALUES ('ep_added_after', 'http://127.0.0.1:1/', ARRAY['*'], '[]')`);
+    const { rows } = await pool.query<{ id: string; every: boolean; recent: boolean }>(
+      `SELECT id, deliver_from = '-infinity' AS every, deliver_from > now() - interval '1 minute' AS recent FROM ${tables.endpoints} ORDER BY id`,
+    );
+    expect(rows).toEqual([
+      { id: 'ep_added_after', every: false, recent: true },
+      { id: endpointId, every: true, recent: false },
+    ]);
+  });
 });

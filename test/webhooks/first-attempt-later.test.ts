@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent } from '../harness/outbox.js';
-import { eventually, RelayProcess } from '../harness/relay-process.js';
-import { useTestWebhooks, WebhookReceiver } from '../harness/webhooks.js';
+import { eventually } from '../harness/relay-process.js';
+import { useTestWebhooks, useWebhooksPipeline } from '../harness/webhooks.js';
 
 /**
  * A schedule whose first attempt is not immediate: the consumer reserves no slots and leases
@@ -11,25 +11,10 @@ import { useTestWebhooks, WebhookReceiver } from '../harness/webhooks.js';
 describe('webhooks whose first attempt comes later', () => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
-  let relay: RelayProcess;
-  let dispatcher: RelayProcess;
-  let receiver: WebhookReceiver;
-
-  beforeAll(async () => {
-    receiver = await new WebhookReceiver().start();
-    relay = new RelayProcess(outbox.relayEnv()).start();
-    await relay.waitActive();
-    dispatcher = new RelayProcess(webhooks.env({ OUTBOX_WEBHOOK_RETRY_SCHEDULE: '1s,1s' }), [], 'webhooks').start();
-    await dispatcher.waitForLog(/webhooks: consuming and dispatching/);
-  });
-
-  afterAll(async () => {
-    await dispatcher?.stop();
-    await relay?.stop();
-    await receiver?.stop();
-  });
+  const pipeline = useWebhooksPipeline(outbox, webhooks, { OUTBOX_WEBHOOK_RETRY_SCHEDULE: '1s,1s' });
 
   it('records each delivery due at the first delay and sends it once it is due, not before', async () => {
+    const { receiver } = pipeline;
     const endpoint = await webhooks.addEndpoint(receiver.url(), 'later.*');
     const rows = Array.from({ length: 20 }, (_, i) => billingEvent(`later-inv-${i % 3}`, i, 'later.invoice.paid'));
     await outbox.insert(rows);

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { useTestOutbox } from '../harness/fixture.js';
+import { billingEvent } from '../harness/outbox.js';
+import { eventually } from '../harness/relay-process.js';
+import { useTestWebhooks, useWebhooksPipeline } from '../harness/webhooks.js';
+
+/** Requests in flight from the process: it holds four times as many deliveries, 8 slots for a fan-out of 25. */
+const CONCURRENCY = 2;
+const ENDPOINTS = 25;
+const EVENTS = 4;
+
+/**
+ * An event owed to more endpoints than the process has slots for: recorded a slice of its
+ * endpoints at a time as slots free, every delivery leased to the process and sent at once,
+ * none recorded due for a claim to take later (a second write of each row); every endpoint
+ * gets every event once.
+ */
+describe('webhooks: a fan-out larger than the free slots', () => {
+  const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
+  const webhooks = useTestWebhooks(outbox);
+  const pipeline = useWebhooksPipeline(outbox, webhooks, { OUTBOX_WEBHOOK_CONCURRENCY: String(CONCURRENCY) });
+
+  it('records it in slices, each leased and sent at once, and every endpoint gets every event once', async () => {
+    const { receiver, dispatcher } = pipeline;
+    // Slow enough that every slot is taken for a while, fast enough that none stalls (250 ms without a freed slot records the rest due).
+    receiver.answerWith(() => ({ status: 204, delayMs: 40 }));
+    const endpoints = [];
+    for (let i = 0; i < ENDPOINTS; i += 1) endpoints.push(await webhooks.addEndpoint(receiver.url(`/ep-${i}`), 'fanout.invoice.paid'));
+    // An event no endpoint is owed has the consumer load the subscriptions: it sizes the events
+    // that follow by them (an index a transaction old would size them by no endpoint at all).
+    await outbox.insert([billingEvent('fanout-warm-up', 0, 'warm-up.invoice.paid')]);
+    await eventually('the consumer knows the endpoints', async () => (dispatcher.logs.some((line) => line.msg === 'webhooks: subscriptions loaded' && line.endpoints === ENDPOINTS) ? true : undefined), 30_000);
+    const rows = Array.from({ length: EVENTS }, (_, i) => billingEvent(`fanout-inv-${i}`, i, 'fanout.invoice.paid'));
+    let mostRecordedDue = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const [row] = await webhooks.query<{ n: number }>(`SELECT count(*)::int AS n FROM wh.deliveries WHERE status = 'pending' AND lease_owner IS NULL`);
+        mostRecordedDue = Math.max(mostRecordedDue, row!.n);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    await outbox.insert(rows);
+    try {
+      await eventually('every delivery delivered', async () => ((await webhooks.query<{ n: number }>(`SELECT count(*)::int AS n FROM wh.deliveries WHERE status = 'delivered'`))[0]!.n === ENDPOINTS * EVENTS ? true : undefined), 90_000);
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    const received = receiver.requests.map((request) => `${request.path} ${request.id}`);
+    expect(received).toHaveLength(ENDPOINTS * EVENTS);
+    expect(new Set(received)).toEqual(new Set(endpoints.flatMap((_, i) => rows.map((row) => `/ep-${i} ${row.eventId}`))));
+    expect(mostRecordedDue).toBe(0);
+  });
+});
