@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll } from 'vitest';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -8,6 +9,19 @@ export interface LogLine {
   readonly msg: string;
   readonly [field: string]: unknown;
 }
+
+/**
+ * Every child a RelayProcess of this test file started that has not exited. Killed after the
+ * file's own hooks (registered first, so it runs last): a test or hook that failed before
+ * stopping its processes (an assertion, a service that would not start) leaves none running to
+ * retry a stopped stack for the rest of the run.
+ */
+const running = new Set<ChildProcess>();
+afterAll(async () => {
+  const left = [...running];
+  for (const child of left) child.kill('SIGKILL');
+  await Promise.all(left.map((child) => new Promise((resolve) => (running.has(child) ? child.once('exit', resolve) : resolve(undefined)))));
+});
 
 /**
  * The relay as a real process (`node dist/cli.js run`, or the `prune` loop), so tests can SIGTERM it and kill -9
@@ -32,8 +46,10 @@ export class RelayProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
+    running.add(child);
     this.exit = new Promise((resolve) =>
       child.once('exit', (code) => {
+        running.delete(child);
         this.exited = true;
         resolve(code);
       }),
