@@ -17,8 +17,15 @@ export interface ConsumedEvent<P = unknown> {
   readonly aggregateType: string;
   /** The record key: `aggregate_id` as the relay wrote it, UTF-8 text or (OUTBOX_KEY_SCHEMA) Avro, decoded. */
   readonly aggregateId: string | null;
-  /** Avro: `timestamp-millis` fields are Dates. JSON: the payload column as written. */
+  /** Avro: `timestamp-millis` fields are Dates. JSON: the payload column as written, parsed (each number a double). */
   readonly payload: P;
+  /**
+   * JSON: the value's text, as the relay published it (as Postgres stored it); null for Avro.
+   * Parse it yourself where a number must keep every digit (a 64-bit id, an amount beyond
+   * 2^53): JSON.parse's reviver is given each value's source text, e.g.
+   * `JSON.parse(event.payloadJson, (key, value, { source }) => (key === 'id' ? BigInt(source) : value))`.
+   */
+  readonly payloadJson: string | null;
   readonly createdAt: Date | null;
   /**
    * Every header as a string, the relay's and the row's own (e.g. `traceparent`), under its own
@@ -193,8 +200,9 @@ export async function decodeOutboxRecord<P>(topic: string, partition: number, me
   const undecodable = (what: string, error: unknown) =>
     new OutboxClientError('CONSUMER_UNDECODABLE', `${where}: event ${eventId}: ${what}: ${(error as Error).message}`, { cause: error, details: { topic, partition, offset: message.offset, eventId } });
   let payload: P;
+  let payloadJson: string | null = null;
   try {
-    payload = registry ? ((await registry.decode(message.value)) as P) : (JSON.parse(message.value.toString('utf8')) as P);
+    payload = registry ? ((await registry.decode(message.value)) as P) : (JSON.parse((payloadJson = message.value.toString('utf8'))) as P);
   } catch (error) {
     throw undecodable(`value does not decode as ${registry ? 'Avro (registry)' : 'JSON'}`, error);
   }
@@ -212,6 +220,7 @@ export async function decodeOutboxRecord<P>(topic: string, partition: number, me
     aggregateType: headers[HEADER.aggregateType] ?? '',
     aggregateId,
     payload,
+    payloadJson,
     createdAt: createdAt && !Number.isNaN(createdAt.getTime()) ? createdAt : null,
     headers,
     topic,

@@ -8,6 +8,7 @@ const event = (payload: unknown): ConsumedEvent => ({
   aggregateType: 'invoice',
   aggregateId: 'inv_1',
   payload,
+  payloadJson: null,
   createdAt: new Date('2026-12-01T10:00:00.000Z'),
   headers: {},
   topic: 'outbox.invoice',

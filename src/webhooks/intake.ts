@@ -250,7 +250,7 @@ export class WebhookIntake {
       const producedAt = new Date(Number(message.timestamp));
       metrics.eventsConsumed.inc();
       // A JSON value goes into the body as it is (its digits); an Avro one as the registry decoded it.
-      const body = eventBody(event, producedAt, avro ? undefined : message.value!.toString('utf8'));
+      const body = eventBody(event, producedAt, event.payloadJson ?? undefined);
       return { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body, producedAt };
     } catch (error) {
       // Not an event (no event_id header, a value that does not decode): no endpoint can be

@@ -243,7 +243,7 @@ describe('idempotent consumer', () => {
 
 describe('idempotent consumer: records exactly as the relay wrote them', () => {
   /** Runs a consumer of `topics` until `count` events were handled; returns them by event id. */
-  async function consumeAll(groupId: string, topics: readonly string[], count: number): Promise<Map<string, ConsumedEvent<InvoicePaid>>> {
+  async function consumeAll(groupId: string, topics: readonly string[], count: number, format: 'avro' | 'json' = 'avro'): Promise<Map<string, ConsumedEvent<InvoicePaid>>> {
     const seen = new Map<string, ConsumedEvent<InvoicePaid>>();
     const reading = createIdempotentConsumer<InvoicePaid>({
       kafka: kafkaClient(),
@@ -253,7 +253,7 @@ describe('idempotent consumer: records exactly as the relay wrote them', () => {
       handler: async (event) => {
         seen.set(event.eventId, event);
       },
-      format: 'avro',
+      format,
       schemaRegistryUrl: inject('services').schemaRegistryUrl,
       fromBeginning: true,
       table: dedup,
@@ -287,6 +287,25 @@ describe('idempotent consumer: records exactly as the relay wrote them', () => {
     expect({ ...event.headers }).toEqual(Object.fromEntries([...Object.entries(headers), ['__proto__', 'p'], ...Object.entries(relayHeaders)]));
     expect(Object.hasOwn(event.headers, '__proto__') && event.headers['__proto__']).toBe('p');
     expect(Object.getPrototypeOf(event.headers)).toBe(null);
+    // Avro has no JSON text to give.
+    expect(event.payloadJson).toBeNull();
+  });
+
+  it('gives a JSON value beside its parsed payload as the relay published it: parsed with the number source, a 64-bit id keeps every digit', async () => {
+    const jsonTopic = outbox.topic('jsonexact');
+    await createTopics([jsonTopic]);
+    const active = relay({ OUTBOX_FORMAT: 'json' });
+    await active.waitActive();
+    const eventId = deterministicEventId(['jsonexact', outbox.id]);
+    const payload = '{"invoice_id": "inv_j", "ledger_entry_id": 123456789012345678901}';
+    await outbox.pool.query(`INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'jsonexact', 'inv_j', 'invoice.paid', $2::jsonb)`, [eventId, payload]);
+    const event = (await consumeAll('g-json-exact', [jsonTopic], 1, 'json')).get(eventId)!;
+    await active.stop();
+    expect(event.payloadJson).toBe((await outbox.pool.query<{ text: string }>('SELECT $1::jsonb::text AS text', [payload])).rows[0]!.text);
+    // JSON.parse gives a reviver each value's source text (Node 22+; TypeScript's lib does not declare it yet).
+    const parseWithSource = JSON.parse as (text: string, reviver: (key: string, value: unknown, context: { source?: string }) => unknown) => Record<string, unknown>;
+    const exact = parseWithSource(event.payloadJson!, (key, value, context) => (key === 'ledger_entry_id' ? BigInt(context.source!) : value));
+    expect(exact.ledger_entry_id).toBe(123456789012345678901n);
   });
 
   it('decodes an Avro key (OUTBOX_KEY_SCHEMA, a record or a string) through the registry into the aggregate id', async () => {
