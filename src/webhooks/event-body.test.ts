@@ -19,7 +19,7 @@ const event = (payload: unknown): ConsumedEvent => ({
 describe('the webhook body', () => {
   it('carries a JSON value as it was published: every digit of an amount beyond double precision', () => {
     const json = '{"amount_minor": 12345678901234567890123, "rate": 0.10000000000000000001}';
-    const body = eventBody(event(JSON.parse(json)), new Date(0), json);
+    const body = eventBody({ ...event(JSON.parse(json)), payloadJson: json }, new Date(0));
     expect(body).toBe(`{"id":"evt_1","type":"invoice.paid","timestamp":"2026-12-01T10:00:00.000Z","aggregate":{"type":"invoice","id":"inv_1"},"data":${json}}`);
   });
 
@@ -29,7 +29,7 @@ describe('the webhook body', () => {
   });
 
   it('stamps the event with its outbox time, or without one the Kafka record time', () => {
-    const body = JSON.parse(eventBody({ ...event({}), createdAt: null }, new Date('2026-12-02T00:00:00.000Z'), '{}')) as { timestamp: string };
+    const body = JSON.parse(eventBody({ ...event({}), payloadJson: '{}', createdAt: null }, new Date('2026-12-02T00:00:00.000Z'))) as { timestamp: string };
     expect(body.timestamp).toBe('2026-12-02T00:00:00.000Z');
   });
 });

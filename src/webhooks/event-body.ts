@@ -5,19 +5,19 @@ import type { ConsumedEvent } from '../client/consumer.js';
  * with the outbox's identity beside it. Stored once per event and sent as stored: every attempt
  * signs the same bytes.
  *
- * `payloadJson`: the record's value when it is JSON (the relay's default), which becomes `data`
- * exactly as the relay published it, i.e. as Postgres stored it. Parsed and written again, an
- * amount beyond double precision would lose digits (JSON.parse makes every number a double).
- * It was parsed once already, so it is one JSON value.
+ * A JSON value (the relay's default format) becomes `data` exactly as the relay published it,
+ * i.e. as Postgres stored it: parsed and written again, an amount beyond double precision would
+ * lose digits (JSON.parse makes every number a double). It was parsed once already, so it is one
+ * JSON value. An Avro value is written from its decoding.
  */
-export function eventBody(event: ConsumedEvent, producedAt: Date, payloadJson?: string): string {
+export function eventBody(event: ConsumedEvent, producedAt: Date): string {
   const envelope = {
     id: event.eventId,
     type: event.eventType,
     timestamp: (event.createdAt ?? producedAt).toISOString(),
     aggregate: { type: event.aggregateType, id: event.aggregateId },
   };
-  if (payloadJson !== undefined) return `${JSON.stringify(envelope).slice(0, -1)},"data":${payloadJson}}`;
+  if (event.payloadJson !== null) return `${JSON.stringify(envelope).slice(0, -1)},"data":${event.payloadJson}}`;
   return JSON.stringify({ ...envelope, data: event.payload }, bytesAsBase64);
 }
 

@@ -249,9 +249,7 @@ export class WebhookIntake {
       const event = await decodeOutboxRecord(topic, partition, message, avro ? this.options.registry! : undefined);
       const producedAt = new Date(Number(message.timestamp));
       metrics.eventsConsumed.inc();
-      // A JSON value goes into the body as it is (its digits); an Avro one as the registry decoded it.
-      const body = eventBody(event, producedAt, event.payloadJson ?? undefined);
-      return { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body, producedAt };
+      return { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body: eventBody(event, producedAt), producedAt };
     } catch (error) {
       // Not an event (no event_id header, a value that does not decode): no endpoint can be
       // owed it. Counted and named (never its content), and left in Kafka; the stream goes on.
