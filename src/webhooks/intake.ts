@@ -35,7 +35,7 @@ export interface SendAtOnce {
 const SLOT_STALL_MS = 250;
 
 /** A consumed event, before the endpoints it is owed are known (they are, in the transaction recording it). */
-type ConsumedEvent = Omit<EventToDeliver, 'endpointIds'>;
+type DecodedEvent = Omit<EventToDeliver, 'endpointIds'>;
 
 /** Of an event's endpoints (in id order), the first `limit` after `after` (null: from the first). */
 interface FanOutSlice {
@@ -45,7 +45,7 @@ interface FanOutSlice {
 
 /** An event to record, whole or a slice of its fan-out. */
 interface EventToRecord {
-  readonly event: ConsumedEvent;
+  readonly event: DecodedEvent;
   readonly slice: FanOutSlice | null;
 }
 
@@ -169,7 +169,7 @@ export class WebhookIntake {
    */
   private async take(batch: ConsumedBatch): Promise<void> {
     const { topic, partition } = batch;
-    let chunk: { message: ConsumedMessage; event: ConsumedEvent | null }[] = [];
+    let chunk: { message: ConsumedMessage; event: DecodedEvent | null }[] = [];
     let fannedOut = 0;
     let reserved: Reservation | null = null;
     /** False when the partition went elsewhere in the middle of an event's slices: its offset is not committed. */
@@ -225,7 +225,7 @@ export class WebhookIntake {
    * slices re-reads the event (its offset was not committed): the recorded slices conflict and
    * add nothing. False if the partition went to another consumer meanwhile (it records the rest).
    */
-  private async recordFanOut(event: ConsumedEvent, first: Reservation | null, owned: () => boolean): Promise<boolean> {
+  private async recordFanOut(event: DecodedEvent, first: Reservation | null, owned: () => boolean): Promise<boolean> {
     let reserved = first;
     let after: string | null = null;
     for (;;) {
@@ -237,7 +237,7 @@ export class WebhookIntake {
     }
   }
 
-  private async decode(topic: string, partition: number, message: ConsumedMessage): Promise<Omit<EventToDeliver, 'endpointIds'> | null> {
+  private async decode(topic: string, partition: number, message: ConsumedMessage): Promise<DecodedEvent | null> {
     const avro = message.value?.[0] === MAGIC_BYTE || message.key?.[0] === MAGIC_BYTE;
     const { metrics, logger } = this.options;
     if (avro && !this.options.registry) {
