@@ -13,7 +13,10 @@
  *   2. the ceiling right after each case (bench/lib/webhook-ceiling.ts): the same deliveries
  *      sent by a plain loop with the same client and signing, nothing else; floor ≥ 70%;
  *   3. event (Kafka timestamp) to first attempt at 1,000 events/s, 1 endpoint, p99 ≤ 100 ms;
- *   4. the delivery store's size per 1M deliveries, for each case of (1).
+ *   4. the delivery store's size per 1M deliveries, for each case of (1);
+ *   5. the durable loop right after each ceiling (bench/lib/webhook-durable-loop.ts): the case's
+ *      topic consumed, sent and every delivery recorded once, durably, before its offset is
+ *      committed, and nothing else: what any durable design can reach here, at most.
  * (1) to (3) run once for each Kafka client the consumer can be on (OUTBOX_KAFKA_CLIENT), each
  * throughput case right after the other client's, each with its own ceiling run.
  * Starts its own stack (pg, kafka) in a temp OUTBOX_STACK_DIR on ports apart from the test
@@ -48,7 +51,8 @@ import { int } from './lib/format.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage, progress, run, sleep } from './lib/proc.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import type { CeilingArgs } from './lib/webhook-ceiling.js';
-import { renderWebhooksReport, type CeilingResult, type LatencyCase, type StoreSize, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
+import type { DurableLoopArgs } from './lib/webhook-durable-loop.js';
+import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type StoreSize, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
 
 dropKafkajsTimerWarning();
 
@@ -238,10 +242,12 @@ async function throughputCase(bench: Bench, endpoints: number, kafkaClient: Kafk
   };
   progress(`${name}: webhooks ${int(result.deliveriesPerSecond)} deliveries/s (steady ${int(result.steadyDeliveriesPerSecond)}/s), ${int((result.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${int((pg.contender * 1e6) / count)} µs/delivery`);
   const store = await storeSize(bench, schema);
+  const writtenOnce = await sentBeforeRecorded(bench, schema);
   const ceiling = await runCeiling(bench, schema, name);
+  const durableLoop = await runDurableLoop(bench, { schema, topic, kafkaClient, deliveries: total }, name);
   await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
   await bench.kafka.deleteTopics(topic);
-  return { ...result, store, ceiling };
+  return { ...result, store, writtenOnce, ceiling, durableLoop };
 }
 
 /** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs. */
@@ -408,6 +414,12 @@ async function offer(bench: Bench, topic: string, rate: number, seconds: number)
   return { seconds: (Date.now() - start) / 1000, events: total };
 }
 
+/** Deliveries whose first attempt started before they were recorded (sent first, written once with its result). */
+async function sentBeforeRecorded(bench: Bench, schema: string): Promise<number> {
+  const [row] = await bench.db.query<{ n: number }>(`SELECT count(*)::float8 AS n FROM ${schema}.deliveries d JOIN ${schema}.attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
+  return row!.n;
+}
+
 async function storeSize(bench: Bench, schema: string): Promise<StoreSize[]> {
   const sizes: StoreSize[] = [];
   for (const table of ['events', 'deliveries', 'attempts'] as const) {
@@ -440,6 +452,27 @@ async function runCeiling(bench: Bench, schema: string, name: string): Promise<C
   const { done: _, ...done } = JSON.parse(line) as { done: true } & Omit<CeilingResult, 'deliveriesPerSecond' | 'receiverCpuSeconds' | 'machineBusyPct'>;
   const result = { ...done, deliveriesPerSecond: done.delivered / done.seconds, receiverCpuSeconds: bench.receiverCpu() - receiverBefore, machineBusyPct: machineBusyPercent(machine) };
   progress(`${name}: ceiling ${Math.round(result.deliveriesPerSecond)} deliveries/s, ${Math.round((result.cpuSeconds * 1e6) / result.delivered)} µs CPU/delivery${result.failed ? `, ${result.failed} failed (${result.firstError})` : ''}`);
+  return result;
+}
+
+/** (5): the case's topic through bench/lib/webhook-durable-loop.ts, a consumer group of its own, with Postgres's CPU meanwhile. */
+async function runDurableLoop(bench: Bench, target: Pick<DurableLoopArgs, 'schema' | 'topic' | 'kafkaClient' | 'deliveries'>, name: string): Promise<DurableLoopResult> {
+  const args: DurableLoopArgs = { ...target, databaseUrl: bench.env.DATABASE_URL!, concurrency: CONCURRENCY, dist: join(REPO, 'dist'), brokers: bench.env.KAFKA_BROKERS!.split(','), groupId: `bench-durable-loop-${STAMP}-${target.schema}` };
+  progress(`${name}: durable loop`);
+  const server = await CpuWatch.start(bench.pgCpu);
+  const machine = machineCpu();
+  const child = new Child(`durable loop ${name}`, process.execPath, [...NODE_FLAGS, join(BUILD_DIR, 'bench', 'lib', 'webhook-durable-loop.js'), JSON.stringify(args)], {}, REPO);
+  const line = await Promise.race([child.waitFor(/"done"/, CASE_TIMEOUT_MS).then(() => child.output.find((l) => l.includes('"done"'))), child.exited.then(() => undefined)]).catch(() => undefined);
+  const machineBusyPct = machineBusyPercent(machine);
+  const pg = await server.stop();
+  await child.exited;
+  if (!line) {
+    progress(`${name}: durable loop FAILED (${child.ended}):\n${child.tail(10)}`);
+    return { deliveries: 0, seconds: NaN, deliveriesPerSecond: NaN, steadyDeliveriesPerSecond: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN, error: `the durable loop ended with ${child.ended}: ${child.tail(1)}` };
+  }
+  const { done: _, ...done } = JSON.parse(line) as { done: true; deliveries: number; seconds: number; steadyDeliveriesPerSecond: number; cpuSeconds: number };
+  const result = { ...done, deliveriesPerSecond: done.deliveries / done.seconds, pgSessionCpuSeconds: pg.contender, machineBusyPct };
+  progress(`${name}: durable loop ${Math.round(result.deliveriesPerSecond)} deliveries/s (steady ${Math.round(result.steadyDeliveriesPerSecond)}/s), ${Math.round((result.cpuSeconds * 1e6) / result.deliveries)} µs CPU/delivery, Postgres sessions ${Math.round((pg.contender * 1e6) / result.deliveries)} µs/delivery`);
   return result;
 }
 

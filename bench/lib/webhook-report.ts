@@ -35,7 +35,11 @@ export interface ThroughputCase {
   /** All cores, everything on the machine (a shared one), while it ran. */
   readonly machineBusyPct: number;
   readonly store: readonly StoreSize[];
+  /** Deliveries sent before they were recorded, then written once with their first attempt (absent in runs before that path existed). */
+  readonly writtenOnce?: number;
   readonly ceiling: CeilingResult;
+  /** The least a durable path does (bench/lib/webhook-durable-loop.ts); absent in runs before it existed. */
+  readonly durableLoop?: DurableLoopResult;
   readonly profile?: string;
   /** --webhooks-node-flags of the run, if any. */
   readonly nodeFlags?: string;
@@ -51,6 +55,21 @@ export interface CeilingResult {
   readonly deliveriesPerSecond: number;
   readonly cpuSeconds: number;
   readonly receiverCpuSeconds: number;
+  readonly machineBusyPct: number;
+  readonly error?: string;
+}
+
+/** The durable loop: the case's topic consumed, sent, and every delivery recorded once before its offset is committed. */
+export interface DurableLoopResult {
+  readonly deliveries: number;
+  /** From its consumer's start (the group join included) until every delivery was recorded. */
+  readonly seconds: number;
+  readonly deliveriesPerSecond: number;
+  /** From its first write to its last: start-up and group join left out, as the ceiling leaves them out. */
+  readonly steadyDeliveriesPerSecond: number;
+  readonly cpuSeconds: number;
+  readonly pgSessionCpuSeconds: number;
+  /** Over the loop process's whole life (its tables' creation and its group join too). */
   readonly machineBusyPct: number;
   readonly error?: string;
 }
@@ -158,6 +177,36 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     ),
     '',
     `Machine CPU is everything on the machine (${run.cores} cores: the process measured, Postgres, Kafka, the receiver, the bench) per delivery, webhooks / ceiling. Both runs keep the machine about equally busy, so their share is about the inverse ratio of the two (the last column): where Postgres and Kafka share the cores, the floor needs the whole path — consuming, recording, sending, completing, and Postgres's work for it — to cost at most 1/0.7 = 1.43 times what the plain loop and its receiver cost.`,
+    '',
+    `### The durable loop: what the floor leaves to any durable design`,
+    '',
+    `Right after each ceiling, the same topic is read by a consumer group of its own, on the case's client, with the webhooks command's own consumer, decoding, body, client and signing; each chunk of ${'~'}100 deliveries is sent, then recorded in one Postgres statement (the event's body once, one row per delivery with its attempt's outcome in it, synchronous commit), then its offset marked recorded. Its steady rate (first write to last, as the ceiling has no start-up) is set against the ceiling; the last column sets the webhooks case's deliveries/s against the loop's, both with start-up. No retries, leases, per-endpoint limits, circuits, or attempts table: every real delivery store writes at least this, so no durable design beats it on this machine.`,
+    '',
+    '| endpoints | consumer | durable loop deliveries/s | steady deliveries/s | steady / ceiling | floor ≥ 70% | durable loop CPU µs/delivery | Postgres sessions µs/delivery | busy | machine CPU µs/delivery | webhooks / durable loop |',
+    '| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
+    ...run.throughput.flatMap((c) => {
+      const loop = c.durableLoop;
+      if (!loop) return [];
+      // Steady, as the ceiling is: the bound is then the most generous to a durable design.
+      const share = loop.steadyDeliveriesPerSecond / c.ceiling.deliveriesPerSecond;
+      return [
+        row([
+          int(c.endpoints),
+          c.kafkaClient,
+          int(loop.deliveriesPerSecond),
+          int(loop.steadyDeliveriesPerSecond),
+          pct(share),
+          verdict(share >= FLOORS.ceilingShare),
+          us(loop.cpuSeconds, loop.deliveries),
+          us(loop.pgSessionCpuSeconds, loop.deliveries),
+          `${num(loop.machineBusyPct, 0)}%`,
+          num(machineUs(run, loop.machineBusyPct, loop.seconds, loop.deliveries), 0),
+          pct(c.deliveriesPerSecond / loop.deliveriesPerSecond),
+        ]),
+      ];
+    }),
+    ...run.throughput.flatMap((c) => (c.durableLoop?.error ? [`- ${caseName(c)}, durable loop: ${c.durableLoop.error}`] : [])),
+    '',
     `Receiver CPU µs/request, webhooks / ceiling: ${run.throughput.map((c) => `${caseName(c)} ${us(c.receiverCpuSeconds, c.delivered)} / ${us(c.ceiling.receiverCpuSeconds, c.ceiling.delivered)}`).join('; ')}. Webhooks peak RSS: ${run.throughput.map((c) => `${num(c.peakRssMb, 0)} MB`).join(', ')}.`,
     ...run.throughput.flatMap((c) => [c.error ? `- ${caseName(c)}: ${c.error}` : '', c.ceiling.error ? `- ${caseName(c)}, ceiling: ${c.ceiling.error}` : '', c.ceiling.failed > 0 ? `- ${caseName(c)}, ceiling: ${int(c.ceiling.failed)} sends failed, first: ${c.ceiling.firstError}` : ''].filter(Boolean)),
     '',
@@ -175,16 +224,17 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '',
     '## Delivery store per 1M deliveries',
     '',
-    "`pg_total_relation_size` (heap, indexes, TOAST) and rows of each table right after the case (no VACUUM: the dead row versions of the claims' and completions' updates are in it, as autovacuum left them), scaled to 1M deliveries. Events are stored once per event, so fan-out changes the figure.",
+    "`pg_total_relation_size` (heap, indexes, TOAST) and rows of each table right after the case (no VACUUM: the dead row versions of the claims' and completions' updates are in it, as autovacuum left them), scaled to 1M deliveries. Events are stored once per event, so fan-out changes the figure. The last column: deliveries whose first attempt went before they were recorded, each then written once with its result (the others were recorded first, then written again with their results).",
     '',
-    '| endpoints | consumer | events rows | deliveries rows | attempts rows | events MB | deliveries MB | attempts MB | total MB | bytes/delivery |',
-    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| endpoints | consumer | events rows | deliveries rows | attempts rows | events MB | deliveries MB | attempts MB | total MB | bytes/delivery | sent first, written once |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...run.throughput.map((c) => {
       const of = (table: StoreSize['table']) => c.store.find((s) => s.table === table) ?? { rows: NaN, bytes: NaN };
       // By the deliveries recorded: a case that timed out may have recorded fewer than it was owed.
       const scale = 1e6 / of('deliveries').rows;
       const total = c.store.reduce((sum, s) => sum + s.bytes, 0);
-      return row([int(c.endpoints), c.kafkaClient, int(of('events').rows * scale), int(of('deliveries').rows * scale), int(of('attempts').rows * scale), mb(of('events').bytes * scale), mb(of('deliveries').bytes * scale), mb(of('attempts').bytes * scale), mb(total * scale), int((total * scale) / 1e6)]);
+      const writtenOnce = c.writtenOnce === undefined ? '–' : pct(c.writtenOnce / of('deliveries').rows);
+      return row([int(c.endpoints), c.kafkaClient, int(of('events').rows * scale), int(of('deliveries').rows * scale), int(of('attempts').rows * scale), mb(of('events').bytes * scale), mb(of('deliveries').bytes * scale), mb(of('attempts').bytes * scale), mb(total * scale), int((total * scale) / 1e6), writtenOnce]);
     }),
     '',
   ];

@@ -20,6 +20,7 @@ import { DeliveryStore } from '../webhooks/delivery-store.js';
 import { Dispatcher, leaseFor } from '../webhooks/dispatcher.js';
 import { startHousekeeping } from '../webhooks/housekeeping.js';
 import { WebhookSender } from '../webhooks/http-sender.js';
+import { ThreadedSender } from '../webhooks/threaded-sender.js';
 import { WebhookIntake } from '../webhooks/intake.js';
 import { kafkajsIntakeConsumer } from '../webhooks/kafkajs-intake-consumer.js';
 import { librdkafkaIntakeConsumer } from '../webhooks/librdkafka-intake-consumer.js';
@@ -45,7 +46,12 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   await requireWebhookTables(pool, tables);
   const owner = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const clock = () => new Date();
-  const sender = new WebhookSender({ ...options.sender, guard: new AddressGuard(options.sender.allowAddresses), connectionsPerOrigin: options.concurrency, userAgent: `outbox-relay/${VERSION}` });
+  const senderOptions = { ...options.sender, connectionsPerOrigin: options.concurrency, userAgent: `outbox-relay/${VERSION}` };
+  const sender =
+    options.senderThreads > 0
+      ? // Each thread's pool is as large as the process's concurrency: the threads share the requests, not a pool.
+        new ThreadedSender(options.senderThreads, { sender: senderOptions, allowAddresses: options.sender.allowAddresses })
+      : new WebhookSender({ ...senderOptions, guard: new AddressGuard(options.sender.allowAddresses) });
   const store = new DeliveryStore(pool, tables);
   const dispatcher = new Dispatcher({
     store,
@@ -84,6 +90,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     onRecorded: () => dispatcher.wake(),
     // Sent at once only when the schedule says the first attempt is immediate.
     sendAtOnce: options.policy.scheduleMs[0] === 0 ? dispatcher : null,
+    rules: options.rules,
   });
   const housekeeping = new AbortController();
   const housekeepingDone = startHousekeeping({ queries: new DeliveryQueries(pool, tables), metrics, logger, clock, circuitFailures: options.rules.circuitFailures, retentionMs: options.retentionMs }, housekeeping.signal);

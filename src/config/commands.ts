@@ -62,7 +62,7 @@ const REPLAY_FILTERS = ['since', 'until', 'eventType', 'eventId'] as const;
 /** Where the webhook tables are. */
 const WEBHOOK_STORE = [...DATABASE_ACCESS, 'webhookSchema'] as const;
 const WEBHOOK_DELIVERY = [
-  'webhookTopics', 'webhookGroup', 'webhookRetrySchedule', 'webhookConnectTimeout', 'webhookTimeout', 'webhookConcurrency', 'webhookCircuitFailures', 'webhookCircuitCooldown',
+  'webhookTopics', 'webhookGroup', 'webhookRetrySchedule', 'webhookConnectTimeout', 'webhookTimeout', 'webhookConcurrency', 'webhookSenderThreads', 'webhookCircuitFailures', 'webhookCircuitCooldown',
   'webhookDisableAfter', 'webhookAllowAddresses', 'webhookRetention', 'webhookPoll', 'webhookResponseSnippet',
 ] as const;
 const REGISTRY_ACCESS = ['schemaRegistryUrl', 'schemaRegistryCaFile', 'schemaRegistryUsername', 'schemaRegistryPassword'] as const;

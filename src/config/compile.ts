@@ -202,6 +202,8 @@ export interface WebhooksCommandOptions {
   readonly rules: EndpointRules;
   readonly sender: { readonly connectTimeoutMs: number; readonly timeoutMs: number; readonly responseSnippetBytes: number; readonly allowAddresses: readonly string[] };
   readonly concurrency: number;
+  /** Threads sending requests beside the main thread (0: the main thread sends them). */
+  readonly senderThreads: number;
   readonly pollMs: number;
   readonly retentionMs: number;
   readonly shutdownTimeoutMs: number;
@@ -224,6 +226,7 @@ export function compileWebhooks(config: CommandConfig<'webhooks'>): WebhooksComm
     rules: { circuitFailures: config.webhookCircuitFailures, circuitCooldownMs: config.webhookCircuitCooldown, disableAfterMs: config.webhookDisableAfter },
     sender: { connectTimeoutMs: config.webhookConnectTimeout, timeoutMs: config.webhookTimeout, responseSnippetBytes: config.webhookResponseSnippet, allowAddresses: config.webhookAllowAddresses ?? [] },
     concurrency: config.webhookConcurrency,
+    senderThreads: config.webhookSenderThreads,
     pollMs: config.webhookPoll,
     retentionMs: config.webhookRetention,
     shutdownTimeoutMs: config.shutdownTimeout,

@@ -39,6 +39,28 @@ export interface Completion {
   readonly verdict: Verdict;
 }
 
+/** An endpoint's slots taken for first attempts sent before their deliveries are recorded (takeSlots), and what a request to it needs. */
+export interface GrantedSlots extends OpenEndpoint {
+  readonly slots: number;
+}
+
+/** What recordFirstAttempts writes. */
+export interface FirstAttemptsToRecord {
+  readonly owner: string;
+  readonly now: Date;
+  /** For the attempts still in flight: leased for this long from `now`. */
+  readonly leaseMs: number;
+  /** Every event the attempts and `due` belong to: their bodies are stored once each. */
+  readonly events: readonly EventToDeliver[];
+  /** First attempts that ended, with their verdicts. */
+  readonly ended: readonly Completion[];
+  /** First attempts still in flight. */
+  readonly inFlight: readonly ClaimedDelivery[];
+  /** Deliveries that got no slot: recorded due, as record() records them. */
+  readonly due: readonly EventToDeliver[];
+  readonly firstAttemptAt: () => Date;
+}
+
 /** Deliveries recorded leased to the caller, who sends them at once (see DeliveryStore.record). */
 export interface RecordLease {
   readonly owner: string;
@@ -54,7 +76,7 @@ export interface RecordedDeliveries {
   readonly leased: readonly ClaimedDelivery[];
 }
 
-interface OpenEndpoint {
+export interface OpenEndpoint {
   readonly url: string;
   readonly secrets: readonly SigningSecret[];
   readonly headers: Readonly<Record<string, string>>;
@@ -148,7 +170,7 @@ export class DeliveryStore {
          ON CONFLICT (event_id, endpoint_id) DO NOTHING
          RETURNING id, event_id, endpoint_id, lease_owner
        ), counted AS (
-         ${this.countSlots('inserted', '$7', '$6', '$8')}
+         ${this.countSlots(this.leasedPerEndpoint('inserted'), '$7', '$6', '$8')}
        )
        SELECT id::text AS id, event_id, endpoint_id, lease_owner IS NOT NULL AS leased FROM inserted`,
       [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt, [...open.keys()], lease?.now ?? null, lease?.owner ?? null, lease ? new Date(lease.now.getTime() + lease.leaseMs) : null, lease?.free ?? 0]),
@@ -187,14 +209,131 @@ export class DeliveryStore {
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
          ON CONFLICT (event_id) DO UPDATE SET recorded_at = GREATEST(ev.recorded_at, excluded.recorded_at)
        )
-       SELECT e.id, e.url, e.secrets, e.headers FROM ${this.tables.endpoints} e
-       WHERE e.id = ANY($6) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $7)
-         AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
-       ORDER BY e.id
-       FOR NO KEY UPDATE`,
+       ${this.lockOpenEndpoints('$6', '$7')}`,
       [events.map((e) => e.eventId), events.map((e) => e.eventType), events.map((e) => e.aggregateId), events.map((e) => e.body), events.map((e) => e.producedAt), candidates, now]),
     );
     return new Map(rows.map((row) => [row.id, { url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers }]));
+  }
+
+  /**
+   * A SELECT locking, in id order, those of the endpoints `ids` names that a delivery may be
+   * sent to at once (healthy, unordered, unthrottled at `now`), with what a request needs.
+   */
+  private lockOpenEndpoints(ids: string, now: string): string {
+    return `SELECT e.id, e.url, e.secrets, e.headers FROM ${this.tables.endpoints} e
+       WHERE e.id = ANY(${ids}) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= ${now})
+         AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
+       ORDER BY e.id
+       FOR NO KEY UPDATE`;
+  }
+
+  /**
+   * In-flight slots for first attempts sent before their deliveries are recorded (the intake
+   * records them once, with their results: recordFirstAttempts). Of each endpoint `wanted`
+   * names, as many of its free slots as wanted, if it is healthy, unordered, unthrottled and has
+   * nothing older due (a new delivery does not overtake a backlog); counted as taken by `owner`
+   * until the lease ends, as a lease counts them, so limits hold across processes. One short
+   * transaction: the locks, then — in a snapshot taken after them — the count.
+   */
+  async takeSlots(wanted: ReadonlyMap<string, number>, lease: { readonly owner: string; readonly now: Date; readonly leaseMs: number }): Promise<Map<string, GrantedSlots>> {
+    if (wanted.size === 0) return new Map();
+    return inTransaction(this.pool, async (client) => {
+      const { rows: open } = await client.query(prepared(this.lockOpenEndpoints('$1', '$2'), [[...wanted.keys()], lease.now]));
+      if (open.length === 0) return new Map();
+      const { rows } = await client.query<{ endpoint_id: string; n: number }>(
+        prepared(`WITH granted AS (
+           SELECT w.endpoint_id, LEAST(w.wanted, GREATEST(e.max_in_flight - ${this.slotsInUse('e', '$3')}, 0)) AS n
+           FROM unnest($1::text[], $2::int[]) AS w(endpoint_id, wanted) JOIN ${this.tables.endpoints} e ON e.id = w.endpoint_id
+           WHERE (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $3 LIMIT 1) IS NULL
+         ), counted AS (
+           ${this.countSlots('granted', '$4', '$3', '$5')}
+         )
+         SELECT endpoint_id, n FROM granted WHERE n > 0`,
+        [open.map((row) => row.id), open.map((row) => wanted.get(row.id)!), lease.now, lease.owner, new Date(lease.now.getTime() + lease.leaseMs)]),
+      );
+      const byId = new Map(open.map((row) => [row.id as string, row]));
+      return new Map(
+        rows.map((row) => {
+          const endpoint = byId.get(row.endpoint_id)!;
+          return [row.endpoint_id, { slots: row.n, url: endpoint.url, secrets: signingSecretsOf(endpoint.secrets), headers: endpoint.headers }];
+        }),
+      );
+    });
+  }
+
+  /**
+   * One transaction for first attempts sent before their deliveries were recorded (takeSlots),
+   * and the rest of their events' deliveries: the events' bodies, what the attempts did to their
+   * endpoints, each attempted delivery written once — with its verdict and its attempt when the
+   * attempt ended (the slot returned), or leased to `owner` with attempt 1 when it is still in
+   * flight (its completion writes it, as a claimed one's does) — and the deliveries that got no
+   * slot recorded due, as record() records them. Returns the ids of those still in flight.
+   */
+  async recordFirstAttempts(input: FirstAttemptsToRecord, rules: EndpointRules): Promise<{ readonly inFlight: ReadonlyMap<ClaimedDelivery, string>; readonly changes: readonly EndpointChange[]; readonly added: number }> {
+    const { owner, now, leaseMs, ended, inFlight } = input;
+    return inTransaction(this.pool, async (client) => {
+      await this.storeEventsAndLock(client, input.events, [], null);
+      const changes = ended.length > 0 ? await this.applyEndpointEffects(client, now, ended, rules) : [];
+      const attempted = [...ended.map((completion) => ({ delivery: completion.delivery, completion })), ...inFlight.map((delivery) => ({ delivery, completion: null }))];
+      const leaseEnd = new Date(now.getTime() + leaseMs);
+      const { rows } = await this.writeFirstAttempts(client, owner, now, leaseEnd, attempted);
+      const due = await this.record(client, input.due, input.firstAttemptAt);
+      const ids = new Map(rows.map((row) => [`${row.event_id}\n${row.endpoint_id}`, row.id]));
+      const recorded = new Map<ClaimedDelivery, string>();
+      for (const delivery of inFlight) {
+        const id = ids.get(`${delivery.eventId}\n${delivery.endpointId}`);
+        if (id !== undefined) recorded.set(delivery, id);
+      }
+      return { inFlight: recorded, changes, added: ended.length + recorded.size + due.added };
+    });
+  }
+
+  /**
+   * First attempts' deliveries, each written once: ended ones with their verdict, attempt and
+   * returned slot; those in flight leased to `owner` until `leaseEnd`, attempt 1 started.
+   * Returns the ids of the ones in flight.
+   */
+  private async writeFirstAttempts(client: pg.ClientBase, owner: string, now: Date, leaseEnd: Date, attempted: readonly { readonly delivery: ClaimedDelivery; readonly completion: Completion | null }[]): Promise<{ readonly rows: readonly { id: string; event_id: string; endpoint_id: string }[] }> {
+    if (attempted.length === 0) return { rows: [] };
+    return client.query<{ id: string; event_id: string; endpoint_id: string }>(
+      prepared(`WITH u AS (
+         SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::bool[], $8::text[], $9::timestamptz[], $10::int[], $11::int[], $12::text[], $13::text[])
+           WITH ORDINALITY AS u(event_id, endpoint_id, status, failures, next_at, in_flight, error, started_at, latency_ms, status_code, outcome, response, n)
+       ), inserted AS (
+         INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, status, attempts, failures, next_attempt_at, lease_owner, finished_at, last_error)
+         SELECT u.event_id, u.endpoint_id, u.status, 1, u.failures, u.next_at, CASE WHEN u.in_flight THEN $1 END, CASE WHEN u.status = 'pending' THEN NULL ELSE $14::timestamptz END, u.error
+         FROM u ORDER BY u.n
+         ON CONFLICT (event_id, endpoint_id) DO NOTHING
+         RETURNING id, event_id, endpoint_id, lease_owner
+       ), attempts AS (
+         INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
+         SELECT i.id, 1, u.started_at, u.latency_ms, u.status_code, u.outcome, u.error, u.response, $1
+         FROM inserted i JOIN u ON u.event_id = i.event_id AND u.endpoint_id = i.endpoint_id
+         WHERE NOT u.in_flight
+       ), returned AS (
+         INSERT INTO ${this.tables.endpointSlotsReturned} AS r (endpoint_id, owner, returned)
+         SELECT u.endpoint_id, $1, count(*) FROM u WHERE NOT u.in_flight GROUP BY u.endpoint_id
+         ON CONFLICT (endpoint_id, owner) DO UPDATE SET returned = r.returned + excluded.returned
+       )
+       SELECT id::text AS id, event_id, endpoint_id FROM inserted WHERE lease_owner IS NOT NULL`,
+      [
+        owner,
+        attempted.map(({ delivery }) => delivery.eventId),
+        attempted.map(({ delivery }) => delivery.endpointId),
+        attempted.map(({ completion }) => completion?.verdict.delivery.status ?? 'pending'),
+        attempted.map(({ completion }) => (completion && completion.verdict.delivery.status !== 'delivered' ? completion.verdict.delivery.failures : 0)),
+        attempted.map(({ completion }) => (completion ? (completion.verdict.delivery.status === 'pending' ? completion.verdict.delivery.nextAttemptAt : now) : leaseEnd)),
+        attempted.map(({ completion }) => completion === null),
+        attempted.map(({ completion }) => completion?.result.error ?? null),
+        attempted.map(({ completion }) => completion?.startedAt ?? null),
+        attempted.map(({ completion }) => (completion ? Math.round(completion.result.latencyMs) : null)),
+        attempted.map(({ completion }) => completion?.result.statusCode ?? null),
+        attempted.map(({ completion }) => completion?.result.outcome ?? null),
+        // Postgres text holds no NUL: a binary answer keeps its other characters.
+        attempted.map(({ completion }) => completion?.result.response?.replaceAll('\0', '') ?? null),
+        now,
+      ]),
+    );
   }
 
   /** Deliveries in flight to `endpoint` (an alias of the endpoints table), over every process. */
@@ -205,19 +344,24 @@ export class DeliveryStore {
   }
 
   /**
-   * An INSERT adding `source`'s rows leased to `owner` (a CTE returning endpoint_id and
-   * lease_owner) to what that owner took of each endpoint. Only the caller's transaction
-   * writes these rows, under the endpoint's lock. A row that expired counts from what was
-   * returned meanwhile, so that nothing taken before counts any more.
+   * An INSERT adding `source`'s counts (rows of endpoint_id and n, the slots taken of it) to
+   * what `owner` took of each endpoint. Only the caller's transaction writes these rows, under
+   * the endpoint's lock. A row that expired counts from what was returned meanwhile, so that
+   * nothing taken before counts any more.
    */
   private countSlots(source: string, owner: string, now: string, expiresAt: string): string {
     const returned = (endpoint: string) => `COALESCE((SELECT r.returned FROM ${this.tables.endpointSlotsReturned} r WHERE r.endpoint_id = ${endpoint} AND r.owner = ${owner}::text), 0)`;
     return `INSERT INTO ${this.tables.endpointSlots} AS s (endpoint_id, owner, taken, expires_at)
-         SELECT c.endpoint_id, ${owner}::text, count(*) + ${returned('c.endpoint_id')}, (${expiresAt})::timestamptz
-         FROM ${source} c WHERE c.lease_owner IS NOT NULL GROUP BY c.endpoint_id
+         SELECT c.endpoint_id, ${owner}::text, c.n + ${returned('c.endpoint_id')}, (${expiresAt})::timestamptz
+         FROM ${source} c WHERE c.n > 0
          ON CONFLICT (endpoint_id, owner) DO UPDATE SET
            taken = CASE WHEN s.expires_at > ${now}::timestamptz THEN s.taken + excluded.taken - ${returned('s.endpoint_id')} ELSE excluded.taken END,
            expires_at = GREATEST(s.expires_at, excluded.expires_at)`;
+  }
+
+  /** countSlots' source for a CTE of deliveries (endpoint_id, lease_owner): those leased, per endpoint. */
+  private leasedPerEndpoint(deliveries: string): string {
+    return `(SELECT endpoint_id, count(*) AS n FROM ${deliveries} WHERE lease_owner IS NOT NULL GROUP BY endpoint_id)`;
   }
 
   /**
@@ -280,7 +424,7 @@ export class DeliveryStore {
            FROM picked WHERE d.id = picked.id
            RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures, d.lease_owner
          ), slotted AS (
-           ${this.countSlots('claimed', '$4', '$2', '$2::timestamptz + make_interval(secs => $6 / 1000.0)')}
+           ${this.countSlots(this.leasedPerEndpoint('claimed'), '$4', '$2', '$2::timestamptz + make_interval(secs => $6 / 1000.0)')}
          ), counted AS (
            UPDATE ${this.tables.endpoints} e SET
              rate_window = date_trunc('second', $2::timestamptz),
@@ -316,64 +460,73 @@ export class DeliveryStore {
   async complete(owner: string, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
     if (completions.length === 0) return [];
     return inTransaction(this.pool, async (client) => {
-      const changes = endpointEffects(completions);
-      // Endpoints a failure changes are locked in id order first, as the consumer locks them.
-      const failing = changes.filter((c) => !c.reset || c.failures > 0 || c.streak || c.pauseUntil !== null).map((c) => c.endpointId);
-      if (failing.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [failing]);
-      const { rows } = await client.query<{ id: string; disabled_now: boolean; disabled_reason: string | null; opened: boolean }>(
-        prepared(`WITH u AS (
-           SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
-         ), next AS (
-           SELECT e.id,
-             (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
-             CASE WHEN u.streak THEN (CASE WHEN u.reset THEN $1::timestamptz ELSE COALESCE(e.failing_since, $1) END) WHEN u.reset THEN NULL ELSE e.failing_since END AS failing_since,
-             e.consecutive_failures AS before, u.reset, u.failures, u.streak, u.pause_until, u.gone, u.last_error
-           FROM ${this.tables.endpoints} e JOIN u ON u.id = e.id
-         )
-         UPDATE ${this.tables.endpoints} e SET
-           consecutive_failures = n.consecutive,
-           failing_since = n.failing_since,
-           paused_until = CASE
-             WHEN n.failures > 0 AND n.consecutive >= $2 THEN GREATEST(COALESCE(n.pause_until, $1), $1::timestamptz + make_interval(secs => $10 / 1000.0))
-             WHEN n.pause_until IS NOT NULL THEN GREATEST(COALESCE(e.paused_until, n.pause_until), n.pause_until)
-             WHEN n.reset THEN NULL
-             ELSE e.paused_until END,
-           disabled_at = CASE
-             WHEN e.disabled_at IS NOT NULL THEN e.disabled_at
-             WHEN n.gone IS NOT NULL THEN $1
-             WHEN n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0) THEN $1
-             END,
-           disabled_reason = CASE
-             WHEN e.disabled_at IS NOT NULL THEN e.disabled_reason
-             WHEN n.gone IS NOT NULL THEN n.gone
-             WHEN n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0)
-               THEN format('failing since %s, longer than OUTBOX_WEBHOOK_DISABLE_AFTER (%s); last attempt: %s', to_char(n.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), $12::text, n.last_error)
-             END,
-           updated_at = CASE WHEN e.disabled_at IS NULL AND (n.gone IS NOT NULL OR (n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0))) THEN $1 ELSE e.updated_at END
-         FROM next n WHERE e.id = n.id
-           -- A success on an endpoint with nothing to reset writes nothing: most completions.
-           AND NOT (n.reset AND n.failures = 0 AND NOT n.streak AND n.pause_until IS NULL AND e.consecutive_failures = 0 AND e.failing_since IS NULL AND e.paused_until IS NULL)
-         RETURNING e.id, (e.disabled_at = $1 AND e.updated_at = $1) AS disabled_now, e.disabled_reason, (n.before < $2 AND n.consecutive >= $2) AS opened`,
-        [
-          now,
-          rules.circuitFailures,
-          changes.map((c) => c.endpointId),
-          changes.map((c) => c.reset),
-          changes.map((c) => c.failures),
-          changes.map((c) => c.streak),
-          changes.map((c) => c.pauseUntil),
-          changes.map((c) => c.gone),
-          changes.map((c) => c.lastError),
-          rules.circuitCooldownMs,
-          rules.disableAfterMs,
-          humanDuration(rules.disableAfterMs),
-        ]),
-      );
+      const changes = await this.applyEndpointEffects(client, now, completions, rules);
       await this.writeResults(client, owner, now, completions);
-      return rows
-        .filter((row) => row.disabled_now || row.opened)
-        .map((row) => ({ endpointId: row.id, disabledReason: row.disabled_now ? row.disabled_reason : null, circuitOpened: row.opened }));
+      return changes;
     });
+  }
+
+  /**
+   * What completions do to their endpoints (failure streaks, circuits, pauses, disabling), in
+   * the caller's transaction, before their deliveries' results are written. Endpoints a failure
+   * changes are locked in id order first, as the consumer locks them.
+   */
+  private async applyEndpointEffects(client: pg.ClientBase, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
+    const changes = endpointEffects(completions);
+    const failing = changes.filter((c) => !c.reset || c.failures > 0 || c.streak || c.pauseUntil !== null).map((c) => c.endpointId);
+    if (failing.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [failing]);
+    const { rows } = await client.query<{ id: string; disabled_now: boolean; disabled_reason: string | null; opened: boolean }>(
+      prepared(`WITH u AS (
+         SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
+       ), next AS (
+         SELECT e.id,
+           (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
+           CASE WHEN u.streak THEN (CASE WHEN u.reset THEN $1::timestamptz ELSE COALESCE(e.failing_since, $1) END) WHEN u.reset THEN NULL ELSE e.failing_since END AS failing_since,
+           e.consecutive_failures AS before, u.reset, u.failures, u.streak, u.pause_until, u.gone, u.last_error
+         FROM ${this.tables.endpoints} e JOIN u ON u.id = e.id
+       )
+       UPDATE ${this.tables.endpoints} e SET
+         consecutive_failures = n.consecutive,
+         failing_since = n.failing_since,
+         paused_until = CASE
+           WHEN n.failures > 0 AND n.consecutive >= $2 THEN GREATEST(COALESCE(n.pause_until, $1), $1::timestamptz + make_interval(secs => $10 / 1000.0))
+           WHEN n.pause_until IS NOT NULL THEN GREATEST(COALESCE(e.paused_until, n.pause_until), n.pause_until)
+           WHEN n.reset THEN NULL
+           ELSE e.paused_until END,
+         disabled_at = CASE
+           WHEN e.disabled_at IS NOT NULL THEN e.disabled_at
+           WHEN n.gone IS NOT NULL THEN $1
+           WHEN n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0) THEN $1
+           END,
+         disabled_reason = CASE
+           WHEN e.disabled_at IS NOT NULL THEN e.disabled_reason
+           WHEN n.gone IS NOT NULL THEN n.gone
+           WHEN n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0)
+             THEN format('failing since %s, longer than OUTBOX_WEBHOOK_DISABLE_AFTER (%s); last attempt: %s', to_char(n.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), $12::text, n.last_error)
+           END,
+         updated_at = CASE WHEN e.disabled_at IS NULL AND (n.gone IS NOT NULL OR (n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0))) THEN $1 ELSE e.updated_at END
+       FROM next n WHERE e.id = n.id
+         -- A success on an endpoint with nothing to reset writes nothing: most completions.
+         AND NOT (n.reset AND n.failures = 0 AND NOT n.streak AND n.pause_until IS NULL AND e.consecutive_failures = 0 AND e.failing_since IS NULL AND e.paused_until IS NULL)
+       RETURNING e.id, (e.disabled_at = $1 AND e.updated_at = $1) AS disabled_now, e.disabled_reason, (n.before < $2 AND n.consecutive >= $2) AS opened`,
+      [
+        now,
+        rules.circuitFailures,
+        changes.map((c) => c.endpointId),
+        changes.map((c) => c.reset),
+        changes.map((c) => c.failures),
+        changes.map((c) => c.streak),
+        changes.map((c) => c.pauseUntil),
+        changes.map((c) => c.gone),
+        changes.map((c) => c.lastError),
+        rules.circuitCooldownMs,
+        rules.disableAfterMs,
+        humanDuration(rules.disableAfterMs),
+      ]),
+    );
+    return rows
+      .filter((row) => row.disabled_now || row.opened)
+      .map((row) => ({ endpointId: row.id, disabledReason: row.disabled_now ? row.disabled_reason : null, circuitOpened: row.opened }));
   }
 
   /**
@@ -457,6 +610,13 @@ function humanDuration(ms: number): string {
   const units: [number, string][] = [[86_400_000, 'd'], [3_600_000, 'h'], [60_000, 'm'], [1_000, 's']];
   for (const [size, unit] of units) if (ms % size === 0) return `${ms / size}${unit}`;
   return `${ms}ms`;
+}
+
+/** Of `eventIds`, those the store has (their deliveries were recorded, all or some of them). */
+export async function storedEvents(pool: pg.Pool, tables: WebhookTables, eventIds: readonly string[]): Promise<Set<string>> {
+  if (eventIds.length === 0) return new Set();
+  const { rows } = await pool.query<{ event_id: string }>(prepared(`SELECT event_id FROM ${tables.events} WHERE event_id = ANY($1::text[])`, [eventIds]));
+  return new Set(rows.map((row) => row.event_id));
 }
 
 const statementNames = new Map<string, string>();

@@ -164,4 +164,60 @@ describe('the dispatcher', () => {
     await sending.stop(1_000);
     expect(completed).toHaveLength(12);
   });
+
+  it('first attempts sent before recording: their results go to the intake, not to the store, and the slots come back only when it says', async () => {
+    const { store, completed } = fakeStore([]);
+    const { sender } = countingSender(5);
+    const sending = dispatcher(store, sender, 4);
+    const held = sending.reserve(2);
+    const first = [0, 1].map((i) => ({ ...delivery, id: '', eventId: `evt-first-${i}` }));
+    const { ended, inFlight } = await sending.sendFirst(first, 1_000);
+    expect(inFlight).toEqual([]);
+    expect(ended.map((c) => [c.delivery.eventId, c.verdict.delivery.status])).toEqual([
+      ['evt-first-0', 'delivered'],
+      ['evt-first-1', 'delivered'],
+    ]);
+    // The intake writes them (once, with their results): the dispatcher wrote nothing.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(completed).toEqual([]);
+    // Still held until the intake's recording returns them.
+    expect(sending.reserve(100).slots).toBe(16 - held.slots);
+    await sending.stop(1_000);
+  });
+
+  it('a first attempt still in flight when the intake stops waiting is written under the id its recording gave it, or not at all', async () => {
+    const { store, completed } = fakeStore([]);
+    const { sender } = countingSender(60);
+    const sending = dispatcher(store, sender, 4);
+    sending.reserve(2);
+    const [adopted, abandoned] = [0, 1].map((i) => ({ ...delivery, id: '', eventId: `evt-slow-${i}` }));
+    const { ended, inFlight } = await sending.sendFirst([adopted!, abandoned!], 10);
+    expect(ended).toEqual([]);
+    expect(inFlight.map((d) => d.eventId)).toEqual(['evt-slow-0', 'evt-slow-1']);
+    // Recorded leased as 42 while its request runs; the other's recording failed.
+    sending.adopt(adopted!, '42');
+    sending.abandon(abandoned!);
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(completed.map((c) => [c.delivery.id, c.delivery.eventId, c.verdict.delivery.status])).toEqual([['42', 'evt-slow-0', 'delivered']]);
+    // Both slots came back: the adopted one's with its write, the abandoned one's when its attempt ended.
+    expect(sending.reserve(100).slots).toBe(16);
+    await sending.stop(1_000);
+  });
+
+  it('a first attempt that ends after being handed over, before its recording is known, is written once the id comes', async () => {
+    const { store, completed } = fakeStore([]);
+    const { sender } = countingSender(20);
+    const sending = dispatcher(store, sender, 4);
+    sending.reserve(1);
+    const slow = { ...delivery, id: '', eventId: 'evt-late' };
+    const { inFlight } = await sending.sendFirst([slow], 5);
+    expect(inFlight).toHaveLength(1);
+    // The attempt ends while the intake's transaction runs.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(completed).toEqual([]);
+    sending.adopt(slow, '7');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(completed.map((c) => c.delivery.id)).toEqual(['7']);
+    await sending.stop(1_000);
+  });
 });

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { errorMessage } from '../errors.js';
 import { sleep } from '../time.js';
-import type { ClaimedDelivery, Completion, DeliveryStore, EndpointRules } from './delivery-store.js';
+import type { ClaimedDelivery, Completion, DeliveryStore, EndpointChange, EndpointRules } from './delivery-store.js';
 import { signingSecrets } from './endpoint-store.js';
 import type { AttemptResult, WebhookRequest } from './http-sender.js';
 import type { WebhookMetrics } from './metrics.js';
@@ -35,6 +35,25 @@ export interface DispatcherOptions {
 /** Slots held for deliveries recorded leased to this process (see Dispatcher.reserve). */
 export interface Reservation {
   readonly slots: number;
+}
+
+/** First attempts sent before their deliveries are recorded (Dispatcher.sendFirst), as they stood when the intake stopped waiting. */
+export interface FirstAttempts {
+  /** Ended, with their verdicts: the intake records each once, with its attempt. */
+  readonly ended: readonly Completion[];
+  /** Still in flight: the intake records them leased, then adopt()s each with its id (or abandon()s it). */
+  readonly inFlight: readonly ClaimedDelivery[];
+}
+
+/**
+ * A first attempt whose delivery is not recorded yet: its completion goes to the intake that
+ * sent it (settle), or, once handed over, waits for the id its recording gave it (recordedAs:
+ * undefined until then, null when the recording failed).
+ */
+interface Unrecorded {
+  settle: ((completion: Completion) => void) | null;
+  ended: Completion | null;
+  recordedAs: string | null | undefined;
 }
 
 /** The longest a reservation waits for enough free slots (the consumer's session stays alive meanwhile). */
@@ -88,6 +107,8 @@ export class Dispatcher {
   /** Reservations waiting for free slots (reserveWhenFree). */
   private roomWaiters: (() => void)[] = [];
   private completions: Completion[] = [];
+  /** First attempts of deliveries not recorded yet (sendFirst). */
+  private readonly unrecorded = new Map<ClaimedDelivery, Unrecorded>();
   private flushing: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
   /** When the loop last went round: /healthz fails when it stops turning. */
@@ -191,6 +212,74 @@ export class Dispatcher {
     for (const delivery of leased) this.send(delivery);
   }
 
+  /**
+   * Sends first attempts of deliveries not recorded yet, in slots reserved for them (the
+   * intake took their endpoints' slots: DeliveryStore.takeSlots); resolves once every one
+   * ended, or after `waitMs` with those still in flight handed over to the intake, which
+   * records them leased and adopt()s them. Their results are the intake's to write, not this
+   * dispatcher's: the delivery is written once, with its first attempt.
+   */
+  sendFirst(deliveries: readonly ClaimedDelivery[], waitMs: number): Promise<FirstAttempts> {
+    const ended: Completion[] = [];
+    if (deliveries.length === 0) return Promise.resolve({ ended, inFlight: [] });
+    return new Promise((resolve) => {
+      let running = deliveries.length;
+      const timer = setTimeout(() => {
+        const inFlight: ClaimedDelivery[] = [];
+        for (const delivery of deliveries) {
+          const unrecorded = this.unrecorded.get(delivery);
+          if (unrecorded?.settle) {
+            unrecorded.settle = null;
+            inFlight.push(delivery);
+          }
+        }
+        resolve({ ended, inFlight });
+      }, waitMs);
+      const settle = (completion: Completion) => {
+        ended.push(completion);
+        running -= 1;
+        if (running > 0) return;
+        clearTimeout(timer);
+        resolve({ ended, inFlight: [] });
+      };
+      for (const delivery of deliveries) {
+        this.unrecorded.set(delivery, { settle, ended: null, recordedAs: undefined });
+        this.send(delivery);
+      }
+    });
+  }
+
+  /** A first attempt handed over by sendFirst is recorded as `id`: its completion is written as a claimed one's. */
+  adopt(delivery: ClaimedDelivery, id: string): void {
+    this.handedOver(delivery, id);
+  }
+
+  /** A first attempt handed over by sendFirst was not recorded (its event is read again): its completion is not written. */
+  abandon(delivery: ClaimedDelivery): void {
+    this.handedOver(delivery, null);
+  }
+
+  private handedOver(delivery: ClaimedDelivery, recordedAs: string | null): void {
+    const unrecorded = this.unrecorded.get(delivery);
+    if (!unrecorded) return;
+    unrecorded.recordedAs = recordedAs;
+    if (unrecorded.ended) this.ended(delivery, unrecorded, unrecorded.ended);
+  }
+
+  /** A handed-over first attempt that ended and whose recording is known. */
+  private ended(delivery: ClaimedDelivery, unrecorded: Unrecorded, completion: Completion): void {
+    if (unrecorded.recordedAs === undefined) {
+      unrecorded.ended = completion;
+      return;
+    }
+    this.unrecorded.delete(delivery);
+    if (unrecorded.recordedAs === null) this.release(1);
+    else {
+      this.completions.push({ ...completion, delivery: { ...delivery, id: unrecorded.recordedAs } });
+      void this.flush();
+    }
+  }
+
   release(slots: number): void {
     this.held -= slots;
     if (slots > 0) this.slotsFreed();
@@ -270,7 +359,8 @@ export class Dispatcher {
     const verdict = judgeAttempt(options.policy, delivery.failures, result, options.clock(), options.random);
     options.metrics.attempts.inc({ outcome: result.outcome });
     options.metrics.attemptSeconds.observe({ outcome: result.outcome }, result.latencyMs / 1000);
-    const where = { delivery: delivery.id, endpoint: delivery.endpointId, eventId: delivery.eventId, attempt: delivery.attempt };
+    // A first attempt sent before its delivery was recorded has no id yet: the event and endpoint name it.
+    const where = { ...(delivery.id !== '' && { delivery: delivery.id }), endpoint: delivery.endpointId, eventId: delivery.eventId, attempt: delivery.attempt };
     if (verdict.delivery.status === 'failed') {
       options.metrics.deliveries.inc({ outcome: 'failed' });
       options.logger.error({ ...where, outcome: result.outcome, status: result.statusCode, err: result.error }, 'webhooks: delivery failed, every attempt of the schedule used; `webhooks replay --delivery` sends it again');
@@ -284,8 +374,15 @@ export class Dispatcher {
     // Stopping: the queued are left to their leases (see stop()).
     const next = this.stopped ? undefined : this.queue.shift();
     if (next) this.send(next);
-    this.completions.push({ delivery, startedAt, result, verdict });
-    void this.flush();
+    const completion = { delivery, startedAt, result, verdict };
+    const unrecorded = this.unrecorded.get(delivery);
+    if (!unrecorded) {
+      this.completions.push(completion);
+      void this.flush();
+    } else if (unrecorded.settle) {
+      this.unrecorded.delete(delivery);
+      unrecorded.settle(completion);
+    } else this.ended(delivery, unrecorded, completion);
   }
 
   /** Writes every completion queued; one write at a time, the next takes what queued meanwhile. */
@@ -297,7 +394,7 @@ export class Dispatcher {
           this.completions = [];
           try {
             const changes = await this.options.store.complete(this.options.owner, this.options.clock(), batch, this.options.rules);
-            this.report(changes);
+            this.reportEndpointChanges(changes);
             this.held -= batch.length;
             this.slotsFreed();
           } catch (error) {
@@ -317,7 +414,8 @@ export class Dispatcher {
     return this.flushing;
   }
 
-  private report(changes: Awaited<ReturnType<DeliveryStore['complete']>>): void {
+  /** Endpoints that completions disabled or whose circuit they opened: counted and logged. */
+  reportEndpointChanges(changes: readonly EndpointChange[]): void {
     const { logger, metrics } = this.options;
     for (const change of changes) {
       if (change.disabledReason !== null) {

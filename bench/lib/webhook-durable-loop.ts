@@ -1,0 +1,234 @@
+/**
+ * The durable loop of `npm run bench:webhooks`: the least that any webhooks path which keeps the
+ * issue's promise does for one delivery, written as plainly as it can be, to tell apart what the
+ * floor asks of the design from what it asks of the machine. It consumes the case's topic with
+ * the webhooks command's own consumer (the client of the case, from dist/), decodes each record
+ * and makes its body as the command does, sends each (event, endpoint) with the command's own
+ * client and signing (as the ceiling does), and, before the chunk's offset is committed, records
+ * every delivery and its attempt durably, once: one row per delivery (its outcome and attempt in
+ * it) and the event's body once, in one statement per group of chunks, with synchronous commit.
+ *
+ * Nothing else: no retries, no leases, no per-endpoint limits, circuits or slots, no separate
+ * attempts table, no second write of a row. A real delivery store does all of that on top, so
+ * what this loop reaches bounds from above what any durable design reaches on this machine.
+ *
+ * Its one argument is JSON: DurableLoopArgs. Prints one JSON line when every delivery is recorded.
+ */
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import type * as Guard from '../../src/webhooks/address-guard.js';
+import type * as EndpointStore from '../../src/webhooks/endpoint-store.js';
+import type * as Body from '../../src/webhooks/event-body.js';
+import type * as Intake from '../../src/webhooks/intake-consumer.js';
+import type * as KafkajsIntake from '../../src/webhooks/kafkajs-intake-consumer.js';
+import type * as LibrdkafkaIntake from '../../src/webhooks/librdkafka-intake-consumer.js';
+import type * as Sender from '../../src/webhooks/http-sender.js';
+import type * as Signature from '../../src/webhooks/signature.js';
+import type * as Consumer from '../../src/client/consumer.js';
+
+export interface DurableLoopArgs {
+  readonly databaseUrl: string;
+  /** The case's webhook schema: its endpoints. The loop's own tables go in `<schema>_durable_loop`. */
+  readonly schema: string;
+  readonly concurrency: number;
+  readonly dist: string;
+  readonly kafkaClient: 'kafkajs' | 'librdkafka';
+  readonly brokers: readonly string[];
+  readonly topic: string;
+  readonly groupId: string;
+  /** Deliveries to record before it stops. */
+  readonly deliveries: number;
+}
+
+/** Events sent, then recorded, together: about the intake's chunk on a 1-endpoint case. */
+const CHUNK_EVENTS = 100;
+
+const args = JSON.parse(process.argv[2] ?? '{}') as DurableLoopArgs;
+const load = <M>(path: string): Promise<M> => import(pathToFileURL(join(args.dist, path)).href) as Promise<M>;
+const { WebhookSender } = await load<typeof Sender>('webhooks/http-sender.js');
+const { webhookHeaders } = await load<typeof Signature>('webhooks/signature.js');
+const { signingSecrets } = await load<typeof EndpointStore>('webhooks/endpoint-store.js');
+const { AddressGuard } = await load<typeof Guard>('webhooks/address-guard.js');
+const { eventBody } = await load<typeof Body>('webhooks/event-body.js');
+const { decodeOutboxRecord } = await load<typeof Consumer>('client/consumer.js');
+
+const source = pg.escapeIdentifier(args.schema);
+const own = pg.escapeIdentifier(`${args.schema}_durable_loop`);
+const pool = new pg.Pool({ connectionString: args.databaseUrl, application_name: 'bench-webhook-durable-loop', max: 2 });
+await pool.query(`DROP SCHEMA IF EXISTS ${own} CASCADE`);
+await pool.query(`CREATE SCHEMA ${own}`);
+await pool.query(`CREATE TABLE ${own}.events (event_id text PRIMARY KEY, body text NOT NULL, produced_at timestamptz NOT NULL)`);
+await pool.query(
+  `CREATE TABLE ${own}.deliveries (event_id text NOT NULL, endpoint_id text NOT NULL, status_code integer, outcome text NOT NULL,
+     started_at timestamptz NOT NULL, latency_ms integer NOT NULL, PRIMARY KEY (event_id, endpoint_id))`,
+);
+
+interface Target {
+  readonly id: string;
+  readonly url: string;
+  readonly secrets: readonly EndpointStore.SigningSecret[];
+  readonly headers: Readonly<Record<string, string>>;
+}
+const endpoints: Target[] = (await pool.query(`SELECT id, url, secrets, headers FROM ${source}.endpoints ORDER BY id`)).rows.map((row) => ({
+  id: row.id,
+  url: row.url,
+  headers: row.headers,
+  secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })),
+}));
+
+const sender = new WebhookSender({ connectTimeoutMs: 5_000, timeoutMs: 15_000, responseSnippetBytes: 1_024, guard: new AddressGuard(['127.0.0.1']), connectionsPerOrigin: args.concurrency, userAgent: 'outbox-relay-bench' });
+
+/** Requests in flight, at most `concurrency`; the rest wait in order. */
+let sending = 0;
+const waiting: (() => void)[] = [];
+async function slot(): Promise<void> {
+  if (sending < args.concurrency) {
+    sending += 1;
+    return;
+  }
+  await new Promise<void>((resolve) => waiting.push(resolve));
+}
+function freeSlot(): void {
+  const next = waiting.shift();
+  if (next) next();
+  else sending -= 1;
+}
+
+interface Recorded {
+  readonly eventId: string;
+  readonly endpointId: string;
+  readonly statusCode: number | null;
+  readonly outcome: string;
+  readonly startedAt: Date;
+  readonly latencyMs: number;
+}
+interface EventRow {
+  readonly eventId: string;
+  readonly body: string;
+  readonly producedAt: Date;
+}
+
+/** Groups of chunks waiting for the one write in progress: the next write takes all of them. */
+let toWrite: { events: EventRow[]; deliveries: Recorded[]; resolve: () => void; reject: (error: unknown) => void }[] = [];
+let writing: Promise<void> | null = null;
+let recorded = 0;
+/** The first write's end: the steady rate is from there (start-up and group join left out). */
+let firstWrite: { readonly at: number; readonly recorded: number } | null = null;
+let done: () => void = () => undefined;
+const allRecorded = new Promise<void>((resolve) => (done = resolve));
+
+function write(events: EventRow[], deliveries: Recorded[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    toWrite.push({ events, deliveries, resolve, reject });
+    writing ??= writeQueued();
+  });
+}
+
+async function writeQueued(): Promise<void> {
+  try {
+    while (toWrite.length > 0) {
+      const group = toWrite;
+      toWrite = [];
+      const events = group.flatMap((g) => g.events);
+      const deliveries = group.flatMap((g) => g.deliveries);
+      try {
+        await pool.query({
+          name: 'durable_loop_record',
+          text: `WITH ev AS (
+                   INSERT INTO ${own}.events SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ON CONFLICT DO NOTHING
+                 )
+                 INSERT INTO ${own}.deliveries SELECT * FROM unnest($4::text[], $5::text[], $6::int[], $7::text[], $8::timestamptz[], $9::int[]) ON CONFLICT DO NOTHING`,
+          values: [
+            events.map((e) => e.eventId),
+            events.map((e) => e.body),
+            events.map((e) => e.producedAt),
+            deliveries.map((d) => d.eventId),
+            deliveries.map((d) => d.endpointId),
+            deliveries.map((d) => d.statusCode),
+            deliveries.map((d) => d.outcome),
+            deliveries.map((d) => d.startedAt),
+            deliveries.map((d) => d.latencyMs),
+          ],
+        });
+        for (const g of group) g.resolve();
+        firstWrite ??= { at: performance.now(), recorded: recorded + deliveries.length };
+        recorded += deliveries.length;
+        if (recorded >= args.deliveries) done();
+      } catch (error) {
+        for (const g of group) g.reject(error);
+      }
+    }
+  } finally {
+    writing = null;
+  }
+}
+
+/** One delivery's attempt, signed as the dispatcher signs one, once `turn` (a request slot) came. */
+async function attempt(turn: Promise<void>, event: EventRow, endpoint: Target): Promise<Recorded> {
+  await turn;
+  try {
+    const startedAt = new Date();
+    const headers = { ...endpoint.headers, ...webhookHeaders({ secrets: signingSecrets(endpoint.secrets, startedAt), webhookId: event.eventId, timestampSeconds: Math.floor(startedAt.getTime() / 1000), body: event.body }) };
+    const result = await sender.send({ url: endpoint.url, headers, body: event.body });
+    return { eventId: event.eventId, endpointId: endpoint.id, statusCode: result.statusCode, outcome: result.outcome, startedAt, latencyMs: result.latencyMs };
+  } finally {
+    freeSlot();
+  }
+}
+
+/** A partition's batch: chunks sent as slots allow, each recorded, then its offset marked recorded, in order. */
+async function take(batch: Intake.ConsumedBatch): Promise<void> {
+  let previous: Promise<void> = Promise.resolve();
+  const perChunk = Math.max(1, Math.round(CHUNK_EVENTS / endpoints.length));
+  for (let from = 0; from < batch.messages.length; from += perChunk) {
+    const messages = batch.messages.slice(from, from + perChunk);
+    const events: EventRow[] = [];
+    for (const message of messages) {
+      const event = await decodeOutboxRecord(batch.topic, batch.partition, message, undefined);
+      const producedAt = new Date(Number(message.timestamp));
+      events.push({ eventId: event.eventId, body: eventBody(event, producedAt), producedAt });
+    }
+    const attempts: Promise<Recorded>[] = [];
+    let turn: Promise<void> = Promise.resolve();
+    for (const event of events) for (const endpoint of endpoints) attempts.push(attempt((turn = slot()), event, endpoint));
+    const last = messages.at(-1)!.offset;
+    const before = previous;
+    previous = (async () => {
+      const deliveries = await Promise.all(attempts);
+      await write(events, deliveries);
+      await before;
+      await batch.recorded(last);
+    })();
+    // The next chunk's sends queue behind this one's: once this chunk's last request has its slot.
+    await turn;
+  }
+  await previous;
+}
+
+let consumer: Intake.IntakeConsumer;
+const events: Intake.IntakeConsumerEvents = { joined: () => undefined, failed: (error) => process.stderr.write(`durable loop: consumer failed: ${String(error)}\n`) };
+if (args.kafkaClient === 'librdkafka') {
+  const { librdkafkaIntakeConsumer } = await load<typeof LibrdkafkaIntake>('webhooks/librdkafka-intake-consumer.js');
+  const { pino } = await import('pino');
+  consumer = librdkafkaIntakeConsumer({ brokers: args.brokers, clientId: 'bench-durable-loop', security: { tls: null, sasl: null }, logger: pino({ level: 'warn' }) })(args.groupId, events);
+} else {
+  const { kafkajsIntakeConsumer } = await load<typeof KafkajsIntake>('webhooks/kafkajs-intake-consumer.js');
+  const { Kafka, logLevel } = await import('kafkajs');
+  consumer = kafkajsIntakeConsumer(new Kafka({ clientId: 'bench-durable-loop', brokers: [...args.brokers], logLevel: logLevel.NOTHING }))(args.groupId, events);
+}
+
+const cpuBefore = process.cpuUsage();
+const started = performance.now();
+await consumer.start([args.topic], take);
+await allRecorded;
+const ended = performance.now();
+const cpu = process.cpuUsage(cpuBefore);
+// Set by the writes, which the compiler cannot see from here.
+const first = firstWrite as { readonly at: number; readonly recorded: number } | null;
+const steadyDeliveriesPerSecond = first && ended > first.at ? ((recorded - first.recorded) * 1000) / (ended - first.at) : NaN;
+process.stdout.write(`${JSON.stringify({ done: true, deliveries: recorded, seconds: (ended - started) / 1000, steadyDeliveriesPerSecond, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);
+await consumer.stop();
+await sender.close();
+await pool.query(`DROP SCHEMA ${own} CASCADE`);
+await pool.end();
