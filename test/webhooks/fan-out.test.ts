@@ -10,17 +10,16 @@ const ENDPOINTS = 25;
 const EVENTS = 4;
 
 /**
- * An event owed to more endpoints than the process has slots for: recorded a slice of its
- * endpoints at a time as slots free, every delivery leased to the process and sent at once,
- * none recorded due for a claim to take later (a second write of each row); every endpoint
- * gets every event once.
+ * An event owed to more endpoints than the process has slots for: split over chunks as slots
+ * free, every delivery sent at once and then written once with its result, none recorded due
+ * for a claim to take later (a second write of each row); every endpoint gets every event once.
  */
 describe('webhooks: a fan-out larger than the free slots', () => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const pipeline = useWebhooksPipeline(outbox, webhooks, { OUTBOX_WEBHOOK_CONCURRENCY: String(CONCURRENCY) });
 
-  it('records it in slices, each leased and sent at once, and every endpoint gets every event once', async () => {
+  it('sends it a chunk of endpoints at a time, each delivery written once after its attempt, and every endpoint gets every event once', async () => {
     const { receiver, dispatcher } = pipeline;
     // Slow enough that every slot is taken for a while, fast enough that none stalls (250 ms without a freed slot records the rest due).
     receiver.answerWith(() => ({ status: 204, delayMs: 40 }));
@@ -51,5 +50,8 @@ describe('webhooks: a fan-out larger than the free slots', () => {
     expect(received).toHaveLength(ENDPOINTS * EVENTS);
     expect(new Set(received)).toEqual(new Set(endpoints.flatMap((_, i) => rows.map((row) => `/ep-${i} ${row.eventId}`))));
     expect(mostRecordedDue).toBe(0);
+    // Sent before it was recorded: the first attempt started before the row was written.
+    const [written] = await webhooks.query<{ n: number }>(`SELECT count(*)::int AS n FROM wh.deliveries d JOIN wh.attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
+    expect(written!.n).toBe(ENDPOINTS * EVENTS);
   });
 });
