@@ -171,7 +171,7 @@ describe('the dispatcher', () => {
     const sending = dispatcher(store, sender, 4);
     const held = sending.reserve(2);
     const first = [0, 1].map((i) => ({ ...delivery, id: '', eventId: `evt-first-${i}` }));
-    const { ended, inFlight } = await sending.sendFirst(first, 1_000);
+    const { ended, inFlight } = await sending.sendFirst(first, { maxMs: 1_000, stragglerMs: 50 });
     expect(inFlight).toEqual([]);
     expect(ended.map((c) => [c.delivery.eventId, c.verdict.delivery.status])).toEqual([
       ['evt-first-0', 'delivered'],
@@ -191,7 +191,7 @@ describe('the dispatcher', () => {
     const sending = dispatcher(store, sender, 4);
     sending.reserve(2);
     const [adopted, abandoned] = [0, 1].map((i) => ({ ...delivery, id: '', eventId: `evt-slow-${i}` }));
-    const { ended, inFlight } = await sending.sendFirst([adopted!, abandoned!], 10);
+    const { ended, inFlight } = await sending.sendFirst([adopted!, abandoned!], { maxMs: 10, stragglerMs: 10 });
     expect(ended).toEqual([]);
     expect(inFlight.map((d) => d.eventId)).toEqual(['evt-slow-0', 'evt-slow-1']);
     // Recorded leased as 42 while its request runs; the other's recording failed.
@@ -210,7 +210,7 @@ describe('the dispatcher', () => {
     const sending = dispatcher(store, sender, 4);
     sending.reserve(1);
     const slow = { ...delivery, id: '', eventId: 'evt-late' };
-    const { inFlight } = await sending.sendFirst([slow], 5);
+    const { inFlight } = await sending.sendFirst([slow], { maxMs: 5, stragglerMs: 5 });
     expect(inFlight).toHaveLength(1);
     // The attempt ends while the intake's transaction runs.
     await new Promise((resolve) => setTimeout(resolve, 60));
@@ -219,5 +219,21 @@ describe('the dispatcher', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(completed.map((c) => c.delivery.id)).toEqual(['7']);
     await sending.stop(1_000);
+  });
+
+  it('hands over a straggler once its chunk-mates ended, not after the whole wait', async () => {
+    const { store } = fakeStore([]);
+    // The first delivery hangs for a second; the other three answer in 5 ms.
+    const sender: AttemptSender = { send: (request) => new Promise((resolve) => setTimeout(() => resolve(delivered), request.body === 'hang' ? 1_000 : 5)) };
+    const sending = dispatcher(store, sender, 4);
+    sending.reserve(4);
+    const chunk = [0, 1, 2, 3].map((i) => ({ ...delivery, id: '', eventId: `evt-chunk-${i}`, body: i === 0 ? 'hang' : '{}' }));
+    const started = Date.now();
+    const { ended, inFlight } = await sending.sendFirst(chunk, { maxMs: 5_000, stragglerMs: 50 });
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(ended).toHaveLength(3);
+    expect(inFlight.map((d) => d.eventId)).toEqual(['evt-chunk-0']);
+    sending.abandon(inFlight[0]!);
+    await sending.stop(2_000);
   });
 });

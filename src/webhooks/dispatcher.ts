@@ -45,6 +45,13 @@ export interface FirstAttempts {
   readonly inFlight: readonly ClaimedDelivery[];
 }
 
+/** How long Dispatcher.sendFirst waits for first attempts before handing those in flight over. */
+export interface FirstAttemptWait {
+  readonly maxMs: number;
+  /** Once half ended: at least this long again (and as long as they took). */
+  readonly stragglerMs: number;
+}
+
 /**
  * A first attempt whose delivery is not recorded yet: its completion goes to the intake that
  * sent it (settle), or, once handed over, waits for the id its recording gave it (recordedAs:
@@ -215,16 +222,23 @@ export class Dispatcher {
   /**
    * Sends first attempts of deliveries not recorded yet, in slots reserved for them (the
    * intake took their endpoints' slots: DeliveryStore.takeSlots); resolves once every one
-   * ended, or after `waitMs` with those still in flight handed over to the intake, which
-   * records them leased and adopt()s them. Their results are the intake's to write, not this
-   * dispatcher's: the delivery is written once, with its first attempt.
+   * ended, or earlier with those still in flight handed over to the intake, which records them
+   * leased and adopt()s them. Their results are the intake's to write, not this dispatcher's:
+   * the delivery is written once, with its first attempt. Hands over after `wait.maxMs`, or,
+   * once half of them ended, after as long again as that took (at least `wait.stragglerMs`):
+   * one endpoint that hangs does not hold up the recording of the others' deliveries, nor
+   * the partition's next events, for the whole wait.
    */
-  sendFirst(deliveries: readonly ClaimedDelivery[], waitMs: number): Promise<FirstAttempts> {
+  sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts> {
     const ended: Completion[] = [];
     if (deliveries.length === 0) return Promise.resolve({ ended, inFlight: [] });
+    const started = Date.now();
     return new Promise((resolve) => {
       let running = deliveries.length;
-      const timer = setTimeout(() => {
+      let stragglers: NodeJS.Timeout | null = null;
+      const handOver = () => {
+        clearTimeout(timer);
+        if (stragglers) clearTimeout(stragglers);
         const inFlight: ClaimedDelivery[] = [];
         for (const delivery of deliveries) {
           const unrecorded = this.unrecorded.get(delivery);
@@ -234,13 +248,13 @@ export class Dispatcher {
           }
         }
         resolve({ ended, inFlight });
-      }, waitMs);
+      };
+      const timer = setTimeout(handOver, wait.maxMs);
       const settle = (completion: Completion) => {
         ended.push(completion);
         running -= 1;
-        if (running > 0) return;
-        clearTimeout(timer);
-        resolve({ ended, inFlight: [] });
+        if (running === 0) handOver();
+        else if (!stragglers && ended.length * 2 >= deliveries.length) stragglers = setTimeout(handOver, Math.max(wait.stragglerMs, Date.now() - started));
       };
       for (const delivery of deliveries) {
         this.unrecorded.set(delivery, { settle, ended: null, recordedAs: undefined });

@@ -4,18 +4,18 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { decodeOutboxRecord } from '../client/consumer.js';
 import { headerText } from '../client/kafkajs-headers.js';
-import { HEADER } from '../transform/headers.js';
 import { MAGIC_BYTE } from '../encode/avro/wire.js';
 import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
-import type { ClaimedDelivery, DeliveryStore, EndpointChange, EndpointRules, EventToDeliver, FirstAttemptsToRecord, RecordedDeliveries } from './delivery-store.js';
-import type { FirstAttempts, Reservation } from './dispatcher.js';
-import type { ConsumedBatch, ConsumedMessage, IntakeConsumer, IntakeConsumerEvents, OpenIntakeConsumer } from './intake-consumer.js';
+import { HEADER } from '../transform/headers.js';
+import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver, type RecordedDeliveries } from './delivery-store.js';
+import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
-import { storedEvents } from './delivery-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
+import { FirstAttemptPath } from './first-attempts.js';
+import type { ConsumedBatch, ConsumedMessage, IntakeConsumer, IntakeConsumerEvents, OpenIntakeConsumer } from './intake-consumer.js';
 import type { WebhookMetrics } from './metrics.js';
 import type { WebhookTables } from './webhook-tables.js';
 
@@ -29,19 +29,11 @@ export interface SendAtOnce {
   accept(leased: readonly ClaimedDelivery[], unused: number): void;
   release(slots: number): void;
   /** Sends first attempts before their deliveries are recorded (see Dispatcher.sendFirst). */
-  sendFirst(deliveries: readonly ClaimedDelivery[], waitMs: number): Promise<FirstAttempts>;
+  sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts>;
   adopt(delivery: ClaimedDelivery, id: string): void;
   abandon(delivery: ClaimedDelivery): void;
   reportEndpointChanges(changes: readonly EndpointChange[]): void;
 }
-
-/**
- * How long a chunk's recording waits for its first attempts (sent before it) to end: those that
- * did are written once, with their results; those still in flight are recorded leased and their
- * results written when they come, as a claimed delivery's are. Far above a healthy endpoint's
- * answer, far below a hanging one's timeout.
- */
-const FIRST_ATTEMPT_WAIT_MS = 500;
 
 /**
  * How long the consumer waits for one of the dispatcher's slots to free before recording a
@@ -51,7 +43,7 @@ const FIRST_ATTEMPT_WAIT_MS = 500;
 const SLOT_STALL_MS = 250;
 
 /** A consumed event, before the endpoints it is owed are known (they are, in the transaction recording it). */
-type DecodedEvent = Omit<EventToDeliver, 'endpointIds'>;
+export type DecodedEvent = Omit<EventToDeliver, 'endpointIds'>;
 
 /** Of an event's endpoints (in id order), the first `limit` after `after` (null: from the first). */
 interface FanOutSlice {
@@ -100,12 +92,6 @@ export interface IntakeOptions {
   readonly rules: EndpointRules;
 }
 
-/** A delivery owed, before it is known whether it goes at once or is recorded due. */
-interface Owed {
-  readonly event: DecodedEvent;
-  readonly endpointId: string;
-}
-
 /**
  * The consumer side: read the relay's topics (read_committed, so an aborted exactly-once
  * transaction is never an event), and for each event record a delivery per subscribed endpoint
@@ -123,9 +109,6 @@ export class WebhookIntake {
   /** Chunks waiting for the transaction that records them (see record). */
   private toRecord: { readonly events: readonly EventToRecord[]; readonly slots: number; readonly resolve: (ends: SliceEnds) => void; readonly reject: (error: unknown) => void }[] = [];
   private recording: Promise<void> | null = null;
-  /** First attempts' recordings waiting for the one in progress: the next takes all of them (see recordFirstAttempts). */
-  private firstAttemptsToRecord: { readonly input: FirstAttemptsToRecord; readonly resolve: (ids: ReadonlyMap<ClaimedDelivery, string>) => void; readonly reject: (error: unknown) => void }[] = [];
-  private recordingFirstAttempts: Promise<void> | null = null;
   /**
    * Per partition, the last offset this process recorded in the current group generation: a
    * batch that starts after it was never recorded by anyone (the partition has been this
@@ -134,12 +117,26 @@ export class WebhookIntake {
    * recorded first, and what was recorded already adds nothing and is not sent again.
    */
   private readonly lastRecorded = new Map<string, bigint>();
+  /** The path of a batch nobody recorded before; null when the first attempt is not immediate. */
+  private readonly firstAttempts: FirstAttemptPath | null;
   /** Bumped when the group rebalances or the consumer fails: lastRecorded starts over. */
   private generation = 0;
   private watching: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: IntakeOptions) {
     this.maxDeliveries = options.maxDeliveriesPerTransaction ?? 20_000;
+    const { sendAtOnce, store, rules, metrics, firstAttemptAt, onRecorded } = options;
+    this.firstAttempts =
+      sendAtOnce &&
+      new FirstAttemptPath(
+        { store, sendAtOnce, rules, metrics, firstAttemptAt, onRecorded },
+        {
+          decode: (topic, partition, message) => this.decode(topic, partition, message),
+          owedTo: (event) => this.subscriptions?.index.endpointsFor(event.eventType, event.producedAt.getTime()) ?? [],
+          reserve: (messages) => this.reserve(messages),
+          chunkBound: (reserved) => this.chunkBound(reserved),
+        },
+      );
   }
 
   /**
@@ -231,7 +228,16 @@ export class WebhookIntake {
       // Read again (the first batch after joining, or after a failure): what the store has already is recorded first.
       const recordedAlready = last !== undefined && BigInt(first.offset) > last ? 0 : await this.recordedPrefix(batch.messages);
       whole = recordedAlready === 0 || (await this.recordThenSend({ ...batch, messages: batch.messages.slice(0, recordedAlready) }));
-      if (whole && recordedAlready < batch.messages.length) whole = await this.sendFirstThenRecord({ ...batch, messages: batch.messages.slice(recordedAlready) });
+      if (whole && recordedAlready < batch.messages.length) {
+        // Who is owed what, as of now: an endpoint added before these events were produced is owed them.
+        const client = await this.options.pool.connect();
+        try {
+          await this.currentSubscriptions(client);
+        } finally {
+          client.release();
+        }
+        whole = await this.firstAttempts!.take({ ...batch, messages: batch.messages.slice(recordedAlready) });
+      }
     }
     if (whole && batch.owned() && generation === this.generation) this.lastRecorded.set(key, BigInt(batch.messages.at(-1)!.offset));
   }
@@ -247,197 +253,6 @@ export class WebhookIntake {
     const stored = await storedEvents(this.options.pool, this.options.tables, ids.filter((id): id is string => id !== null));
     for (let i = ids.length - 1; i >= 0; i -= 1) if (ids[i] !== null && stored.has(ids[i]!)) return i + 1;
     return 0;
-  }
-
-  /**
-   * A batch whose first attempts go before their deliveries are recorded: per chunk, the
-   * endpoints' slots are taken (DeliveryStore.takeSlots), the first attempts sent, and then each
-   * delivery written once, with its attempt's result (or leased, if still in flight after
-   * FIRST_ATTEMPT_WAIT_MS), in one transaction with the deliveries that got no slot (recorded
-   * due) — committed before the chunk's offset. The next chunk is sent meanwhile; chunks are
-   * recorded in order. A crash before a chunk's recording sends it again (its offset was not
-   * committed), with the same webhook-id. False if the partition went elsewhere meanwhile.
-   */
-  private async sendFirstThenRecord(batch: ConsumedBatch): Promise<boolean> {
-    const sendAtOnce = this.options.sendAtOnce!;
-    // Who is owed what, as of now: an endpoint added before these events were produced is owed them.
-    const client = await this.options.pool.connect();
-    try {
-      await this.currentSubscriptions(client);
-    } finally {
-      client.release();
-    }
-    let chunk: Owed[] = [];
-    let reserved: Reservation | null = null;
-    /** The offset up to which every message's deliveries are in a chunk sent (null: none yet). */
-    let upTo: string | null = null;
-    let chunkUpTo: string | null = null;
-    /** The last chunk's recording (settled, whatever its outcome), and its offset marked after every one before it. */
-    let recorded: Promise<void> = Promise.resolve();
-    let recording: Promise<void> = Promise.resolve();
-    const send = async () => {
-      const items = chunk;
-      const slots = reserved?.slots ?? 0;
-      const offset = upTo;
-      chunk = [];
-      reserved = null;
-      chunkUpTo = upTo;
-      if (items.length === 0 && offset === null) {
-        sendAtOnce.release(slots);
-        return;
-      }
-      const attempts = await this.sendChunk(items, slots);
-      const [previousRecorded, previous] = [recorded, recording];
-      let settled: () => void = () => undefined;
-      recorded = new Promise((resolve) => (settled = resolve));
-      recording = (async () => {
-        const sent = await attempts.sent;
-        try {
-          // Recorded in consumption order (an ordered endpoint's deliveries get their ids in it),
-          // and whether the chunk before was recorded or not: what was sent is in the store then,
-          // so that a re-read does not send it again.
-          await previousRecorded;
-          const ids = await this.recordFirstAttempts({ ...attempts.toRecord, ...sent }).finally(settled);
-          for (const delivery of sent.inFlight) {
-            const id = ids.get(delivery);
-            if (id === undefined) sendAtOnce.abandon(delivery);
-            else sendAtOnce.adopt(delivery, id);
-          }
-        } catch (error) {
-          for (const delivery of sent.inFlight) sendAtOnce.abandon(delivery);
-          await previous.catch(() => undefined);
-          throw error;
-        } finally {
-          sendAtOnce.release(sent.ended.length);
-        }
-        // Offsets in order: a chunk whose recording failed stops the ones after it.
-        await previous;
-        if (offset !== null) await batch.recorded(offset);
-      })();
-      // Awaited by the next chunk's recording, or at the end: never left unhandled.
-      recording.catch(() => undefined);
-    };
-    let whole = true;
-    try {
-      for (const [index, message] of batch.messages.entries()) {
-        if (!batch.owned()) {
-          whole = false;
-          break;
-        }
-        const event = await this.decode(batch.topic, batch.partition, message);
-        const owed = event ? (this.subscriptions?.index.endpointsFor(event.eventType, event.producedAt.getTime()) ?? []) : [];
-        for (const endpointId of owed) {
-          reserved ??= await this.reserve(batch.messages.length - index);
-          if (chunk.length >= this.chunkBound(reserved)) {
-            await send();
-            reserved = await this.reserve(batch.messages.length - index);
-          }
-          chunk.push({ event: event!, endpointId });
-        }
-        upTo = message.offset;
-      }
-      // A partition gone elsewhere: the chunk being made is its next reader's (nothing of it was sent).
-      if (whole && (chunk.length > 0 || upTo !== chunkUpTo)) await send();
-    } finally {
-      if (reserved) sendAtOnce.release((reserved as Reservation).slots);
-      await recording.catch(() => undefined);
-    }
-    await recording;
-    return whole;
-  }
-
-  /**
-   * Takes `slots` of the chunk's endpoints' in-flight slots and sends those deliveries' first
-   * attempts; the rest of the chunk is recorded due. Resolves once they are sent (their
-   * results come with `sent`).
-   */
-  private async sendChunk(items: readonly Owed[], slots: number): Promise<{ readonly sent: Promise<FirstAttempts>; readonly toRecord: Omit<FirstAttemptsToRecord, keyof FirstAttempts> }> {
-    const sendAtOnce = this.options.sendAtOnce!;
-    const { store } = this.options;
-    const wanted = new Map<string, number>();
-    for (const { endpointId } of items) wanted.set(endpointId, (wanted.get(endpointId) ?? 0) + 1);
-    const lease = sendAtOnce.lease();
-    let granted: Awaited<ReturnType<DeliveryStore['takeSlots']>> = new Map();
-    try {
-      if (slots > 0) granted = await store.takeSlots(wanted, lease);
-    } catch (error) {
-      sendAtOnce.release(slots);
-      throw error;
-    }
-    const first: ClaimedDelivery[] = [];
-    const due = new Map<DecodedEvent, string[]>();
-    for (const { event, endpointId } of items) {
-      const endpoint = granted.get(endpointId);
-      const left = wanted.get(endpointId)!;
-      // Of an endpoint's deliveries, the first in consumption order get its slots.
-      if (endpoint && left > 0 && endpoint.slots > 0 && first.length < slots) {
-        granted.set(endpointId, { ...endpoint, slots: endpoint.slots - 1 });
-        first.push({ id: '', eventId: event.eventId, eventType: event.eventType, endpointId, attempt: 1, failures: 0, body: event.body, producedAt: event.producedAt, url: endpoint.url, secrets: endpoint.secrets, headers: endpoint.headers });
-      } else {
-        const endpoints = due.get(event);
-        if (endpoints) endpoints.push(endpointId);
-        else due.set(event, [endpointId]);
-      }
-    }
-    sendAtOnce.release(slots - first.length);
-    const events = [...new Set(items.map((item) => item.event))].map((event) => ({ ...event, endpointIds: [] }));
-    return {
-      sent: sendAtOnce.sendFirst(first, FIRST_ATTEMPT_WAIT_MS),
-      toRecord: {
-        owner: lease.owner,
-        now: lease.now,
-        leaseMs: lease.leaseMs,
-        events,
-        due: [...due].map(([event, endpointIds]) => ({ ...event, endpointIds })),
-        firstAttemptAt: this.options.firstAttemptAt,
-      },
-    };
-  }
-
-  /**
-   * Records first attempts (recordFirstAttempts), one transaction at a time for every chunk
-   * that came meanwhile, as record() does for chunks recorded first. Resolves with the ids of
-   * those still in flight.
-   */
-  private recordFirstAttempts(input: FirstAttemptsToRecord): Promise<ReadonlyMap<ClaimedDelivery, string>> {
-    // Messages that owed nothing (no subscriber, not an event): their offsets need no transaction.
-    if (input.ended.length === 0 && input.inFlight.length === 0 && input.due.length === 0) return Promise.resolve(new Map());
-    return new Promise((resolve, reject) => {
-      this.firstAttemptsToRecord.push({ input, resolve, reject });
-      this.recordingFirstAttempts ??= this.recordFirstAttemptsQueued();
-    });
-  }
-
-  private async recordFirstAttemptsQueued(): Promise<void> {
-    const { options } = this;
-    try {
-      while (this.firstAttemptsToRecord.length > 0) {
-        const group = this.firstAttemptsToRecord.splice(0);
-        const inputs = group.map((item) => item.input);
-        try {
-          // The recording's own time and lease, for every chunk in it: attempts still in flight are leased from now.
-          const result = await options.store.recordFirstAttempts(
-            {
-              ...options.sendAtOnce!.lease(),
-              events: inputs.flatMap((input) => input.events),
-              ended: inputs.flatMap((input) => input.ended),
-              inFlight: inputs.flatMap((input) => input.inFlight),
-              due: inputs.flatMap((input) => input.due),
-              firstAttemptAt: options.firstAttemptAt,
-            },
-            options.rules,
-          );
-          options.metrics.deliveriesRecorded.inc(result.added);
-          options.sendAtOnce!.reportEndpointChanges(result.changes);
-          if (inputs.some((input) => input.due.length > 0)) options.onRecorded();
-          for (const item of group) item.resolve(result.inFlight);
-        } catch (error) {
-          for (const item of group) item.reject(error);
-        }
-      }
-    } finally {
-      this.recordingFirstAttempts = null;
-    }
   }
 
   /**

@@ -3,6 +3,7 @@ import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+import { kafkaClient as kafkaOf } from '../harness/kafka.js';
 import { useTestWebhooks, verifiedBody, WebhookReceiver } from '../harness/webhooks.js';
 
 /**
@@ -114,6 +115,51 @@ describe.each(KAFKA_CLIENTS)('webhooks survive kill -9 (consumer on %s)', (kafka
     const [attempts] = await webhooks.query<{ n: number }>('SELECT count(*)::int AS n FROM wh.attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1)', [endpoints.map((e) => e.id)]);
     await current.stop();
     console.info(`${kafkaClient}: kill -9 ×3: ${rows.length} events, ${rows.length * endpoints.length} deliveries, 0 missing, ${duplicates} duplicates (same webhook-id), ${attempts!.n} attempts recorded`);
+  });
+
+  /** Per partition of the events' topic, its end offset now. */
+  async function topicEnds(): Promise<{ partition: number; offset: string }[]> {
+    const admin = kafkaOf().admin();
+    await admin.connect();
+    try {
+      return (await admin.fetchTopicOffsets(outbox.topic('invoice'))).map(({ partition, offset }) => ({ partition, offset }));
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  it('events the store has, read again (as after a crash inside the offset-commit interval), are recorded first and not sent again', async () => {
+    const quick = await receiver(0);
+    const endpoint = { ...(await webhooks.addEndpoint(quick.url(), 'reread.invoice.paid')), receiver: quick };
+    const before = await topicEnds();
+    const first = startWebhooks();
+    await first.waitForLog(/consuming and dispatching/);
+    const rows = await load('reread.invoice.paid', 300, 50, 10);
+    await eventually(
+      'every reread delivery recorded',
+      async () => ((await webhooks.query<{ n: number }>(`SELECT count(*)::int AS n FROM wh.deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, [endpoint.id]))[0]!.n === rows.length ? true : undefined),
+      60_000,
+    );
+    await first.stop();
+    // The group's offsets moved back to before these events: the next process reads all of them
+    // again, as it reads what a killed one recorded but had not yet committed.
+    const admin = kafkaOf().admin();
+    await admin.connect();
+    try {
+      await admin.setOffsets({ groupId: webhooks.group, topic: outbox.topic('invoice'), partitions: before });
+    } finally {
+      await admin.disconnect();
+    }
+    const next = startWebhooks();
+    await next.waitForLog(/consuming and dispatching/);
+    // Later events on every partition (the same aggregates): each partition is read in order, so
+    // once they arrive, what was read again before them has been taken.
+    const later = await load('reread.invoice.paid', 34, 34, 0);
+    await eventually('the later events delivered', async () => (later.every((row) => quick.ids().includes(row.eventId)) ? true : undefined), 60_000);
+    await next.stop();
+    // Every event once: what was read again was in the store, recorded first, and sent no more.
+    expect(quick.ids().sort()).toEqual([...rows, ...later].map((row) => row.eventId).sort());
+    console.info(`${kafkaClient}: ${rows.length} events read again, ${quick.requests.length - rows.length - later.length} sent twice`);
   });
 
   it('two processes share the work; one killed -9: every delivery made, per-endpoint limit and order kept across them', async () => {
