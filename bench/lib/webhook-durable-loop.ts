@@ -17,15 +17,12 @@
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import type * as Guard from '../../src/webhooks/address-guard.js';
-import type * as EndpointStore from '../../src/webhooks/endpoint-store.js';
 import type * as Body from '../../src/webhooks/event-body.js';
 import type * as Intake from '../../src/webhooks/intake-consumer.js';
 import type * as KafkajsIntake from '../../src/webhooks/kafkajs-intake-consumer.js';
 import type * as LibrdkafkaIntake from '../../src/webhooks/librdkafka-intake-consumer.js';
-import type * as Sender from '../../src/webhooks/http-sender.js';
-import type * as Signature from '../../src/webhooks/signature.js';
 import type * as Consumer from '../../src/client/consumer.js';
+import { loadBenchClient, loadTargets, type Target } from './webhook-client.js';
 
 export interface DurableLoopArgs {
   readonly databaseUrl: string;
@@ -46,10 +43,6 @@ const CHUNK_EVENTS = 100;
 
 const args = JSON.parse(process.argv[2] ?? '{}') as DurableLoopArgs;
 const load = <M>(path: string): Promise<M> => import(pathToFileURL(join(args.dist, path)).href) as Promise<M>;
-const { WebhookSender } = await load<typeof Sender>('webhooks/http-sender.js');
-const { webhookHeaders } = await load<typeof Signature>('webhooks/signature.js');
-const { signingSecrets } = await load<typeof EndpointStore>('webhooks/endpoint-store.js');
-const { AddressGuard } = await load<typeof Guard>('webhooks/address-guard.js');
 const { eventBody } = await load<typeof Body>('webhooks/event-body.js');
 const { decodeOutboxRecord } = await load<typeof Consumer>('client/consumer.js');
 
@@ -64,20 +57,8 @@ await pool.query(
      started_at timestamptz NOT NULL, latency_ms integer NOT NULL, PRIMARY KEY (event_id, endpoint_id))`,
 );
 
-interface Target {
-  readonly id: string;
-  readonly url: string;
-  readonly secrets: readonly EndpointStore.SigningSecret[];
-  readonly headers: Readonly<Record<string, string>>;
-}
-const endpoints: Target[] = (await pool.query(`SELECT id, url, secrets, headers FROM ${source}.endpoints ORDER BY id`)).rows.map((row) => ({
-  id: row.id,
-  url: row.url,
-  headers: row.headers,
-  secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })),
-}));
-
-const sender = new WebhookSender({ connectTimeoutMs: 5_000, timeoutMs: 15_000, responseSnippetBytes: 1_024, guard: new AddressGuard(['127.0.0.1']), connectionsPerOrigin: args.concurrency, userAgent: 'outbox-relay-bench' });
+const endpoints: Target[] = await loadTargets(pool, source);
+const { sender, request } = await loadBenchClient(args.dist, args.concurrency);
 
 /** Requests in flight, at most `concurrency`; the rest wait in order. */
 let sending = 0;
@@ -169,8 +150,7 @@ async function attempt(turn: Promise<void>, event: EventRow, endpoint: Target): 
   await turn;
   try {
     const startedAt = new Date();
-    const headers = { ...endpoint.headers, ...webhookHeaders({ secrets: signingSecrets(endpoint.secrets, startedAt), webhookId: event.eventId, timestampSeconds: Math.floor(startedAt.getTime() / 1000), body: event.body }) };
-    const result = await sender.send({ url: endpoint.url, headers, body: event.body });
+    const result = await sender.send(request(endpoint, event.eventId, event.body));
     return { eventId: event.eventId, endpointId: endpoint.id, statusCode: result.statusCode, outcome: result.outcome, startedAt, latencyMs: result.latencyMs };
   } finally {
     freeSlot();

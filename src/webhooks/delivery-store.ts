@@ -132,6 +132,14 @@ export class DeliveryStore {
     // Only the endpoints of the first `free` deliveries can be leased any: the others are not locked.
     const candidates = lease && lease.free > 0 ? [...new Set(owed.flatMap((e) => e.endpointIds).slice(0, lease.free))] : [];
     const open = await this.storeEventsAndLock(client, owed, candidates, lease?.now ?? null);
+    return this.insertDeliveries(client, owed, firstAttemptAt, open, lease);
+  }
+
+  /**
+   * record()'s deliveries, their events stored already: those to the `open` endpoints (locked)
+   * leased to the caller as `lease` allows, the others due at firstAttemptAt().
+   */
+  private async insertDeliveries(client: pg.ClientBase, owed: readonly EventToDeliver[], firstAttemptAt: () => Date, open: ReadonlyMap<string, OpenEndpoint>, lease: RecordLease | null): Promise<RecordedDeliveries> {
     const rows = { eventIds: [] as string[], endpointIds: [] as string[], orderingKeys: [] as (string | null)[], dueAt: [] as Date[] };
     for (const event of owed) {
       for (const endpointId of event.endpointIds) {
@@ -277,7 +285,8 @@ export class DeliveryStore {
       const attempted = [...ended.map((completion) => ({ delivery: completion.delivery, completion })), ...inFlight.map((delivery) => ({ delivery, completion: null }))];
       const leaseEnd = new Date(now.getTime() + leaseMs);
       const { rows } = await this.writeFirstAttempts(client, owner, now, leaseEnd, attempted);
-      const due = await this.record(client, input.due, input.firstAttemptAt);
+      // Their events were stored with the others above: only the deliveries are left to insert.
+      const due = await this.insertDeliveries(client, input.due.filter((event) => event.endpointIds.length > 0), input.firstAttemptAt, new Map(), null);
       const ids = new Map(rows.map((row) => [`${row.event_id}\n${row.endpoint_id}`, row.id]));
       const recorded = new Map<ClaimedDelivery, string>();
       for (const delivery of inFlight) {

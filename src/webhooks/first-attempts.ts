@@ -35,6 +35,9 @@ export interface FirstAttemptOptions {
   readonly onRecorded: () => void;
 }
 
+/** One chunk's share of a recording: the recording's own time, lease and schedule apply to every chunk in it. */
+type ChunkToRecord = Pick<FirstAttemptsToRecord, 'events' | 'due' | 'ended' | 'inFlight'>;
+
 /** A delivery owed, before it is known whether it goes at once or is recorded due. */
 interface Owed {
   readonly event: DecodedEvent;
@@ -47,7 +50,7 @@ interface Owed {
  */
 export class FirstAttemptPath {
   /** Recordings waiting for the one in progress: the next takes all of them (see record). */
-  private toRecord: { readonly input: FirstAttemptsToRecord; readonly resolve: (ids: ReadonlyMap<ClaimedDelivery, string>) => void; readonly reject: (error: unknown) => void }[] = [];
+  private toRecord: { readonly input: ChunkToRecord; readonly resolve: (ids: ReadonlyMap<ClaimedDelivery, string>) => void; readonly reject: (error: unknown) => void }[] = [];
   private recording: Promise<void> | null = null;
 
   constructor(
@@ -150,7 +153,7 @@ export class FirstAttemptPath {
    * attempts; the rest of the chunk is recorded due. Resolves once they are sent (their
    * results come with `sent`).
    */
-  private async sendChunk(items: readonly Owed[], slots: number): Promise<{ readonly sent: Promise<FirstAttempts>; readonly toRecord: Omit<FirstAttemptsToRecord, keyof FirstAttempts> }> {
+  private async sendChunk(items: readonly Owed[], slots: number): Promise<{ readonly sent: Promise<FirstAttempts>; readonly toRecord: Omit<ChunkToRecord, keyof FirstAttempts> }> {
     const { store, sendAtOnce } = this.options;
     const wanted = new Map<string, number>();
     for (const { endpointId } of items) wanted.set(endpointId, (wanted.get(endpointId) ?? 0) + 1);
@@ -164,11 +167,13 @@ export class FirstAttemptPath {
     }
     const first: ClaimedDelivery[] = [];
     const due = new Map<DecodedEvent, string[]>();
+    const left = new Map([...granted].map(([endpointId, endpoint]) => [endpointId, endpoint.slots]));
     for (const { event, endpointId } of items) {
       const endpoint = granted.get(endpointId);
+      const free = left.get(endpointId) ?? 0;
       // Of an endpoint's deliveries, the first in consumption order get its slots.
-      if (endpoint && endpoint.slots > 0 && first.length < slots) {
-        granted.set(endpointId, { ...endpoint, slots: endpoint.slots - 1 });
+      if (endpoint && free > 0 && first.length < slots) {
+        left.set(endpointId, free - 1);
         first.push({ id: '', eventId: event.eventId, eventType: event.eventType, endpointId, attempt: 1, failures: 0, body: event.body, producedAt: event.producedAt, url: endpoint.url, secrets: endpoint.secrets, headers: endpoint.headers });
       } else {
         const endpoints = due.get(event);
@@ -180,14 +185,7 @@ export class FirstAttemptPath {
     const events = [...new Set(items.map((item) => item.event))].map((event) => ({ ...event, endpointIds: [] }));
     return {
       sent: sendAtOnce.sendFirst(first, FIRST_ATTEMPT_WAIT),
-      toRecord: {
-        owner: lease.owner,
-        now: lease.now,
-        leaseMs: lease.leaseMs,
-        events,
-        due: [...due].map(([event, endpointIds]) => ({ ...event, endpointIds })),
-        firstAttemptAt: this.options.firstAttemptAt,
-      },
+      toRecord: { events, due: [...due].map(([event, endpointIds]) => ({ ...event, endpointIds })) },
     };
   }
 
@@ -196,7 +194,7 @@ export class FirstAttemptPath {
    * every chunk that came meanwhile (the partitions taken at once), as the intake does for
    * chunks recorded first. Resolves with the ids of those still in flight.
    */
-  private record(input: FirstAttemptsToRecord): Promise<ReadonlyMap<ClaimedDelivery, string>> {
+  private record(input: ChunkToRecord): Promise<ReadonlyMap<ClaimedDelivery, string>> {
     // Messages that owed nothing (no subscriber, not an event): their offsets need no transaction.
     if (input.ended.length === 0 && input.inFlight.length === 0 && input.due.length === 0) return Promise.resolve(new Map());
     return new Promise((resolve, reject) => {

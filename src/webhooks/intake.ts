@@ -146,7 +146,7 @@ export class WebhookIntake {
    */
   async start(): Promise<void> {
     // Known before the first chunk, which is sized by the fan-out (each transaction checks them again).
-    await inTransaction(this.options.pool, (client) => this.currentSubscriptions(client));
+    await this.refreshSubscriptions();
     const admin = this.options.kafka.admin();
     await admin.connect();
     await this.follow(await admin.listTopics());
@@ -230,12 +230,7 @@ export class WebhookIntake {
       whole = recordedAlready === 0 || (await this.recordThenSend({ ...batch, messages: batch.messages.slice(0, recordedAlready) }));
       if (whole && recordedAlready < batch.messages.length) {
         // Who is owed what, as of now: an endpoint added before these events were produced is owed them.
-        const client = await this.options.pool.connect();
-        try {
-          await this.currentSubscriptions(client);
-        } finally {
-          client.release();
-        }
+        await this.refreshSubscriptions();
         whole = await this.firstAttempts!.take({ ...batch, messages: batch.messages.slice(recordedAlready) });
       }
     }
@@ -435,6 +430,16 @@ export class WebhookIntake {
   /** The most endpoints one event can be owed to: every endpoint subscribed to anything. */
   private get mostFanOut(): number {
     return Math.max(1, this.subscriptions?.index.size ?? 1);
+  }
+
+  /** The subscriptions as of now, outside any transaction. */
+  private async refreshSubscriptions(): Promise<void> {
+    const client = await this.options.pool.connect();
+    try {
+      await this.currentSubscriptions(client);
+    } finally {
+      client.release();
+    }
   }
 
   /** The subscriptions as of this transaction: reloaded when an endpoint was added, removed or re-subscribed. */
