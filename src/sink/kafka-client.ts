@@ -177,7 +177,22 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     describeTopic: topics.describeTopic,
     brokersCreateTopics: topics.brokersCreateTopics,
 
-    ...progressReading(exactlyOnce, PRODUCE_TIMEOUT_MS, (topic, key, settle) => readLastCommitted(kafka, topic, key, settle)),
+    ...progressReading(
+      exactlyOnce,
+      PRODUCE_TIMEOUT_MS,
+      (topic, key, settle) => readLastCommitted(kafka, topic, key, settle),
+      async ({ topic, partition, key }) => {
+        const one = await producer.transaction();
+        try {
+          await one.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: [{ topic, messages: [{ key, value: null, partition }] }] });
+          await one.commit();
+        } catch (error) {
+          if (one.isActive()) await finishesWithin(one.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+          throw error;
+        }
+      },
+      logger,
+    ),
 
     async disconnect() {
       // A broker that stopped answering must not hold the session's end.

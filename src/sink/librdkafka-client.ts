@@ -363,7 +363,26 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     describeTopic: topics.describeTopic,
     brokersCreateTopics: topics.brokersCreateTopics,
 
-    ...progressReading(exactlyOnce, MESSAGE_TIMEOUT_MS, (topic, key, settle) => readCommittedProgress(rdkafka, common, producer, topic, key, settle)),
+    ...progressReading(
+      exactlyOnce,
+      MESSAGE_TIMEOUT_MS,
+      (topic, key, settle) => readCommittedProgress(rdkafka, common, producer, topic, key, settle),
+      async ({ topic, partition, key }) => {
+        await called((done) => producer.beginTransaction(done));
+        transactionOpen = true;
+        try {
+          const request = new PendingRequest(1);
+          producer.produce(topic, partition, null, key, null, request);
+          await request.done;
+          await called((done) => producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, done));
+          transactionOpen = false;
+        } catch (error) {
+          await abortTransaction();
+          throw error;
+        }
+      },
+      logger,
+    ),
 
     async disconnect() {
       await finishesWithin(called((done) => producer.disconnect(DISCONNECT_TIMEOUT_MS, (error) => done(error))).catch(() => undefined), DISCONNECT_TIMEOUT_MS);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/sink/producer.js';
 import { serviceAction } from '../harness/control.js';
 import { expectOrderPerAggregate, useTestOutbox } from '../harness/fixture.js';
-import { kafkaClient, TopicReader, waitForLeaders, type ConsumedRecord } from '../harness/kafka.js';
+import { kafkaClient, openForgottenTransaction, TopicReader, waitForLeaders, type ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import { billingEvent, type TestOutbox } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
@@ -38,6 +38,18 @@ async function expectExactlyOnce(outbox: TestOutbox, load: OutboxLoad, context: 
   } finally {
     await committedReader.stop();
     await uncommittedReader.stop();
+  }
+}
+
+/** The progress topic as the relay creates it: one partition, compacted. */
+async function createProgressTopic(progressTopic: string): Promise<void> {
+  const admin = kafkaClient().admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ topics: [{ topic: progressTopic, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] });
+    await waitForLeaders(admin, [progressTopic]);
+  } finally {
+    await admin.disconnect();
   }
 }
 
@@ -126,14 +138,7 @@ describe.each(KAFKA_CLIENTS)('exactly-once delivery on %s', (client) => {
       const progressTopic = `${outbox.topicPrefix}.progress`;
       // Another relay group's producer on the same progress topic, its transaction left open (as
       // a crashed one leaves it, or as a broker restart can leave an abort the coordinator lost).
-      const admin = kafkaClient().admin();
-      await admin.connect();
-      try {
-        await admin.createTopics({ topics: [{ topic: progressTopic, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] });
-        await waitForLeaders(admin, [progressTopic]);
-      } finally {
-        await admin.disconnect();
-      }
+      await createProgressTopic(progressTopic);
       const other = kafkaClient().producer({ transactionalId: `${outbox.slot}.other`, idempotent: true, maxInFlightRequests: 1, transactionTimeout: 60_000 });
       await other.connect();
       let open: Awaited<ReturnType<typeof other.transaction>> | null = null;
@@ -163,6 +168,34 @@ describe.each(KAFKA_CLIENTS)('exactly-once delivery on %s', (client) => {
         if (open?.isActive()) await open.abort();
         await other.disconnect();
         await relay?.stop();
+      }
+    });
+  });
+
+  describe("a transaction of the slot's own id that the coordinator forgot", () => {
+    const { outbox, env } = useExactlyOnceOutbox(client);
+
+    it('is ended by the marker of a transaction the relay commits on the progress partition, and the stream goes on', async () => {
+      const progressTopic = `${outbox.topicPrefix}.progress`;
+      await createProgressTopic(progressTopic);
+      // What a broker restart left in CI: an earlier session's transaction open on the progress
+      // partition, its markers skipped, so fencing (InitProducerId) does not abort it.
+      await openForgottenTransaction(`outbox-relay.${outbox.slot}`, progressTopic, 0, { key: 'left-open-by-an-earlier-session', value: '{}' });
+      await outbox.insert([billingEvent('inv-forgotten-1', 1)]);
+      const relay = new RelayProcess(env()).start();
+      try {
+        await relay.waitActive(60_000);
+        expect(relay.logs.some((line) => /is held by a transaction that fencing did not end: committing one of this slot's own on it/.test(line.msg)), relay.tail()).toBe(true);
+        const reader = await new TopicReader().start([outbox.topic('invoice')]);
+        try {
+          await reader.until('the event', (records) => records.length >= 1, 30_000, () => relay.tail());
+          await delay(2_000); // a duplicate would come with the same fetches
+          expect(reader.records.map((record) => record.headers.event_id)).toEqual([(await outbox.committedIds())[0]]);
+        } finally {
+          await reader.stop();
+        }
+      } finally {
+        await relay.stop();
       }
     });
   });

@@ -112,3 +112,70 @@ export class TopicReader {
 export function eventIds(records: readonly ConsumedRecord[]): string[] {
   return records.map((record) => record.headers.event_id ?? '');
 }
+
+interface RawBroker {
+  initProducerId(request: { transactionalId: string; transactionTimeout: number }): Promise<{ producerId: string | number; producerEpoch: number }>;
+  produce(request: object): Promise<unknown>;
+}
+interface RawCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  addTargetTopic(topic: string): Promise<void>;
+  findTopicPartitionMetadata(topic: string): { partitionId: number; leader: number }[];
+  findBroker(args: { nodeId: string }): Promise<RawBroker>;
+  findGroupCoordinator(args: { groupId: string; coordinatorType: number }): Promise<RawBroker>;
+}
+
+const TRANSACTION_PARTITION_VERIFICATION = 'transaction.partition.verification.enable';
+
+/**
+ * Leaves a transaction of `transactionalId` open on `topic`-`partition` that its coordinator
+ * does not know: a hanging transaction, as Kafka leaves one when it skips a transaction's
+ * markers to a partition whose leader it could not find (after a single broker's restart). It
+ * takes the id's producer id and epoch (InitProducerId) and appends one transactional record
+ * without AddPartitionsToTxn, with the brokers' partition verification (KIP-890) turned off for
+ * that moment and on again after.
+ */
+export async function openForgottenTransaction(transactionalId: string, topic: string, partition: number, record: { key: string; value: string }): Promise<void> {
+  const kafka = kafkaClient();
+  const admin = kafka.admin();
+  await admin.connect();
+  // Per broker (kafkajs refuses the cluster-wide default's empty name).
+  const brokerIds = (await admin.describeCluster()).brokers.map((broker) => String(broker.nodeId));
+  const verification = async (value: 'true' | 'false') =>
+    admin.alterConfigs({ validateOnly: false, resources: brokerIds.map((name) => ({ type: 4 /* BROKER */, name, configEntries: [{ name: TRANSACTION_PARTITION_VERIFICATION, value }] })) });
+  // kafkajs's cluster (as src/sink/kafkajs-exactly-once.ts reaches it): the raw requests.
+  const symbol = Object.getOwnPropertySymbols(kafka).find((candidate) => candidate.description === 'private:Kafka:createCluster')!;
+  const cluster = ((kafka as unknown as Record<symbol, (options: object) => RawCluster>)[symbol]!)({ allowAutoTopicCreation: false, isolationLevel: 1 });
+  await cluster.connect();
+  try {
+    await verification('false');
+    // A coordinator still loading refuses InitProducerId; a broker that has not applied the
+    // config change yet refuses the record (INVALID_TXN_STATE): both are retried.
+    const { producerId, producerEpoch } = await retried(`InitProducerId for ${transactionalId}`, async () =>
+      (await cluster.findGroupCoordinator({ groupId: transactionalId, coordinatorType: 1 })).initProducerId({ transactionalId, transactionTimeout: 60_000 }),
+    );
+    await cluster.addTargetTopic(topic);
+    const leader = cluster.findTopicPartitionMetadata(topic).find((entry) => entry.partitionId === partition)!.leader;
+    const broker = await cluster.findBroker({ nodeId: String(leader) });
+    await retried(`a transactional record on ${topic}-${partition}`, () =>
+      broker.produce({ transactionalId, producerId, producerEpoch, acks: -1, timeout: 10_000, topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [record] }] }] }),
+    );
+  } finally {
+    await verification('true').catch(() => undefined);
+    await cluster.disconnect().catch(() => undefined);
+    await admin.disconnect();
+  }
+}
+
+async function retried<T>(what: string, attempt: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`${what} still refused after ${timeoutMs}ms: ${(error as Error).message}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
