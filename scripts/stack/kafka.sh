@@ -88,6 +88,12 @@ logger.coordinator.name = kafka.coordinator
 logger.coordinator.level = WARN
 logger.coordinator2.name = org.apache.kafka.coordinator
 logger.coordinator2.level = WARN
+# Except the markers' sender: it says at INFO when it skips a transaction's markers to a
+# partition whose leader it cannot find (the hanging transaction of docs/delivery-modes.md).
+logger.markers.name = kafka.coordinator.transaction.TransactionMarkerChannelManager
+logger.markers.level = INFO
+logger.markers2.name = org.apache.kafka.coordinator.transaction.TransactionMarkerChannelManager
+logger.markers2.level = INFO
 logger.storage.name = org.apache.kafka.storage
 logger.storage.level = WARN
 logger.controller.name = org.apache.kafka.controller
