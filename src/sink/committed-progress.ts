@@ -89,7 +89,7 @@ export async function lastCommittedValue(log: CommittedPartition, key: string, s
 const PROGRESS_STALL_MS = 10_000;
 
 /** Appended to the progress key for the record that ends a hanging transaction of the slot's id. */
-export const HANGING_TRANSACTION_KEY_SUFFIX = '#end-hanging-transaction';
+const HANGING_TRANSACTION_KEY_SUFFIX = '#end-hanging-transaction';
 
 /**
  * A producer's `readProgress` (exactly-once with a progress record; none otherwise) on a client's
