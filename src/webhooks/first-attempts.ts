@@ -1,3 +1,4 @@
+import { GroupedWrites } from './grouped-writes.js';
 import type { ClaimedDelivery, DeliveryStore, EndpointRules, FirstAttemptsToRecord } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
 import type { ConsumedBatch, ConsumedMessage } from './intake-consumer.js';
@@ -50,8 +51,8 @@ interface Owed {
  */
 export class FirstAttemptPath {
   /** Recordings waiting for the one in progress: the next takes all of them (see record). */
-  private toRecord: { readonly input: ChunkToRecord; readonly resolve: (ids: ReadonlyMap<ClaimedDelivery, string>) => void; readonly reject: (error: unknown) => void }[] = [];
-  private recording: Promise<void> | null = null;
+  /** Every chunk that came meanwhile goes in the next recording. */
+  private readonly recordings = new GroupedWrites<ChunkToRecord, ReadonlyMap<ClaimedDelivery, string>>((chunks) => this.recordChunks(chunks));
 
   constructor(
     private readonly options: FirstAttemptOptions,
@@ -197,41 +198,26 @@ export class FirstAttemptPath {
   private record(input: ChunkToRecord): Promise<ReadonlyMap<ClaimedDelivery, string>> {
     // Messages that owed nothing (no subscriber, not an event): their offsets need no transaction.
     if (input.ended.length === 0 && input.inFlight.length === 0 && input.due.length === 0) return Promise.resolve(new Map());
-    return new Promise((resolve, reject) => {
-      this.toRecord.push({ input, resolve, reject });
-      this.recording ??= this.recordQueued();
-    });
+    return this.recordings.push(input);
   }
 
-  private async recordQueued(): Promise<void> {
+  private async recordChunks(inputs: readonly ChunkToRecord[]): Promise<ReadonlyMap<ClaimedDelivery, string>[]> {
     const { options } = this;
-    try {
-      while (this.toRecord.length > 0) {
-        const group = this.toRecord.splice(0);
-        const inputs = group.map((item) => item.input);
-        try {
-          // The recording's own time and lease, for every chunk in it: attempts still in flight are leased from now.
-          const result = await options.store.recordFirstAttempts(
-            {
-              ...options.sendAtOnce.lease(),
-              events: inputs.flatMap((input) => input.events),
-              ended: inputs.flatMap((input) => input.ended),
-              inFlight: inputs.flatMap((input) => input.inFlight),
-              due: inputs.flatMap((input) => input.due),
-              firstAttemptAt: options.firstAttemptAt,
-            },
-            options.rules,
-          );
-          options.metrics.deliveriesRecorded.inc(result.added);
-          options.sendAtOnce.reportEndpointChanges(result.changes);
-          if (inputs.some((input) => input.due.length > 0)) options.onRecorded();
-          for (const item of group) item.resolve(result.inFlight);
-        } catch (error) {
-          for (const item of group) item.reject(error);
-        }
-      }
-    } finally {
-      this.recording = null;
-    }
+    // The recording's own time and lease, for every chunk in it: attempts still in flight are leased from now.
+    const result = await options.store.recordFirstAttempts(
+      {
+        ...options.sendAtOnce.lease(),
+        events: inputs.flatMap((input) => input.events),
+        ended: inputs.flatMap((input) => input.ended),
+        inFlight: inputs.flatMap((input) => input.inFlight),
+        due: inputs.flatMap((input) => input.due),
+        firstAttemptAt: options.firstAttemptAt,
+      },
+      options.rules,
+    );
+    options.metrics.deliveriesRecorded.inc(result.added);
+    options.sendAtOnce.reportEndpointChanges(result.changes);
+    if (inputs.some((input) => input.due.length > 0)) options.onRecorded();
+    return inputs.map(() => result.inFlight);
   }
 }

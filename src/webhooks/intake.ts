@@ -14,6 +14,7 @@ import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
+import { GroupedWrites } from './grouped-writes.js';
 import { FirstAttemptPath } from './first-attempts.js';
 import type { ConsumedBatch, ConsumedMessage, IntakeConsumer, IntakeConsumerEvents, OpenIntakeConsumer } from './intake-consumer.js';
 import type { WebhookMetrics } from './metrics.js';
@@ -106,9 +107,11 @@ export class WebhookIntake {
   private subscriptions: { version: string; index: SubscriptionIndex } | null = null;
   private readonly maxDeliveries: number;
   private readonly stopped = new AbortController();
-  /** Chunks waiting for the transaction that records them (see record). */
-  private toRecord: { readonly events: readonly EventToRecord[]; readonly slots: number; readonly resolve: (ends: SliceEnds) => void; readonly reject: (error: unknown) => void }[] = [];
-  private recording: Promise<void> | null = null;
+  /** Chunks recorded first (see record): each recording takes every chunk that came meanwhile, up to the bound on deliveries. */
+  private readonly recordings = new GroupedWrites<{ readonly events: readonly EventToRecord[]; readonly slots: number }, SliceEnds>(
+    (chunks) => this.recordChunks(chunks),
+    (chunks) => this.chunksWithin(chunks),
+  );
   /**
    * Per partition, the last offset this process recorded in the current group generation: a
    * batch that starts after it was never recorded by anyone (the partition has been this
@@ -366,38 +369,27 @@ export class WebhookIntake {
    * transaction of its own.
    */
   private record(events: readonly EventToRecord[], reserved: Reservation | null): Promise<SliceEnds> {
-    return new Promise((resolve, reject) => {
-      this.toRecord.push({ events, slots: reserved?.slots ?? 0, resolve, reject });
-      this.recording ??= this.recordQueued();
-    });
+    return this.recordings.push({ events, slots: reserved?.slots ?? 0 });
   }
 
-  private async recordQueued(): Promise<void> {
-    try {
-      while (this.toRecord.length > 0) {
-        let deliveries = 0;
-        let taken = 0;
-        const fanOut = this.mostFanOut;
-        const most = (events: readonly EventToRecord[]) => events.reduce((sum, { slice }) => sum + Math.min(fanOut, slice?.limit ?? fanOut), 0);
-        while (taken < this.toRecord.length && (taken === 0 || deliveries + most(this.toRecord[taken]!.events) <= this.maxDeliveries)) {
-          deliveries += most(this.toRecord[taken]!.events);
-          taken += 1;
-        }
-        const group = this.toRecord.splice(0, taken);
-        try {
-          const ends = await this.recordGroup(group.flatMap((chunk) => chunk.events), group.reduce((sum, chunk) => sum + chunk.slots, 0));
-          let from = 0;
-          for (const chunk of group) {
-            chunk.resolve(ends.slice(from, from + chunk.events.length));
-            from += chunk.events.length;
-          }
-        } catch (error) {
-          for (const chunk of group) chunk.reject(error);
-        }
-      }
-    } finally {
-      this.recording = null;
+  /** How many of the queued chunks one transaction takes: as many as fit the bound on deliveries (at least one). */
+  private chunksWithin(chunks: readonly { readonly events: readonly EventToRecord[] }[]): number {
+    const fanOut = this.mostFanOut;
+    const most = (events: readonly EventToRecord[]) => events.reduce((sum, { slice }) => sum + Math.min(fanOut, slice?.limit ?? fanOut), 0);
+    let deliveries = 0;
+    let taken = 0;
+    while (taken < chunks.length && (taken === 0 || deliveries + most(chunks[taken]!.events) <= this.maxDeliveries)) {
+      deliveries += most(chunks[taken]!.events);
+      taken += 1;
     }
+    return taken;
+  }
+
+  /** Chunks recorded in one transaction; each gets the slice ends of its own events. */
+  private async recordChunks(chunks: readonly { readonly events: readonly EventToRecord[]; readonly slots: number }[]): Promise<SliceEnds[]> {
+    const ends = await this.recordGroup(chunks.flatMap((chunk) => chunk.events), chunks.reduce((sum, chunk) => sum + chunk.slots, 0));
+    let from = 0;
+    return chunks.map((chunk) => ends.slice(from, (from += chunk.events.length)));
   }
 
   private async recordGroup(events: readonly EventToRecord[], slots: number): Promise<SliceEnds> {
