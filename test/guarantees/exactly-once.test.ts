@@ -41,12 +41,16 @@ async function expectExactlyOnce(outbox: TestOutbox, load: OutboxLoad, context: 
   }
 }
 
-/** The progress topic as the relay creates it: one partition, compacted. */
+/**
+ * The progress topic as the relay creates it: one partition, compacted, the brokers' default
+ * replication (so that the suite also runs against the three-broker cluster, whose
+ * min.insync.replicas=2 the relay rightly refuses on a single replica).
+ */
 async function createProgressTopic(progressTopic: string): Promise<void> {
   const admin = kafkaClient().admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [{ topic: progressTopic, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] });
+    await admin.createTopics({ topics: [{ topic: progressTopic, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] });
     await waitForLeaders(admin, [progressTopic]);
   } finally {
     await admin.disconnect();
