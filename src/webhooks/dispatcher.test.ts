@@ -152,6 +152,20 @@ describe('the dispatcher', () => {
     expect(Date.now() - started2).toBeLessThan(500);
   });
 
+  it('a reservation keeps waiting while attempts keep ending, though their slots stay held until their recording', async () => {
+    const { store } = fakeStore([]);
+    // Two requests at a time, each answered in 30 ms: more often than the 50 ms stall.
+    const sending = dispatcher(store, countingSender(30).sender, 2);
+    const held = sending.reserve(100);
+    expect(held.slots).toBe(8);
+    const first = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => ({ ...delivery, id: '', eventId: `evt-${id}` }));
+    // The intake's recording of them returns their slots well after the stall (as at start-up, or with Postgres busy).
+    void sending.sendFirst(first, { maxMs: 1_000, stragglerMs: 50 }).then(() => setTimeout(() => sending.release(held.slots), 100));
+    // Endpoints answering is no stall: it waits for the recording rather than taking nothing.
+    expect((await sending.reserveWhenFree(1, 100, 50)).slots).toBe(2);
+    await sending.stop(1_000);
+  });
+
   it('a claim its endpoints capped is followed by the next as soon as a result is written, not at the next poll', async () => {
     const due = Array.from({ length: 12 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
     const { store, completed } = fakeStore(due);

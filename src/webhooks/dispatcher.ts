@@ -183,10 +183,11 @@ export class Dispatcher {
    * to `wanted` and one round of requests (or `atLeast`, if more). The consumer records about as
    * many deliveries as this process can send at once, every one leased, rather than a backlog
    * that the loop would claim later (writing each row a second time). It waits while slots keep
-   * freeing; after `stallMs` without one freed while every request slot is taken (slow endpoints
-   * hold them), or MAX_RESERVE_WAIT_MS in all, it gets what is free, perhaps nothing. (Slots
-   * held by deliveries being recorded or written free within milliseconds: no reason to record
-   * a chunk due.)
+   * freeing or endpoints keep answering; after `stallMs` without either while every request slot
+   * is taken (slow endpoints hold them), or MAX_RESERVE_WAIT_MS in all, it gets what is free,
+   * perhaps nothing. (Slots held by deliveries being recorded or written free soon, however long
+   * Postgres takes: no reason to record a chunk due, which would keep its endpoints' next
+   * deliveries due behind it too.)
    */
   async reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation> {
     const { concurrency } = this.options;
@@ -388,6 +389,9 @@ export class Dispatcher {
     // Stopping: the queued are left to their leases (see stop()).
     const next = this.stopped ? undefined : this.queue.shift();
     if (next) this.send(next);
+    // An endpoint answered: its slot frees once its result is written or recorded, so a
+    // reservation waiting for slots is not stalled (only endpoints that do not answer stall it).
+    this.wakeReservations();
     const completion = { delivery, startedAt, result, verdict };
     const unrecorded = this.unrecorded.get(delivery);
     if (!unrecorded) {
