@@ -166,6 +166,30 @@ describe('the dispatcher', () => {
     await sending.stop(1_000);
   });
 
+  it('an answer that came while the event loop was held up past the stall is seen before the reservation gives up', async () => {
+    const { store } = fakeStore([]);
+    // Requests answer only when the test says so.
+    const answers: (() => void)[] = [];
+    const sender: AttemptSender = { send: () => new Promise((resolve) => answers.push(() => resolve(delivered))) };
+    const sending = dispatcher(store, sender, 1);
+    sending.accept(['a', 'b', 'c', 'd'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })), sending.reserve(100).slots - 4);
+    const reservation = sending.reserveWhenFree(1, 100, 50);
+    // The event loop held up past the 50 ms stall, with the answer in meanwhile: it is handled
+    // (as I/O would be) after the timers that came due, the stall's among them.
+    setTimeout(
+      () =>
+        setImmediate(() => {
+          setImmediate(answers[0]!);
+          const until = Date.now() + 100;
+          while (Date.now() < until);
+        }),
+      10,
+    );
+    // Its result written frees its slot: one slot, not nothing.
+    expect((await reservation).slots).toBe(1);
+    await sending.stop(100);
+  });
+
   it('a claim its endpoints capped is followed by the next as soon as a result is written, not at the next poll', async () => {
     const due = Array.from({ length: 12 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
     const { store, completed } = fakeStore(due);

@@ -113,6 +113,8 @@ export class Dispatcher {
   private moreDue = true;
   /** Reservations waiting for free slots (reserveWhenFree). */
   private roomWaiters: (() => void)[] = [];
+  /** Bumped whenever slots free or an endpoint answers: what a reservation waiting for slots calls progress. */
+  private progress = 0;
   private completions: Completion[] = [];
   /** First attempts of deliveries not recorded yet (sendFirst). */
   private readonly unrecorded = new Map<ClaimedDelivery, Unrecorded>();
@@ -141,6 +143,7 @@ export class Dispatcher {
 
   /** Reservations waiting (reserveWhenFree) look at the room again. */
   private wakeReservations(): void {
+    this.progress += 1;
     for (const waiter of this.roomWaiters.splice(0)) waiter();
   }
 
@@ -197,14 +200,18 @@ export class Dispatcher {
     const deadline = Date.now() + MAX_RESERVE_WAIT_MS;
     let stalled = false;
     while (!this.stopped && !stalled && this.room < enough && Date.now() < deadline) {
-      const freed = await new Promise<boolean>((resolve) => {
+      const before = this.progress;
+      const woken = await new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => resolve(false), Math.min(stallMs, deadline - Date.now()));
         this.roomWaiters.push(() => {
           clearTimeout(timer);
           resolve(true);
         });
       });
-      stalled = !freed && this.sending >= concurrency;
+      // Answers that came while the event loop was held up (a long garbage collection, a big
+      // batch decoded) are handled after the timers that were due meanwhile: seen before judging.
+      if (!woken) await new Promise((resolve) => setImmediate(resolve));
+      stalled = this.progress === before && this.sending >= concurrency;
     }
     // No more than a round of requests (or the fan-out, a chunk's least): the other partitions'
     // chunks get slots too, and join the same consumer transaction.

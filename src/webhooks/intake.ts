@@ -37,11 +37,14 @@ export interface SendAtOnce {
 }
 
 /**
- * How long the consumer waits for one of the dispatcher's slots to free before recording a
- * chunk without them (its deliveries then due, for the loop to claim): slow endpoints holding
- * every slot do not hold up the recording of the stream.
+ * How long the consumer waits, with every request slot taken, for an endpoint to answer or a
+ * slot to free before recording a chunk without slots (its deliveries then due, for the loop to
+ * claim): endpoints that hang holding every slot do not hold up the recording of the stream.
+ * A second: far above a healthy endpoint's answer, and above what a busy machine holds answers
+ * up for (a quarter of a second was seen with 200 requests in flight on 2 cores, and a chunk
+ * recorded due keeps its endpoints' next deliveries due behind it, written twice each).
  */
-const SLOT_STALL_MS = 250;
+const SLOT_STALL_MS = 1_000;
 
 /** A consumed event, before the endpoints it is owed are known (they are, in the transaction recording it). */
 export type DecodedEvent = Omit<EventToDeliver, 'endpointIds'>;
