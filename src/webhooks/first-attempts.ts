@@ -50,8 +50,7 @@ interface Owed {
  * endpoint's delivery is sent first, then written once, with its first attempt's result.
  */
 export class FirstAttemptPath {
-  /** Recordings waiting for the one in progress: the next takes all of them (see record). */
-  /** Every chunk that came meanwhile goes in the next recording. */
+  /** Chunks' recordings: one transaction at a time, each taking every chunk that came meanwhile (see record). */
   private readonly recordings = new GroupedWrites<ChunkToRecord, ReadonlyMap<ClaimedDelivery, string>>((chunks) => this.recordChunks(chunks));
 
   constructor(
