@@ -12,7 +12,10 @@
  *      store has every delivery 'delivered'; CPU per delivery of it and of Postgres;
  *   2. the ceiling right after each case (bench/lib/webhook-ceiling.ts): the same deliveries
  *      sent by a plain loop with the same client and signing, nothing else; floor ≥ 70%;
- *   3. event (Kafka timestamp) to first attempt at 1,000 events/s, 1 endpoint, p99 ≤ 100 ms;
+ *   3. event (Kafka timestamp) to first attempt at 1,000 events/s, 1 endpoint, p99 ≤ 100 ms: in
+ *      three phases of one webhooks process, its first seconds of load right after it starts
+ *      (the group join included; reported, no floor), the steady rate after them (the floor),
+ *      and a burst after a quiet spell (the floor too);
  *   4. the delivery store's size per 1M deliveries, for each case of (1);
  *   5. the durable loop right after each ceiling (bench/lib/webhook-durable-loop.ts): the case's
  *      topic consumed, sent and every delivery recorded once, durably, before its offset is
@@ -52,7 +55,7 @@ import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import type { CeilingArgs } from './lib/webhook-ceiling.js';
 import type { DurableLoopArgs } from './lib/webhook-durable-loop.js';
-import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type StoreSize, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
+import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type LatencyPhase, type StoreSize, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
 
 dropKafkajsTimerWarning();
 
@@ -83,8 +86,19 @@ const PAYLOAD_BYTES = 300;
 /** Any LSN: the relay's header, which the webhooks consumer does not read. */
 const COMMIT_LSN = '0/16B3748';
 const LATENCY_RATE = 1_000;
-/** Events the latency case's webhooks process delivers before the measured ones: connections up, group joined. */
-const WARM_UP = 100;
+/**
+ * The latency case's first phase, right after the webhooks process starts: its group join, its
+ * connections opened, its hot paths compiled. A process runs for weeks; the floor is its steady
+ * rate after this, and this phase is reported on its own.
+ */
+const START_UP_SECONDS = 5;
+/**
+ * Quiet before the latency case's last phase, a burst: longer than any idle timeout on the way
+ * (node-postgres's pool, 10 s by default; undici's keep-alive, 4 s), so that what a quiet spell
+ * closes is opened again within the measured burst.
+ */
+const QUIET_SECONDS = 15;
+const BURST_SECONDS = 5;
 /** How often the store is asked how many are delivered: a count(*) over the case's deliveries, which every 50 ms would take a core's share from the process measured. */
 const POLL_MS = 200;
 
@@ -250,38 +264,53 @@ async function throughputCase(bench: Bench, endpoints: number, kafkaClient: Kafk
   return { ...result, store, writtenOnce, ceiling, durableLoop };
 }
 
-/** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs. */
+/** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs: at its start, steady, and after a quiet spell. */
 async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<LatencyCase> {
   const name = `latency-${kafkaClient}`;
   const schema = `bench_webhooks_latency_${kafkaClient}`;
   const topic = `${TOPIC_PREFIX}.${name}`;
-  const base = { kafkaClient, offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN };
+  const noPhase: LatencyPhase = { events: 0, attempted: 0, p50: NaN, p99: NaN, max: NaN };
+  const base = { kafkaClient, offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN, startUp: noPhase, afterQuiet: { ...noPhase, quietSeconds: QUIET_SECONDS } };
   await freshStore(bench, schema, 1);
   await bench.kafka.createTopic(topic);
   const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
   const alive = () => webhooks.running;
-  try {
-    progress(`${name}: warming up with ${WARM_UP} events`);
-    await produce(bench, topic, 'warm', 0, WARM_UP);
-    await bench.kafka.waitForRecords(`${schema}.deliveries`, WARM_UP, { timeoutMs: 120_000, stallMs: 120_000, alive, onProgress: () => undefined, count: () => delivered(bench, schema) });
-    const cpuBefore = webhooks.usage()?.cpuSeconds ?? NaN;
-    const server = await CpuWatch.start(bench.pgCpu);
-    const machine = machineCpu();
-    progress(`${name}: ${LATENCY_RATE} events/s for ${latencySeconds} s`);
-    const offered = await offer(bench, topic, LATENCY_RATE, latencySeconds);
-    const cpuSeconds = (webhooks.usage()?.cpuSeconds ?? NaN) - cpuBefore;
-    const pg = await server.stop();
-    const machineBusyPct = machineBusyPercent(machine);
-    const firstAttempts = async () =>
+  /** Attempt 1 of each event whose id starts with `prefix`, once every one of `events` has it (or a minute after). */
+  const firstAttempts = async (prefix: string, events: number) => {
+    const read = () =>
       bench.db.query<{ ms: number; intakeMs: number; outcome: string }>(
         // recorded_at is now() of the intake's transaction: its start, a commit before the dispatcher can see the event.
         `SELECT extract(epoch FROM a.started_at - ev.produced_at)::float8 * 1000 AS ms, extract(epoch FROM ev.recorded_at - ev.produced_at)::float8 * 1000 AS "intakeMs", a.outcome
          FROM ${schema}.attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id JOIN ${schema}.events ev ON ev.event_id = d.event_id
-         WHERE a.attempt = 1 AND starts_with(ev.event_id, 'lat-')`,
+         WHERE a.attempt = 1 AND starts_with(ev.event_id, $1)`,
+        [`${prefix}-`],
       );
-    let attempts = await firstAttempts();
-    for (const deadline = Date.now() + 60_000; attempts.length < offered.events && Date.now() < deadline && alive(); attempts = await firstAttempts()) await sleep(250);
+    let attempts = await read();
+    for (const deadline = Date.now() + 60_000; attempts.length < events && Date.now() < deadline && alive(); attempts = await read()) await sleep(250);
+    return attempts;
+  };
+  const phase = (attempts: readonly { ms: number }[], events: number): LatencyPhase => {
     const sorted = attempts.map((a) => a.ms).sort((a, b) => a - b);
+    return { events, attempted: attempts.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1) ?? NaN };
+  };
+  try {
+    progress(`${name}: start-up, ${LATENCY_RATE} events/s for ${START_UP_SECONDS} s from the process's start`);
+    const started = await offer(bench, topic, LATENCY_RATE, START_UP_SECONDS, 'start');
+    const startUp = phase(await firstAttempts('start', started.events), started.events);
+    const cpuBefore = webhooks.usage()?.cpuSeconds ?? NaN;
+    const server = await CpuWatch.start(bench.pgCpu);
+    const machine = machineCpu();
+    progress(`${name}: steady, ${LATENCY_RATE} events/s for ${latencySeconds} s`);
+    const offered = await offer(bench, topic, LATENCY_RATE, latencySeconds, 'lat');
+    const cpuSeconds = (webhooks.usage()?.cpuSeconds ?? NaN) - cpuBefore;
+    const pg = await server.stop();
+    const machineBusyPct = machineBusyPercent(machine);
+    const attempts = await firstAttempts('lat', offered.events);
+    progress(`${name}: quiet for ${QUIET_SECONDS} s, then ${LATENCY_RATE} events/s for ${BURST_SECONDS} s`);
+    await sleep(QUIET_SECONDS * 1_000);
+    const burst = await offer(bench, topic, LATENCY_RATE, BURST_SECONDS, 'burst');
+    const afterQuiet = { ...phase(await firstAttempts('burst', burst.events), burst.events), quietSeconds: QUIET_SECONDS };
+    const steady = phase(attempts, offered.events);
     const intake = attempts.map((a) => a.intakeMs).sort((a, b) => a - b);
     const dispatch = attempts.map((a) => a.ms - a.intakeMs).sort((a, b) => a - b);
     const result: LatencyCase = {
@@ -289,11 +318,11 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
       achievedPerSecond: offered.events / offered.seconds,
       seconds: offered.seconds,
       events: offered.events,
-      attempted: attempts.length,
+      attempted: steady.attempted,
       firstAttemptsFailed: attempts.filter((a) => a.outcome !== 'delivered').length,
-      p50: percentile(sorted, 50),
-      p99: percentile(sorted, 99),
-      max: sorted.at(-1) ?? NaN,
+      p50: steady.p50,
+      p99: steady.p99,
+      max: steady.max,
       intakeP50: percentile(intake, 50),
       intakeP99: percentile(intake, 99),
       dispatchP50: percentile(dispatch, 50),
@@ -301,10 +330,15 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
       cpuSeconds,
       pgSessionCpuSeconds: pg.contender,
       machineBusyPct,
+      startUp,
+      afterQuiet,
       ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
-      ...(attempts.length < offered.events && { error: `only ${attempts.length} of ${offered.events} events had a first attempt 60 s after the last was produced` }),
+      ...(steady.attempted < offered.events && { error: `only ${steady.attempted} of ${offered.events} events had a first attempt 60 s after the last was produced` }),
     };
-    progress(`${name}: first attempt p50 ${int(result.p50)} ms, p99 ${int(result.p99)} ms, max ${int(result.max)} ms (${attempts.length}/${offered.events}); Kafka to recorded p50 ${int(result.intakeP50)} / p99 ${int(result.intakeP99)} ms, recorded to attempt p50 ${int(result.dispatchP50)} / p99 ${int(result.dispatchP99)} ms`);
+    progress(
+      `${name}: first attempt p50 ${int(result.p50)} ms, p99 ${int(result.p99)} ms, max ${int(result.max)} ms (${steady.attempted}/${offered.events}); Kafka to recorded p50 ${int(result.intakeP50)} / p99 ${int(result.intakeP99)} ms, recorded to attempt p50 ${int(result.dispatchP50)} / p99 ${int(result.dispatchP99)} ms; ` +
+        `start-up p99 ${int(startUp.p99)} ms (${startUp.attempted}/${startUp.events}), after ${QUIET_SECONDS} s quiet p99 ${int(afterQuiet.p99)} ms (${afterQuiet.attempted}/${afterQuiet.events})`,
+    );
     return result;
   } catch (failure) {
     const error = (failure as Error).message.split('\n')[0]!;
@@ -393,7 +427,7 @@ async function produce(bench: Bench, topic: string, prefix: string, from: number
 }
 
 /** `rate` events per second for `seconds`: every ~2 ms, what is due in one request (each record stamped when it is sent). */
-async function offer(bench: Bench, topic: string, rate: number, seconds: number): Promise<{ seconds: number; events: number }> {
+async function offer(bench: Bench, topic: string, rate: number, seconds: number, prefix: string): Promise<{ seconds: number; events: number }> {
   const producer = bench.kafka.kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
   const total = Math.round(rate * seconds);
@@ -403,7 +437,7 @@ async function offer(bench: Bench, topic: string, rate: number, seconds: number)
     while (sent < total) {
       const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * rate));
       if (due > sent) {
-        const batch = records('lat', sent, due);
+        const batch = records(prefix, sent, due);
         sent = due;
         await producer.send({ topic, messages: batch });
       } else await sleep(2);

@@ -74,6 +74,16 @@ export interface DurableLoopResult {
   readonly error?: string;
 }
 
+/** First attempts of one phase of the latency case: events produced at its rate, attempted, and the spread from Kafka timestamp to first attempt. */
+export interface LatencyPhase {
+  readonly events: number;
+  readonly attempted: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+/** The latency case's steady phase (the top-level figures), and the phases before and after it. */
 export interface LatencyCase {
   readonly kafkaClient: KafkaClientName;
   readonly offeredPerSecond: number;
@@ -95,6 +105,10 @@ export interface LatencyCase {
   readonly cpuSeconds: number;
   readonly pgSessionCpuSeconds: number;
   readonly machineBusyPct: number;
+  /** From the process's start: its group join, connections and compilation (no floor). */
+  readonly startUp: LatencyPhase;
+  /** A burst after `quietSeconds` without events (the floor too). */
+  readonly afterQuiet: LatencyPhase & { readonly quietSeconds: number };
   readonly profile?: string;
   readonly error?: string;
 }
@@ -212,13 +226,13 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '',
     `## Event to first attempt at ${int(latency[0]?.offeredPerSecond ?? NaN)} events/s, 1 endpoint`,
     '',
-    `\`webhooks\` running (and warmed up by 100 events), events produced at a steady rate for ${num(latency[0]?.seconds ?? NaN, 0)} s; from the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp). The intake is Kafka timestamp to the transaction that recorded the event (\`events.recorded_at\`, its start); the dispatch from there to the first attempt, negative where the first attempt went before the recording (a healthy endpoint's delivery is sent first, then written once with its result).`,
+    `One \`webhooks\` process, events produced at a steady rate in three phases: its start-up (the first seconds of load from the process's start: its group join, its connections opened, its code compiled; no floor, a process runs for weeks), then steady for ${num(latency[0]?.seconds ?? NaN, 0)} s (the main columns), then a burst after ${int(latency[0]?.afterQuiet.quietSeconds ?? NaN)} s without events (longer than any idle timeout on the way). The floor applies to the steady phase and to the burst. From the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp). The intake is Kafka timestamp to the transaction that recorded the event (\`events.recorded_at\`, its start); the dispatch from there to the first attempt, negative where the first attempt went before the recording (a healthy endpoint's delivery is sent first, then written once with its result).`,
     '',
-    '| consumer | offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | floor p99 ≤ 100 ms | intake p50 / p99 ms | dispatch p50 / p99 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
+    '| consumer | offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | intake p50 / p99 ms | dispatch p50 / p99 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy | start-up p50 / p99 / max ms | burst after quiet p50 / p99 / max ms | floor p99 ≤ 100 ms, steady and burst |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...latency.map(
       (l) =>
-        `| ${l.kafkaClient} | ${int(l.offeredPerSecond)} | ${int(l.achievedPerSecond)} | ${int(l.events)} | ${int(l.attempted)}${l.firstAttemptsFailed ? ` (${int(l.firstAttemptsFailed)} failed)` : ''} | ${num(l.p50, 0)} | ${num(l.p99, 0)} | ${num(l.max, 0)} | ${verdict(l.p99 <= FLOORS.firstAttemptP99Ms && l.attempted === l.events)} | ${num(l.intakeP50, 0)} / ${num(l.intakeP99, 0)} | ${num(l.dispatchP50, 0)} / ${num(l.dispatchP99, 0)} | ${pct(l.cpuSeconds / l.seconds)} | ${pct(l.pgSessionCpuSeconds / l.seconds)} | ${num(l.machineBusyPct, 0)}% |`,
+        `| ${l.kafkaClient} | ${int(l.offeredPerSecond)} | ${int(l.achievedPerSecond)} | ${int(l.events)} | ${int(l.attempted)}${l.firstAttemptsFailed ? ` (${int(l.firstAttemptsFailed)} failed)` : ''} | ${num(l.p50, 0)} | ${num(l.p99, 0)} | ${num(l.max, 0)} | ${num(l.intakeP50, 0)} / ${num(l.intakeP99, 0)} | ${num(l.dispatchP50, 0)} / ${num(l.dispatchP99, 0)} | ${pct(l.cpuSeconds / l.seconds)} | ${pct(l.pgSessionCpuSeconds / l.seconds)} | ${num(l.machineBusyPct, 0)}% | ${phaseSpread(l.startUp)} | ${phaseSpread(l.afterQuiet)} | ${verdict(l.p99 <= FLOORS.firstAttemptP99Ms && l.attempted === l.events && l.afterQuiet.p99 <= FLOORS.firstAttemptP99Ms && l.afterQuiet.attempted === l.afterQuiet.events)} |`,
     ),
     ...latency.flatMap((l) => (l.error ? [`- ${l.kafkaClient}: ${l.error}`] : [])),
     '',
@@ -239,4 +253,10 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '',
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** A phase's p50 / p99 / max, and how many of its events had no first attempt, if any. */
+function phaseSpread(phase: LatencyPhase): string {
+  const missing = phase.events - phase.attempted;
+  return `${num(phase.p50, 0)} / ${num(phase.p99, 0)} / ${num(phase.max, 0)}${missing > 0 ? ` (${int(missing)} not attempted)` : ''}`;
 }
