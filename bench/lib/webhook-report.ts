@@ -106,7 +106,7 @@ export interface LatencyCase {
   readonly pgSessionCpuSeconds: number;
   readonly machineBusyPct: number;
   /** From the process's start: its group join, connections and compilation (no floor). */
-  readonly startUp: LatencyPhase;
+  readonly startUp: LatencyPhase & { readonly seconds: number };
   /** A burst after `quietSeconds` without events (the floor too). */
   readonly afterQuiet: LatencyPhase & { readonly quietSeconds: number };
   readonly profile?: string;
@@ -226,7 +226,7 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
     '',
     `## Event to first attempt at ${int(latency[0]?.offeredPerSecond ?? NaN)} events/s, 1 endpoint`,
     '',
-    `One \`webhooks\` process, events produced at a steady rate in three phases: its start-up (the first seconds of load from the process's start: its group join, its connections opened, its code compiled; no floor, a process runs for weeks), then steady for ${num(latency[0]?.seconds ?? NaN, 0)} s (the main columns), then a burst after ${int(latency[0]?.afterQuiet.quietSeconds ?? NaN)} s without events (longer than any idle timeout on the way). The floor applies to the steady phase and to the burst. From the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp). The intake is Kafka timestamp to the transaction that recorded the event (\`events.recorded_at\`, its start); the dispatch from there to the first attempt, negative where the first attempt went before the recording (a healthy endpoint's delivery is sent first, then written once with its result).`,
+    `One \`webhooks\` process, events produced at a steady rate in three phases: its start-up (the first ${int(latency[0]?.startUp.seconds ?? NaN)} s of load from the process's start: its group join, its connections opened, its code compiled, the fresh store's first rows; no floor, a process runs for weeks), then steady for ${num(latency[0]?.seconds ?? NaN, 0)} s (the main columns), then a burst after ${int(latency[0]?.afterQuiet.quietSeconds ?? NaN)} s without events (longer than any idle timeout on the way). The floor applies to the steady phase and to the burst. From the store: \`attempts.started_at\` of attempt 1 minus \`events.produced_at\` (the record's Kafka timestamp). The intake is Kafka timestamp to the transaction that recorded the event (\`events.recorded_at\`, its start); the dispatch from there to the first attempt, negative where the first attempt went before the recording (a healthy endpoint's delivery is sent first, then written once with its result).`,
     '',
     '| consumer | offered events/s | produced events/s | events | first attempts | p50 ms | p99 ms | max ms | intake p50 / p99 ms | dispatch p50 / p99 ms | webhooks CPU, % of a core | Postgres sessions, % of a core | busy | start-up p50 / p99 / max ms | burst after quiet p50 / p99 / max ms | floor p99 ≤ 100 ms, steady and burst |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
