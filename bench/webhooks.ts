@@ -308,11 +308,11 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
     const pg = await server.stop();
     const machineBusyPct = machineBusyPercent(machine);
     const attempts = await firstAttempts('lat', offered.events);
+    const steady = phase(attempts, offered.events);
     progress(`${name}: quiet for ${QUIET_SECONDS} s, then ${LATENCY_RATE} events/s for ${BURST_SECONDS} s`);
     await sleep(QUIET_SECONDS * 1_000);
     const burst = await offer(bench, topic, LATENCY_RATE, BURST_SECONDS, 'burst');
     const afterQuiet = { ...phase(await firstAttempts('burst', burst.events), burst.events), quietSeconds: QUIET_SECONDS };
-    const steady = phase(attempts, offered.events);
     const intake = attempts.map((a) => a.intakeMs).sort((a, b) => a - b);
     const dispatch = attempts.map((a) => a.ms - a.intakeMs).sort((a, b) => a - b);
     const result: LatencyCase = {

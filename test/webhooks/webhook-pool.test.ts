@@ -1,8 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import type pg from 'pg';
 import { databaseAccess } from '../../src/pg-connection.js';
 import { webhookPool } from '../../src/webhooks/webhook-tables.js';
-import { useTestOutbox } from '../harness/fixture.js';
 import { delay } from '../harness/relay-process.js';
 
 /** node-postgres closes a pool's idle sessions after this long unless told otherwise. */
@@ -14,7 +13,6 @@ const NODE_POSTGRES_IDLE_DEFAULT_MS = 10_000;
  * their statements prepared again).
  */
 describe('the webhooks pool through a quiet spell', () => {
-  const { outbox } = useTestOutbox();
   let pool: pg.Pool | null = null;
 
   afterEach(async () => {
@@ -23,7 +21,7 @@ describe('the webhooks pool through a quiet spell', () => {
   });
 
   it('serves the next burst from the same sessions after longer quiet than node-postgres keeps idle ones', async () => {
-    pool = webhookPool(databaseAccess(outbox.relayEnv().DATABASE_URL!), 'webhook-pool-test', 3);
+    pool = webhookPool(databaseAccess(inject('services').databaseUrl), 'webhook-pool-test', 3);
     const sessions = async (): Promise<number[]> => {
       const clients = await Promise.all([pool!.connect(), pool!.connect(), pool!.connect()]);
       try {
