@@ -283,7 +283,7 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
       bench.db.query<{ ms: number; intakeMs: number; outcome: string }>(
         // recorded_at is now() of the intake's transaction: its start, a commit before the dispatcher can see the event.
         `SELECT extract(epoch FROM a.started_at - ev.produced_at)::float8 * 1000 AS ms, extract(epoch FROM ev.recorded_at - ev.produced_at)::float8 * 1000 AS "intakeMs", a.outcome
-         FROM ${schema}.attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id JOIN ${schema}.events ev ON ev.event_id = d.event_id
+         FROM ${schema}.all_attempts a JOIN ${schema}.deliveries d ON d.id = a.delivery_id JOIN ${schema}.events ev ON ev.event_id = d.event_id
          WHERE a.attempt = 1 AND starts_with(ev.event_id, $1)`,
         [`${prefix}-`],
       );
@@ -452,7 +452,7 @@ async function offer(bench: Bench, topic: string, rate: number, seconds: number,
 
 /** Deliveries whose first attempt started before they were recorded (sent first, written once with its result). */
 async function sentBeforeRecorded(bench: Bench, schema: string): Promise<number> {
-  const [row] = await bench.db.query<{ n: number }>(`SELECT count(*)::float8 AS n FROM ${schema}.deliveries d JOIN ${schema}.attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
+  const [row] = await bench.db.query<{ n: number }>(`SELECT count(*)::float8 AS n FROM ${schema}.deliveries d JOIN ${schema}.all_attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
   return row!.n;
 }
 

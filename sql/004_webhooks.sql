@@ -98,8 +98,29 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
   created_at      timestamptz NOT NULL DEFAULT now(),
   finished_at     timestamptz,
   last_error      text,
+  -- Attempt 1, when it ended before its delivery was recorded (a healthy endpoint's delivery is
+  -- sent first, then written once with its result): kept here, not as a row of attempts, so
+  -- the hot path writes one row per delivery rather than two. Null otherwise: every other
+  -- attempt is a row of attempts. all_attempts shows both.
+  first_started_at  timestamptz,
+  first_latency_ms  integer,
+  first_status_code integer,
+  first_outcome     text,
+  first_error       text,
+  first_response    text,
+  first_process     text,
   UNIQUE (event_id, endpoint_id)
 );
+
+-- Deliveries of an earlier setup: their attempts are all rows of attempts.
+ALTER TABLE outbox_webhooks.deliveries
+  ADD COLUMN IF NOT EXISTS first_started_at  timestamptz,
+  ADD COLUMN IF NOT EXISTS first_latency_ms  integer,
+  ADD COLUMN IF NOT EXISTS first_status_code integer,
+  ADD COLUMN IF NOT EXISTS first_outcome     text,
+  ADD COLUMN IF NOT EXISTS first_error       text,
+  ADD COLUMN IF NOT EXISTS first_response    text,
+  ADD COLUMN IF NOT EXISTS first_process     text;
 
 -- The dispatcher's questions touch pending rows only: how much history is kept does not slow it.
 -- (endpoint, time, id): a claim takes an endpoint's due deliveries in exactly this order.
@@ -132,7 +153,8 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoint_slots_returned (
   PRIMARY KEY (endpoint_id, owner)
 );
 
--- Every attempt, as the endpoint answered it. delivery_id has no foreign key (its check is a
+-- Every attempt, as the endpoint answered it, but a first one kept in its delivery's row (see
+-- deliveries.first_started_at). delivery_id has no foreign key (its check is a
 -- lookup and a lock per attempt): a completion writes attempts only of deliveries it holds, and
 -- the trigger below deletes a delivery's attempts with it, whoever deletes it.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (
@@ -149,6 +171,14 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (
   process      text        NOT NULL,
   PRIMARY KEY (delivery_id, attempt)
 );
+
+-- Every attempt of every delivery, wherever it is kept: what `webhooks attempts` reads, and what
+-- an operator's own queries should read (attempts alone misses most first attempts).
+CREATE OR REPLACE VIEW outbox_webhooks.all_attempts AS
+  SELECT delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process FROM outbox_webhooks.attempts
+  UNION ALL
+  SELECT id, 1, first_started_at, first_latency_ms, first_status_code, first_outcome, first_error, first_response, first_process
+  FROM outbox_webhooks.deliveries WHERE first_started_at IS NOT NULL;
 
 -- Tables of an earlier setup had the two foreign keys.
 ALTER TABLE outbox_webhooks.deliveries DROP CONSTRAINT IF EXISTS deliveries_event_id_fkey;

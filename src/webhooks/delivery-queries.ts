@@ -86,7 +86,7 @@ export class DeliveryQueries {
   async attempts(deliveryId: string): Promise<AttemptRow[]> {
     const { rows: found } = await this.pool.query(`SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryId]);
     if (found.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `no webhook delivery ${deliveryId}; \`outbox-relay webhooks deliveries list\` shows them`);
-    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.attempts} WHERE delivery_id = $1 ORDER BY attempt`, [deliveryId]);
+    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.allAttempts} WHERE delivery_id = $1 ORDER BY attempt`, [deliveryId]);
     return rows.map((row) => ({
       attempt: row.attempt,
       startedAt: row.started_at,

@@ -298,8 +298,9 @@ export class DeliveryStore {
   }
 
   /**
-   * First attempts' deliveries, each written once: ended ones with their verdict, attempt and
-   * returned slot; those in flight leased to `owner` until `leaseEnd`, attempt 1 started.
+   * First attempts' deliveries, each written once: ended ones with their verdict, their attempt
+   * in the row (first_*: no row of attempts) and their slot returned; those in flight leased to
+   * `owner` until `leaseEnd`, attempt 1 started (their completion writes it to attempts).
    * Returns the ids of the ones in flight.
    */
   private async writeFirstAttempts(client: pg.ClientBase, owner: string, now: Date, leaseEnd: Date, attempted: readonly { readonly delivery: ClaimedDelivery; readonly completion: Completion | null }[]): Promise<{ readonly rows: readonly { id: string; event_id: string; endpoint_id: string }[] }> {
@@ -309,16 +310,13 @@ export class DeliveryStore {
          SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::bool[], $8::text[], $9::timestamptz[], $10::int[], $11::int[], $12::text[], $13::text[])
            WITH ORDINALITY AS u(event_id, endpoint_id, status, failures, next_at, in_flight, error, started_at, latency_ms, status_code, outcome, response, n)
        ), inserted AS (
-         INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, status, attempts, failures, next_attempt_at, lease_owner, finished_at, last_error)
-         SELECT u.event_id, u.endpoint_id, u.status, 1, u.failures, u.next_at, CASE WHEN u.in_flight THEN $1 END, CASE WHEN u.status = 'pending' THEN NULL ELSE $14::timestamptz END, u.error
+         INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, status, attempts, failures, next_attempt_at, lease_owner, finished_at, last_error,
+                                                first_started_at, first_latency_ms, first_status_code, first_outcome, first_error, first_response, first_process)
+         SELECT u.event_id, u.endpoint_id, u.status, 1, u.failures, u.next_at, CASE WHEN u.in_flight THEN $1 END, CASE WHEN u.status = 'pending' THEN NULL ELSE $14::timestamptz END, u.error,
+                u.started_at, u.latency_ms, u.status_code, u.outcome, u.error, u.response, CASE WHEN NOT u.in_flight THEN $1 END
          FROM u ORDER BY u.n
          ON CONFLICT (event_id, endpoint_id) DO NOTHING
          RETURNING id, event_id, endpoint_id, lease_owner
-       ), attempts AS (
-         INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
-         SELECT i.id, 1, u.started_at, u.latency_ms, u.status_code, u.outcome, u.error, u.response, $1
-         FROM inserted i JOIN u ON u.event_id = i.event_id AND u.endpoint_id = i.endpoint_id
-         WHERE NOT u.in_flight
        ), returned AS (
          INSERT INTO ${this.tables.endpointSlotsReturned} AS r (endpoint_id, owner, returned)
          SELECT u.endpoint_id, $1, count(*) FROM u WHERE NOT u.in_flight GROUP BY u.endpoint_id

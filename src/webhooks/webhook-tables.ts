@@ -14,6 +14,8 @@ export class WebhookTables {
   readonly events: string;
   readonly deliveries: string;
   readonly attempts: string;
+  /** A view: the rows of attempts and the first attempts kept in their deliveries' rows. */
+  readonly allAttempts: string;
   readonly endpointSlots: string;
   readonly endpointSlotsReturned: string;
   readonly subscriptionsVersion: string;
@@ -24,6 +26,7 @@ export class WebhookTables {
     this.events = table('events');
     this.deliveries = table('deliveries');
     this.attempts = table('attempts');
+    this.allAttempts = table('all_attempts');
     this.endpointSlots = table('endpoint_slots');
     this.endpointSlotsReturned = table('endpoint_slots_returned');
     this.subscriptionsVersion = table('subscriptions_version');
@@ -58,9 +61,9 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
   });
 }
 
-/** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists. */
+/** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view of this version's setup). */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.deliveries, tables.attempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion];
+  const names = [tables.endpoints, tables.events, tables.deliveries, tables.attempts, tables.allAttempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {

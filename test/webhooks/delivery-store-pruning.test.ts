@@ -159,6 +159,24 @@ describe('webhook delivery store: pruning', () => {
     expect(rows.map((row) => row.name)).toEqual(['deliveries_endpoint_id_fkey']);
   });
 
+  it("setup run again on deliveries of an earlier setup adds the columns a first attempt is kept in, and all_attempts, which lists their attempts", async () => {
+    // As an earlier setup left them: every attempt a row of attempts, no view.
+    await pool.query(`DROP VIEW ${tables.allAttempts}`);
+    for (const column of ['started_at', 'latency_ms', 'status_code', 'outcome', 'error', 'response', 'process']) await pool.query(`ALTER TABLE ${tables.deliveries} DROP COLUMN first_${column}`);
+    const now = new Date();
+    await finish(await record([event()], now), now, 'delivered');
+
+    await createWebhookTables(pool, tables);
+
+    const { rows } = await pool.query<{ attempt: number; outcome: string }>(`SELECT attempt, outcome FROM ${tables.allAttempts}`);
+    expect(rows).toEqual([{ attempt: 1, outcome: 'delivered' }]);
+    const { rows: columns } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'deliveries' AND column_name LIKE 'first\\_%'`,
+      [tables.schema],
+    );
+    expect(columns[0]!.n).toBe(7);
+  });
+
   it('setup run again on endpoints of an earlier setup, which had no deliver_from, keeps them owed every event; a new one is owed events from its addition on', async () => {
     // As an earlier setup left them: no column, and the trigger watching event_types only.
     await pool.query(`DROP TRIGGER endpoints_subscriptions_changed ON ${tables.endpoints}`);

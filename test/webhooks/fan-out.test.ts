@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent } from '../harness/outbox.js';
+import { cli } from '../harness/cli.js';
 import { eventually } from '../harness/relay-process.js';
 import { useTestWebhooks, useWebhooksPipeline } from '../harness/webhooks.js';
 
@@ -51,7 +52,24 @@ describe('webhooks: a fan-out larger than the free slots', () => {
     expect(new Set(received)).toEqual(new Set(endpoints.flatMap((_, i) => rows.map((row) => `/ep-${i} ${row.eventId}`))));
     expect(mostRecordedDue).toBe(0);
     // Sent before it was recorded: the first attempt started before the row was written.
-    const [written] = await webhooks.query<{ n: number }>(`SELECT count(*)::int AS n FROM wh.deliveries d JOIN wh.attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
+    const [written] = await webhooks.query<{ n: number }>(`SELECT count(*)::int AS n FROM wh.deliveries d JOIN wh.all_attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
     expect(written!.n).toBe(ENDPOINTS * EVENTS);
+    // Written once means one row: an attempt that ended before its delivery was recorded is kept
+    // in the delivery's row; only one still in flight then (leased, its completion written
+    // later) has a row of attempts. Every delivery has its attempt 1 in exactly one of them.
+    const [kept] = await webhooks.query<{ in_row: number; in_attempts: number; both: number }>(
+      `SELECT count(*) FILTER (WHERE d.first_started_at IS NOT NULL)::int AS in_row, count(a.delivery_id)::int AS in_attempts,
+              count(*) FILTER (WHERE d.first_started_at IS NOT NULL AND a.delivery_id IS NOT NULL)::int AS both
+       FROM wh.deliveries d LEFT JOIN wh.attempts a ON a.delivery_id = d.id`,
+    );
+    expect(kept!.in_row + kept!.in_attempts).toBe(ENDPOINTS * EVENTS);
+    // The receiver answers in 40 ms: nearly every attempt ended before its chunk was recorded.
+    expect(kept!.in_row).toBeGreaterThan((ENDPOINTS * EVENTS) / 2);
+    expect(kept!.both).toBe(0);
+    // And the operator still sees it, as `webhooks attempts` shows every attempt.
+    const [delivery] = await webhooks.query<{ id: string }>(`SELECT id::text AS id FROM wh.deliveries WHERE endpoint_id = $1 LIMIT 1`, [endpoints[0]!.id]);
+    const shown = await cli(['webhooks', 'attempts', '--delivery', delivery!.id, '--json'], webhooks.env());
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(JSON.parse(shown.stdout)).toEqual([expect.objectContaining({ attempt: 1, outcome: 'delivered', statusCode: 204, error: null, process: expect.stringMatching(/./) })]);
   });
 });

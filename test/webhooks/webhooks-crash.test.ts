@@ -78,7 +78,7 @@ describe.each(KAFKA_CLIENTS)('webhooks survive kill -9 (consumer on %s)', (kafka
     }
     // Every delivered delivery has its successful attempt on record.
     const [unrecorded] = await webhooks.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM wh.deliveries d WHERE d.endpoint_id = ANY($1) AND NOT EXISTS (SELECT 1 FROM wh.attempts a WHERE a.delivery_id = d.id AND a.outcome = 'delivered')`,
+      `SELECT count(*)::int AS n FROM wh.deliveries d WHERE d.endpoint_id = ANY($1) AND NOT EXISTS (SELECT 1 FROM wh.all_attempts a WHERE a.delivery_id = d.id AND a.outcome = 'delivered')`,
       [endpoints.map((e) => e.id)],
     );
     expect(unrecorded!.n).toBe(0);
@@ -112,7 +112,7 @@ describe.each(KAFKA_CLIENTS)('webhooks survive kill -9 (consumer on %s)', (kafka
     }
     const rows = await loading;
     const { duplicates } = await expectEveryDeliveryMade(rows, endpoints);
-    const [attempts] = await webhooks.query<{ n: number }>('SELECT count(*)::int AS n FROM wh.attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1)', [endpoints.map((e) => e.id)]);
+    const [attempts] = await webhooks.query<{ n: number }>('SELECT count(*)::int AS n FROM wh.all_attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1)', [endpoints.map((e) => e.id)]);
     await current.stop();
     console.info(`${kafkaClient}: kill -9 ×3: ${rows.length} events, ${rows.length * endpoints.length} deliveries, 0 missing, ${duplicates} duplicates (same webhook-id), ${attempts!.n} attempts recorded`);
   });
@@ -181,7 +181,7 @@ describe.each(KAFKA_CLIENTS)('webhooks survive kill -9 (consumer on %s)', (kafka
     const rows = await loading;
     const { duplicates } = await expectEveryDeliveryMade(rows, endpoints);
     const byProcess = await webhooks.query<{ process: string; n: number }>(
-      `SELECT a.process, count(*)::int AS n FROM wh.attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1) GROUP BY a.process`,
+      `SELECT a.process, count(*)::int AS n FROM wh.all_attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1) GROUP BY a.process`,
       [endpoints.map((e) => e.id)],
     );
     // Both processes did part of the work.

@@ -43,7 +43,7 @@ describe('webhooks to customers endpoints', () => {
   }
 
   async function attempts(endpointId: string): Promise<{ event_id: string; attempt: number; outcome: string; status_code: number | null; error: string | null }[]> {
-    return webhooks.query('SELECT d.event_id, a.attempt, a.outcome, a.status_code, a.error FROM wh.attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1 ORDER BY a.started_at', [endpointId]);
+    return webhooks.query('SELECT d.event_id, a.attempt, a.outcome, a.status_code, a.error FROM wh.all_attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1 ORDER BY a.started_at', [endpointId]);
   }
 
   function events(count: number, eventType: string, aggregates = 3): OutboxRow[] {
