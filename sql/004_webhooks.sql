@@ -4,6 +4,10 @@
 
 CREATE SCHEMA IF NOT EXISTS outbox_webhooks;
 
+-- Made again at the end of this file: a view cannot change its columns in place, and it holds
+-- the columns it reads against a later setup's ALTERs.
+DROP VIEW IF EXISTS outbox_webhooks.all_attempts;
+
 -- One row per receiving endpoint. The dispatcher keeps its circuit, pause and failure streak
 -- here, so every webhooks process sees the same state.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoints (
@@ -172,14 +176,6 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (
   PRIMARY KEY (delivery_id, attempt)
 );
 
--- Every attempt of every delivery, wherever it is kept: what `webhooks attempts` reads, and what
--- an operator's own queries should read (attempts alone misses most first attempts).
-CREATE OR REPLACE VIEW outbox_webhooks.all_attempts AS
-  SELECT delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process FROM outbox_webhooks.attempts
-  UNION ALL
-  SELECT id, 1, first_started_at, first_latency_ms, first_status_code, first_outcome, first_error, first_response, first_process
-  FROM outbox_webhooks.deliveries WHERE first_started_at IS NOT NULL;
-
 -- Tables of an earlier setup had the two foreign keys.
 ALTER TABLE outbox_webhooks.deliveries DROP CONSTRAINT IF EXISTS deliveries_event_id_fkey;
 ALTER TABLE outbox_webhooks.attempts DROP CONSTRAINT IF EXISTS attempts_delivery_id_fkey;
@@ -197,3 +193,26 @@ CREATE TRIGGER deliveries_deleted
   AFTER DELETE ON outbox_webhooks.deliveries
   REFERENCING OLD TABLE AS deleted
   FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.delete_attempts_of_deleted_deliveries();
+
+-- Every attempt of every delivery, wherever it is kept: what `webhooks attempts` reads, and what
+-- an operator's own queries should read (attempts alone misses most first attempts).
+CREATE VIEW outbox_webhooks.all_attempts AS
+  SELECT delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process FROM outbox_webhooks.attempts
+  UNION ALL
+  SELECT id, 1, first_started_at, first_latency_ms, first_status_code, first_outcome, first_error, first_response, first_process
+  FROM outbox_webhooks.deliveries WHERE first_started_at IS NOT NULL;
+
+-- Readable by every role that may read attempts (the webhooks process's, for `webhooks
+-- attempts`): made again above, the view lost its grants, and the operator's `GRANT ... ON ALL
+-- TABLES` covered it only if it existed then.
+DO $$
+DECLARE reader text;
+BEGIN
+  FOR reader IN
+    SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+    FROM pg_class c, aclexplode(c.relacl) a
+    WHERE c.oid = 'outbox_webhooks.attempts'::regclass AND a.privilege_type = 'SELECT' AND a.grantee <> c.relowner
+  LOOP
+    EXECUTE format('GRANT SELECT ON %s TO %s', 'outbox_webhooks.all_attempts'::regclass, reader);
+  END LOOP;
+END $$;

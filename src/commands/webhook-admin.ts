@@ -41,7 +41,7 @@ export const webhooksSetupCommand = command(COMMANDS['webhooks setup'], (config)
   withStore(
     config,
     async (_pool, tables) => {
-      process.stdout.write(`webhook tables ready in schema ${tables.schema}: endpoints, events, deliveries, attempts\n`);
+      process.stdout.write(`webhook tables ready in schema ${tables.schema}: endpoints, events, deliveries, attempts, all_attempts\n`);
       return EXIT.ok;
     },
     { create: true },

@@ -198,7 +198,7 @@ export const COMMANDS = {
     defaults: { httpPort: '9466', kafkaClientId: 'outbox-relay-webhooks' },
   }),
   'webhooks setup': declared({
-    summary: 'Create the webhook tables (endpoints, events, deliveries, attempts) if missing (idempotent).',
+    summary: 'Create the webhook tables (endpoints, events, deliveries, attempts, the view all_attempts) if missing (idempotent).',
     options: [...WEBHOOK_STORE],
   }),
   'webhooks endpoint add': declared({

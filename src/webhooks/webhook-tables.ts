@@ -67,6 +67,6 @@ export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables)
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {
-    throw new RelayError('WEBHOOK_SCHEMA_MISSING', `the webhook tables ${missing.join(', ')} do not exist: run \`outbox-relay webhooks setup\` (OUTBOX_WEBHOOK_SCHEMA=${tables.schema})`);
+    throw new RelayError('WEBHOOK_SCHEMA_MISSING', `the webhook tables ${missing.join(', ')} do not exist (never made, or an earlier version's setup made the others): run \`outbox-relay webhooks setup\` (OUTBOX_WEBHOOK_SCHEMA=${tables.schema})`);
   }
 }

@@ -177,6 +177,34 @@ describe('webhook delivery store: pruning', () => {
     expect(columns[0]!.n).toBe(7);
   });
 
+  it('setup keeps all_attempts readable by the roles that may read attempts, and by no other', async () => {
+    const suffix = randomUUID().replaceAll('-', '').slice(0, 8);
+    const [reader, other] = [`wh_reader_${suffix}`, `wh_other_${suffix}`];
+    try {
+      for (const role of [reader, other]) {
+        await pool.query(`CREATE ROLE ${role} NOLOGIN`);
+        await pool.query(`GRANT USAGE ON SCHEMA ${tables.schema} TO ${role}`);
+      }
+      // As an operator grants it (the setup job's SQL), before this view existed.
+      await pool.query(`GRANT SELECT, INSERT ON ${tables.attempts} TO ${reader}`);
+
+      // Twice: the second run makes the view again, without the first run's grants.
+      await createWebhookTables(pool, tables);
+      await createWebhookTables(pool, tables);
+
+      const { rows } = await pool.query<{ reader: boolean; other: boolean }>(
+        `SELECT has_table_privilege($1, $3, 'SELECT') AS reader, has_table_privilege($2, $3, 'SELECT') AS other`,
+        [reader, other, tables.allAttempts],
+      );
+      expect(rows).toEqual([{ reader: true, other: false }]);
+    } finally {
+      for (const role of [reader, other]) {
+        await pool.query(`DROP OWNED BY ${role}`).catch(() => undefined);
+        await pool.query(`DROP ROLE IF EXISTS ${role}`);
+      }
+    }
+  });
+
   it('setup run again on endpoints of an earlier setup, which had no deliver_from, keeps them owed every event; a new one is owed events from its addition on', async () => {
     // As an earlier setup left them: no column, and the trigger watching event_types only.
     await pool.query(`DROP TRIGGER endpoints_subscriptions_changed ON ${tables.endpoints}`);
