@@ -102,21 +102,14 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
   created_at      timestamptz NOT NULL DEFAULT now(),
   finished_at     timestamptz,
   last_error      text,
-  -- Attempt 1, when it ended before its delivery was recorded (a healthy endpoint's delivery is
-  -- sent first, then written once with its result): kept here, not as a row of attempts, so
-  -- the hot path writes one row per delivery rather than two. Null otherwise: every other
-  -- attempt is a row of attempts. all_attempts shows both.
-  first_started_at  timestamptz,
-  first_latency_ms  integer,
-  first_status_code integer,
-  first_outcome     text,
-  first_error       text,
-  first_response    text,
-  first_process     text,
   UNIQUE (event_id, endpoint_id)
 );
 
--- Deliveries of an earlier setup: their attempts are all rows of attempts.
+-- Attempt 1, when it ended before its delivery was recorded (a healthy endpoint's delivery is
+-- sent first, then written once with its result): kept in its delivery's row, not as a row of
+-- attempts, so the hot path writes one row per delivery rather than two. Null otherwise: every
+-- other attempt is a row of attempts (all of them, in deliveries of an earlier setup).
+-- all_attempts shows both. Added here, for a new table as for an earlier setup's.
 ALTER TABLE outbox_webhooks.deliveries
   ADD COLUMN IF NOT EXISTS first_started_at  timestamptz,
   ADD COLUMN IF NOT EXISTS first_latency_ms  integer,
@@ -157,8 +150,8 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoint_slots_returned (
   PRIMARY KEY (endpoint_id, owner)
 );
 
--- Every attempt, as the endpoint answered it, but a first one kept in its delivery's row (see
--- deliveries.first_started_at). delivery_id has no foreign key (its check is a
+-- Every attempt, as the endpoint answered it, but a first one kept in its delivery's row (the
+-- first_* columns of deliveries). delivery_id has no foreign key (its check is a
 -- lookup and a lock per attempt): a completion writes attempts only of deliveries it holds, and
 -- the trigger below deletes a delivery's attempts with it, whoever deletes it.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { AttemptRow } from '../../src/webhooks/delivery-queries.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent } from '../harness/outbox.js';
 import { cli } from '../harness/cli.js';
@@ -70,7 +71,7 @@ describe('webhooks: a fan-out larger than the free slots', () => {
     const [delivery] = await webhooks.query<{ id: string; created_at: Date }>(`SELECT id::text AS id, created_at FROM wh.deliveries WHERE first_started_at IS NOT NULL LIMIT 1`);
     const shown = await cli(['webhooks', 'attempts', '--delivery', delivery!.id, '--json'], webhooks.env());
     expect(shown.code, shown.stderr).toBe(0);
-    const [attempt, ...more] = JSON.parse(shown.stdout) as { attempt: number; startedAt: string; latencyMs: number; outcome: string; statusCode: number; error: string | null; response: string | null; process: string }[];
+    const [attempt, ...more] = JSON.parse(shown.stdout) as (Omit<AttemptRow, 'startedAt'> & { startedAt: string })[];
     expect(more).toEqual([]);
     expect(attempt).toMatchObject({ attempt: 1, outcome: 'delivered', statusCode: 200, error: null, response: 'fan-out ok', process: expect.stringMatching(/./) });
     // The receiver waits 40 ms before it answers; the attempt started before its row was written.
