@@ -48,6 +48,25 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoints (
 ALTER TABLE outbox_webhooks.endpoints ADD COLUMN IF NOT EXISTS deliver_from timestamptz NOT NULL DEFAULT '-infinity';
 ALTER TABLE outbox_webhooks.endpoints ALTER COLUMN deliver_from SET DEFAULT date_trunc('milliseconds', now());
 
+-- Whose endpoint it is: one customer's (an id the platform already uses, e.g. cus_123), receiving
+-- that customer's events only, or platform-wide (an internal consumer), receiving every
+-- customer's. Never both, and fixed once set: its deliveries are that customer's. An endpoint of
+-- an earlier setup has neither until an operator says (`webhooks endpoint update --customer` or
+-- `--platform-wide`): it receives nothing meanwhile, and the webhooks process refuses to start
+-- (WEBHOOK_ENDPOINTS_UNASSIGNED), so that an upgrade cannot go on sending one customer's events
+-- to another.
+ALTER TABLE outbox_webhooks.endpoints
+  ADD COLUMN IF NOT EXISTS customer_id   text,
+  ADD COLUMN IF NOT EXISTS platform_wide boolean NOT NULL DEFAULT false;
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'outbox_webhooks.endpoints'::regclass AND conname = 'endpoints_one_audience') THEN
+    ALTER TABLE outbox_webhooks.endpoints ADD CONSTRAINT endpoints_one_audience CHECK (NOT (platform_wide AND customer_id IS NOT NULL));
+  END IF;
+END $$;
+-- A customer's endpoints, for the listings by customer (the consumer matches in memory).
+CREATE INDEX IF NOT EXISTS endpoints_customer_idx ON outbox_webhooks.endpoints (customer_id, id) WHERE customer_id IS NOT NULL;
+
 -- Bumped on every change of who receives what: intake processes reload their subscriptions when it moves.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.subscriptions_version (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -63,7 +82,7 @@ END $$;
 
 DROP TRIGGER IF EXISTS endpoints_subscriptions_changed ON outbox_webhooks.endpoints;
 CREATE TRIGGER endpoints_subscriptions_changed
-  AFTER INSERT OR DELETE OR UPDATE OF event_types, deliver_from ON outbox_webhooks.endpoints
+  AFTER INSERT OR DELETE OR UPDATE OF event_types, deliver_from, customer_id, platform_wide ON outbox_webhooks.endpoints
   FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.bump_subscriptions_version();
 
 -- One row per event owed to at least one endpoint: the exact body every attempt sends (a retry
@@ -76,6 +95,23 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.events (
   -- The Kafka record's timestamp: the start of "event to first attempt".
   produced_at    timestamptz NOT NULL,
   recorded_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- Events whose customer the rule (OUTBOX_WEBHOOK_CUSTOMER_FROM) could not find: a missing
+-- header, a null field. No customer's endpoint was owed them (platform-wide ones were, as
+-- deliveries). Kept until `webhooks replay --without-customer` finds their customer (the rule
+-- fixed, or the operator naming it), which records their deliveries; never guessed. Each holds
+-- what the rule reads (the body's data, the record's headers, the aggregate id).
+CREATE TABLE IF NOT EXISTS outbox_webhooks.events_without_customer (
+  event_id     text        PRIMARY KEY,
+  event_type   text        NOT NULL,
+  aggregate_id text,
+  body         text        NOT NULL,
+  headers      jsonb       NOT NULL,
+  produced_at  timestamptz NOT NULL,
+  -- What the rule found missing, e.g. "no header customer_id".
+  reason       text        NOT NULL,
+  recorded_at  timestamptz NOT NULL DEFAULT now()
 );
 
 -- One row per (event, endpoint), recorded before the Kafka offset is committed.

@@ -250,6 +250,16 @@ export const ERROR_CODES = {
     meaning: 'The webhook tables are missing from OUTBOX_WEBHOOK_SCHEMA, or older than this version.',
     action: 'Run `outbox-relay webhooks setup` (idempotent) as a role that may create them, then start again.',
   },
+  WEBHOOK_ENDPOINTS_UNASSIGNED: {
+    retriable: false, poison: false,
+    meaning: "Endpoints of an earlier setup belong to no customer and are not marked platform-wide: the webhooks process does not start, rather than send one customer's events to another's endpoint.",
+    action: 'For each endpoint the message names, run `outbox-relay webhooks endpoint update --id <id> --customer <customer id>` (or `--platform-wide` for an internal consumer of every customer\'s events), then start again; `webhooks endpoint list` shows who each endpoint belongs to.',
+  },
+  WEBHOOK_EVENT_WITHOUT_CUSTOMER: {
+    retriable: false, poison: false, logOnly: true,
+    meaning: "An event's customer could not be found by OUTBOX_WEBHOOK_CUSTOMER_FROM (a missing header, a null or absent payload field, no aggregate id): it went to no customer's endpoint (platform-wide ones still got it), was counted, and is listed by `webhooks without-customer`.",
+    action: 'Fix the producer (the outbox row) or the rule, then `outbox-relay webhooks replay --without-customer` records the events\' deliveries by the rule as it is now; or name the customer of one event: `webhooks replay --without-customer --event-id <id> --customer <customer id>`.',
+  },
   WEBHOOK_UNDECODABLE: {
     retriable: false, poison: false, logOnly: true,
     meaning: 'A record on a topic the webhooks consumer reads is not an outbox event (no event_id header, a value that does not decode, Avro without SCHEMA_REGISTRY_URL): counted, skipped, and left in Kafka.',

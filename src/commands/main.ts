@@ -16,7 +16,7 @@ import { runCommand } from './run.js';
 import { schemasCheckCommand } from './schemas-check.js';
 import { setupCommand } from './setup.js';
 import { statusCommand } from './status.js';
-import { attemptsCommand, deliveriesListCommand, endpointAddCommand, endpointDisableCommand, endpointEnableCommand, endpointListCommand, endpointRotateSecretCommand, endpointUpdateCommand, replayCommand as webhooksReplayCommand, webhooksSetupCommand } from './webhook-admin.js';
+import { attemptsCommand, deliveriesListCommand, endpointAddCommand, endpointDisableCommand, endpointEnableCommand, endpointListCommand, endpointRotateSecretCommand, endpointUpdateCommand, replayCommand as webhooksReplayCommand, webhooksSetupCommand, withoutCustomerCommand } from './webhook-admin.js';
 
 const ACTIONS: { readonly [C in CommandName]: Command } = {
   run: runCommand,
@@ -40,6 +40,7 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   'webhooks deliveries list': deliveriesListCommand,
   'webhooks attempts': attemptsCommand,
   'webhooks replay': webhooksReplayCommand,
+  'webhooks without-customer': withoutCustomerCommand,
 };
 
 /**

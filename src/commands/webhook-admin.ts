@@ -4,7 +4,9 @@ import { databaseAccess } from '../pg-connection.js';
 import type { Secret } from '../security/secret.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
 import { DeliveryQueries, type ReplaySelection } from '../webhooks/delivery-queries.js';
-import { ENDPOINT_DEFAULTS, EndpointStore, type Endpoint, type EndpointSettings } from '../webhooks/endpoint-store.js';
+import { DeliveryStore } from '../webhooks/delivery-store.js';
+import { audienceOf, ENDPOINT_DEFAULTS, EndpointStore, type Endpoint, type EndpointSettings } from '../webhooks/endpoint-store.js';
+import { listWithoutCustomer, replayWithoutCustomer } from '../webhooks/without-customer.js';
 import { createWebhookTables, requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/webhook-tables.js';
 import { command, EXIT } from './command.js';
 import type pg from 'pg';
@@ -40,8 +42,16 @@ function print(json: boolean, value: unknown, text: string): void {
 export const webhooksSetupCommand = command(COMMANDS['webhooks setup'], (config) =>
   withStore(
     config,
-    async (_pool, tables) => {
-      process.stdout.write(`webhook tables ready in schema ${tables.schema}: endpoints, events, deliveries, attempts, all_attempts\n`);
+    async (pool, tables) => {
+      process.stdout.write(`webhook tables ready in schema ${tables.schema}: endpoints, events, events_without_customer, deliveries, attempts, all_attempts\n`);
+      const unassigned = (await new EndpointStore(pool, tables, new AddressGuard([])).list()).filter((e) => e.customerId === null && !e.platformWide);
+      if (unassigned.length > 0) {
+        // An upgrade from before customers: the webhooks process will not start until each is assigned.
+        process.stdout.write(
+          `${unassigned.length} endpoint(s) belong to no customer, and the webhooks process refuses to start (WEBHOOK_ENDPOINTS_UNASSIGNED) until each is assigned:\n` +
+            unassigned.map((e) => `  outbox-relay webhooks endpoint update --id ${e.id} --customer <customer id>   # or --platform-wide; ${e.url}${e.description ? ` (${e.description})` : ''}\n`).join(''),
+        );
+      }
       return EXIT.ok;
     },
     { create: true },
@@ -53,6 +63,8 @@ export const endpointAddCommand = command(COMMANDS['webhooks endpoint add'], (co
     const store = new EndpointStore(pool, tables, new AddressGuard(config.webhookAllowAddresses ?? []));
     const settings: EndpointSettings = {
       ...ENDPOINT_DEFAULTS,
+      customerId: config.customer ?? null,
+      platformWide: config.platformWide,
       url: config.url!,
       eventTypes: config.eventTypes!,
       ordered: config.ordered,
@@ -63,16 +75,16 @@ export const endpointAddCommand = command(COMMANDS['webhooks endpoint add'], (co
       ...(config.deliverFrom !== undefined && { deliverFrom: config.deliverFrom }),
     };
     const endpoint = await store.add(settings, { ...(config.id !== undefined && { id: config.id }), ...(config.secret !== undefined && { secret: config.secret }) });
-    print(config.json, { ...shown(endpoint), secret: endpoint.secrets[0]!.secret }, `added endpoint ${endpoint.id} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')}, ${eventsFrom(endpoint)})\nsigning secret (give it to the receiver; \`endpoint rotate-secret\` replaces it): ${endpoint.secrets[0]!.secret}\n`);
+    print(config.json, { ...shown(endpoint), secret: endpoint.secrets[0]!.secret }, `added endpoint ${endpoint.id} of ${audienceOf(endpoint)} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')}, ${eventsFrom(endpoint)})\nsigning secret (give it to the receiver; \`endpoint rotate-secret\` replaces it): ${endpoint.secrets[0]!.secret}\n`);
     return EXIT.ok;
   }),
 );
 
 export const endpointListCommand = command(COMMANDS['webhooks endpoint list'], (config) =>
   withStore(config, async (pool, tables) => {
-    const endpoints = await new EndpointStore(pool, tables, new AddressGuard([])).list();
-    const rows = endpoints.map((e) => [e.id, state(e), e.url, e.eventTypes.join(','), e.deliverFrom?.toISOString() ?? 'all', `${e.maxInFlight}${e.rateLimit ? ` ${e.rateLimit}/s` : ''}${e.ordered ? ' ordered' : ''}`]);
-    print(config.json, endpoints.map(shown), endpoints.length === 0 ? 'no endpoints; add one with `outbox-relay webhooks endpoint add --url ... --event-types ...`\n' : table([['ID', 'STATE', 'URL', 'EVENT TYPES', 'EVENTS FROM', 'LIMITS'], ...rows]));
+    const endpoints = await new EndpointStore(pool, tables, new AddressGuard([])).list({ ...(config.customer !== undefined && { customerId: config.customer }) });
+    const rows = endpoints.map((e) => [e.id, e.platformWide ? 'platform-wide' : (e.customerId ?? 'NONE: assign one'), state(e), e.url, e.eventTypes.join(','), e.deliverFrom?.toISOString() ?? 'all', `${e.maxInFlight}${e.rateLimit ? ` ${e.rateLimit}/s` : ''}${e.ordered ? ' ordered' : ''}`]);
+    print(config.json, endpoints.map(shown), endpoints.length === 0 ? (config.customer !== undefined ? `customer ${config.customer} has no endpoints\n` : 'no endpoints; add one with `outbox-relay webhooks endpoint add --url ... --event-types ... --customer ...`\n') : table([['ID', 'CUSTOMER', 'STATE', 'URL', 'EVENT TYPES', 'EVENTS FROM', 'LIMITS'], ...rows]));
     return EXIT.ok;
   }),
 );
@@ -89,8 +101,10 @@ export const endpointUpdateCommand = command(COMMANDS['webhooks endpoint update'
       ...(config.ordered !== undefined && { ordered: config.ordered }),
       ...(config.description !== undefined && { description: config.description }),
       ...(config.deliverFrom !== undefined && { deliverFrom: config.deliverFrom }),
+      ...(config.customer !== undefined && { customerId: config.customer }),
+      ...(config.platformWide && { platformWide: true }),
     });
-    print(config.json, shown(endpoint), `updated endpoint ${endpoint.id} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')}, ${eventsFrom(endpoint)})\n`);
+    print(config.json, shown(endpoint), `updated endpoint ${endpoint.id} of ${audienceOf(endpoint)} -> ${endpoint.url} (${endpoint.eventTypes.join(', ')}, ${eventsFrom(endpoint)})\n`);
     return EXIT.ok;
   }),
 );
@@ -125,6 +139,7 @@ export const endpointRotateSecretCommand = command(COMMANDS['webhooks endpoint r
 export const deliveriesListCommand = command(COMMANDS['webhooks deliveries list'], (config) =>
   withStore(config, async (pool, tables) => {
     const deliveries = await new DeliveryQueries(pool, tables).list({
+      ...(config.customer !== undefined && { customerId: config.customer }),
       ...(config.endpoint !== undefined && { endpointId: config.endpoint }),
       ...(config.eventId !== undefined && { eventId: config.eventId }),
       ...(config.status !== undefined && { status: config.status }),
@@ -148,14 +163,34 @@ export const attemptsCommand = command(COMMANDS['webhooks attempts'], (config) =
 
 export const replayCommand = command(COMMANDS['webhooks replay'], (config) =>
   withStore(config, async (pool, tables) => {
+    if (config.withoutCustomer) {
+      const finder = config.customer !== undefined ? { eventId: config.eventId!, customerId: config.customer } : { rule: config.webhookCustomerFrom! };
+      const replayed = await replayWithoutCustomer(pool, tables, new DeliveryStore(pool, tables), finder, config.eventId ?? null, new Date());
+      process.stdout.write(
+        `${replayed.found} events found their customer; ${replayed.deliveries} deliveries to their customers' endpoints are due now\n` +
+          (replayed.stillWithoutCount === 0 ? '' : `${replayed.stillWithoutCount} still have no customer:\n${replayed.stillWithout.map((e) => `  ${e.eventId}: ${e.reason}\n`).join('')}`),
+      );
+      return EXIT.ok;
+    }
     const selection: ReplaySelection =
       config.delivery !== undefined
         ? { deliveryId: config.delivery }
         : config.eventId !== undefined
           ? { eventId: config.eventId, ...(config.endpoint !== undefined && { endpointId: config.endpoint }) }
-          : { endpointId: config.endpoint!, since: config.since! };
+          : config.customer !== undefined
+            ? { customerId: config.customer, since: config.since! }
+            : { endpointId: config.endpoint!, since: config.since! };
     const replayed = await new DeliveryQueries(pool, tables).replay(selection, new Date());
     process.stdout.write(`${replayed} deliveries are due again (same webhook-id, a fresh retry schedule); pending ones were left on their way\n`);
+    return EXIT.ok;
+  }),
+);
+
+export const withoutCustomerCommand = command(COMMANDS['webhooks without-customer'], (config) =>
+  withStore(config, async (pool, tables) => {
+    const events = await listWithoutCustomer(pool, tables, config.limit ?? 50);
+    const rows = events.map((e) => [e.eventId, e.eventType, e.aggregateId ?? '', e.producedAt.toISOString(), e.reason]);
+    print(config.json, events, events.length === 0 ? 'no events without a customer\n' : table([['EVENT', 'TYPE', 'AGGREGATE', 'PRODUCED', 'WHY'], ...rows]));
     return EXIT.ok;
   }),
 );

@@ -27,6 +27,8 @@ import { librdkafkaIntakeConsumer } from '../webhooks/librdkafka-intake-consumer
 import { createWebhookMetrics } from '../webhooks/metrics.js';
 import { firstAttemptAt } from '../webhooks/retry-policy.js';
 import { requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/webhook-tables.js';
+import { requireAssignedEndpoints } from '../webhooks/endpoint-store.js';
+import { describeCustomerRule } from '../webhooks/customer-rule.js';
 import { command, EXIT, exitDeadline } from './command.js';
 
 const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
@@ -44,6 +46,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   const tables = new WebhookTables(options.schema);
   const pool = webhookPool(options.database, 'outbox-relay-webhooks', POOL_SIZE);
   await requireWebhookTables(pool, tables);
+  await requireAssignedEndpoints(pool, tables);
   const owner = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const clock = () => new Date();
   const senderOptions = { ...options.sender, connectionsPerOrigin: options.concurrency, userAgent: `outbox-relay/${VERSION}` };
@@ -84,6 +87,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     tables,
     store,
     registry: options.registry && registryFor(options.registry),
+    customerRule: options.customerRule,
     firstAttemptAt: () => firstAttemptAt(options.policy, clock()),
     logger,
     metrics,
@@ -108,7 +112,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   });
   dispatcher.start();
   await intake.start();
-  logger.info({ owner, topics: options.topics.map(String), group: options.groupId, kafkaClient: options.kafka.client, schema: options.schema, concurrency: options.concurrency }, 'webhooks: consuming and dispatching');
+  logger.info({ owner, topics: options.topics.map(String), group: options.groupId, kafkaClient: options.kafka.client, schema: options.schema, concurrency: options.concurrency, customerFrom: describeCustomerRule(options.customerRule) }, 'webhooks: consuming and dispatching');
 
   const signal = await stopSignal;
   exitDeadline(logger, signal, options.shutdownTimeoutMs);

@@ -62,7 +62,7 @@ const REPLAY_FILTERS = ['since', 'until', 'eventType', 'eventId'] as const;
 /** Where the webhook tables are. */
 const WEBHOOK_STORE = [...DATABASE_ACCESS, 'webhookSchema'] as const;
 const WEBHOOK_DELIVERY = [
-  'webhookTopics', 'webhookGroup', 'webhookRetrySchedule', 'webhookConnectTimeout', 'webhookTimeout', 'webhookConcurrency', 'webhookSenderThreads', 'webhookCircuitFailures', 'webhookCircuitCooldown',
+  'webhookCustomerFrom', 'webhookTopics', 'webhookGroup', 'webhookRetrySchedule', 'webhookConnectTimeout', 'webhookTimeout', 'webhookConcurrency', 'webhookSenderThreads', 'webhookCircuitFailures', 'webhookCircuitCooldown',
   'webhookDisableAfter', 'webhookAllowAddresses', 'webhookRetention', 'webhookPoll', 'webhookResponseSnippet',
 ] as const;
 const REGISTRY_ACCESS = ['schemaRegistryUrl', 'schemaRegistryCaFile', 'schemaRegistryUsername', 'schemaRegistryPassword'] as const;
@@ -74,6 +74,8 @@ const ENDPOINT_ARGS = {
   maxInFlight: { description: 'deliveries in flight to it at once, over every process, each from its lease until its result is written (default 10)', parser: p.integer(1, 1_000) },
   rateLimit: { description: 'attempts per second to it, over every process; 0 for none (default none)', parser: p.integer(0, 100_000) },
   headers: { description: 'headers sent with every request, as a JSON object, e.g. \'{"authorization":"Bearer ..."}\'', parser: p.jsonStringMap },
+  customer: { description: 'the customer whose events it receives, an id the platform already uses (e.g. cus_123); set once', parser: p.text },
+  platformWide: { description: "it receives every customer's events (an internal consumer); instead of --customer", switch: true },
   deliverFrom: {
     description: 'the events it receives: those produced to Kafka at or after this ISO time, or all (every event the topics still hold); default: from when it is added, so a new endpoint is not sent the history',
     parser: p.timeOrAll,
@@ -211,12 +213,23 @@ export const COMMANDS = {
       ordered: { description: "deliver one aggregate's events one at a time, in order (the next waits for the previous one's success)", switch: true },
       ...JSON_OUTPUT,
     },
-    checks: [required('webhooks endpoint add', 'url', 'eventTypes')],
+    checks: [
+      required('webhooks endpoint add', 'url', 'eventTypes'),
+      {
+        uses: ['customer', 'platformWide'],
+        problem: (v, name) =>
+          v.customer !== undefined && v.platformWide
+            ? `${name('customer')} and ${name('platformWide')} exclude each other: an endpoint receives one customer's events, or every customer's`
+            : v.customer === undefined && !v.platformWide
+              ? `webhooks endpoint add needs ${name('customer')} (whose events it receives) or ${name('platformWide')} (every customer's, for an internal consumer)`
+              : null,
+      },
+    ],
   }),
   'webhooks endpoint list': declared({
-    summary: 'List endpoints: subscriptions, state (enabled, circuit, disabled and why), limits.',
+    summary: 'List endpoints: whose, subscriptions, state (enabled, circuit, disabled and why), limits.',
     options: [...WEBHOOK_STORE],
-    args: { ...JSON_OUTPUT },
+    args: { customer: { description: "only this customer's endpoints", parser: p.text }, ...JSON_OUTPUT },
   }),
   'webhooks endpoint update': declared({
     summary: "Change an endpoint's URL, subscriptions, limits, ordering or headers (what is not given stays).",
@@ -247,9 +260,10 @@ export const COMMANDS = {
     checks: [required('webhooks endpoint rotate-secret', 'id')],
   }),
   'webhooks deliveries list': declared({
-    summary: 'List deliveries, newest first, by endpoint, event or status.',
+    summary: 'List deliveries, newest first, by customer, endpoint, event or status.',
     options: [...WEBHOOK_STORE],
     args: {
+      customer: { description: "only to this customer's endpoints", parser: p.text },
       endpoint: { description: 'only this endpoint', parser: p.text },
       eventId: { description: 'only this event', parser: p.text },
       status: { description: 'pending, delivered or failed', parser: p.oneOf('pending', 'delivered', 'failed') },
@@ -265,31 +279,45 @@ export const COMMANDS = {
     checks: [required('webhooks attempts', 'delivery')],
   }),
   'webhooks replay': declared({
-    summary: 'Send deliveries again, with their webhook-id and a fresh retry schedule: one delivery, an event, or an endpoint since a time.',
-    options: [...WEBHOOK_STORE],
+    summary: "Send deliveries again, with their webhook-id and a fresh retry schedule: one delivery, an event, an endpoint or a customer since a time; or deliver events whose customer was not found.",
+    options: [...WEBHOOK_STORE, 'webhookCustomerFrom'],
+    // Only --without-customer applies the rule.
+    optional: ['webhookCustomerFrom'],
     args: {
       delivery: { description: 'one delivery (failed or delivered)', parser: p.text },
-      eventId: { description: "an event's deliveries (with --endpoint: to that endpoint only)", parser: p.text },
+      eventId: { description: "an event's deliveries (with --endpoint: to that endpoint only; with --without-customer: that event only)", parser: p.text },
       endpoint: { description: "with --since: the endpoint's deliveries recorded since then", parser: p.text },
-      since: { description: 'with --endpoint: recorded at or after this ISO time', parser: p.time },
+      customer: { description: "with --since: the deliveries to this customer's endpoints recorded since then; with --without-customer and --event-id: the event's customer, named by the operator", parser: p.text },
+      since: { description: 'with --endpoint or --customer: recorded at or after this ISO time', parser: p.time },
+      withoutCustomer: {
+        description: "events whose customer was not found (`webhooks without-customer`): each is given its customer by OUTBOX_WEBHOOK_CUSTOMER_FROM as it is now (or by --customer, for one --event-id), and its deliveries to that customer's endpoints are recorded due; those still without one stay listed",
+        switch: true,
+      },
     },
     checks: [
       {
-        uses: ['delivery', 'eventId', 'endpoint', 'since'],
-        problem: (v, name) =>
-          v.delivery !== undefined
-            ? v.eventId !== undefined || v.endpoint !== undefined || v.since !== undefined
-              ? `${name('delivery')} stands alone`
-              : null
-            : v.eventId !== undefined
-              ? v.since !== undefined
-                ? `${name('eventId')} takes no ${name('since')}`
-                : null
-              : v.endpoint !== undefined && v.since !== undefined
-                ? null
-                : `webhooks replay needs ${name('delivery')}, ${name('eventId')}, or ${name('endpoint')} with ${name('since')}`,
+        uses: ['delivery', 'eventId', 'endpoint', 'customer', 'since', 'withoutCustomer'],
+        problem: (v, name) => {
+          const given = (['delivery', 'eventId', 'endpoint', 'customer', 'since'] as const).filter((key) => v[key] !== undefined);
+          const exactly = (...keys: readonly string[]) => given.length === keys.length && keys.every((key) => (given as readonly string[]).includes(key));
+          if (v.withoutCustomer) {
+            return exactly() || exactly('eventId') || exactly('eventId', 'customer') ? null : `${name('withoutCustomer')} takes ${name('eventId')} (one event) and, with it, ${name('customer')}, nothing else`;
+          }
+          return exactly('delivery') || exactly('eventId') || exactly('eventId', 'endpoint') || exactly('endpoint', 'since') || exactly('customer', 'since')
+            ? null
+            : `webhooks replay needs ${name('delivery')}, ${name('eventId')} (with ${name('endpoint')} or not), ${name('endpoint')} with ${name('since')}, ${name('customer')} with ${name('since')}, or ${name('withoutCustomer')}`;
+        },
+      },
+      {
+        uses: ['withoutCustomer', 'customer', 'webhookCustomerFrom'],
+        problem: (v, name) => (v.withoutCustomer && v.customer === undefined && v.webhookCustomerFrom === null ? `${name('withoutCustomer')} finds each event's customer by ${name('webhookCustomerFrom')}: set it as the webhooks processes have it` : null),
       },
     ],
+  }),
+  'webhooks without-customer': declared({
+    summary: 'List events whose customer was not found (delivered to no customer), oldest first, with what was missing.',
+    options: [...WEBHOOK_STORE],
+    args: { limit: { description: 'at most this many (default 50)', parser: p.integer(1, 100_000) }, ...JSON_OUTPUT },
   }),
   'schemas check': declared({
     summary: 'Parse and compile every Avro schema; list problems with file and path (exit 1 if any).',

@@ -11,6 +11,7 @@ import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
 import type { SetupTarget } from '../setup/setup.js';
+import type { CustomerRule } from '../webhooks/customer-rule.js';
 import type { EndpointRules } from '../webhooks/delivery-store.js';
 import type { RetryPolicy } from '../webhooks/retry-policy.js';
 import type { KafkaProducerOptions } from '../sink/kafka-client.js';
@@ -198,6 +199,8 @@ export interface WebhooksCommandOptions {
   readonly registry: RegistryAccess | null;
   readonly topics: readonly (string | RegExp)[];
   readonly groupId: string;
+  /** How an event's customer is found. */
+  readonly customerRule: CustomerRule;
   readonly policy: RetryPolicy;
   readonly rules: EndpointRules;
   readonly sender: { readonly connectTimeoutMs: number; readonly timeoutMs: number; readonly responseSnippetBytes: number; readonly allowAddresses: readonly string[] };
@@ -222,6 +225,7 @@ export function compileWebhooks(config: CommandConfig<'webhooks'>): WebhooksComm
     registry: config.schemaRegistryUrl === null ? null : registryAccess(config),
     topics: config.webhookTopics ?? [templateTopics(config.topicTemplate, config.deadLetterTopic)],
     groupId: config.webhookGroup,
+    customerRule: config.webhookCustomerFrom,
     policy: { scheduleMs: config.webhookRetrySchedule, maxRetryAfterMs: MAX_RETRY_AFTER_MS },
     rules: { circuitFailures: config.webhookCircuitFailures, circuitCooldownMs: config.webhookCircuitCooldown, disableAfterMs: config.webhookDisableAfter },
     sender: { connectTimeoutMs: config.webhookConnectTimeout, timeoutMs: config.webhookTimeout, responseSnippetBytes: config.webhookResponseSnippet, allowAddresses: config.webhookAllowAddresses ?? [] },

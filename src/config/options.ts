@@ -5,6 +5,7 @@ import { PLACEHOLDERS } from '../transform/topic-router.js';
 import { KAFKA_CLIENTS, KAFKA_COMPRESSIONS, KAFKAJS_COMPRESSIONS } from '../sink/producer.js';
 import { parsePostgresUrl } from '../pg-url.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
+import { CUSTOMER_RULE_EXAMPLES, parseCustomerRule, type CustomerRule } from '../webhooks/customer-rule.js';
 import * as p from './parsers.js';
 
 interface OptionFields<T> {
@@ -125,6 +126,11 @@ const httpUrl: p.Parser<string> = {
   },
 };
 
+const customerRule: p.Parser<CustomerRule> = {
+  expected: `header:<name>, payload:<JSON pointer> or aggregate_id, e.g. ${CUSTOMER_RULE_EXAMPLES}`,
+  parse: parseCustomerRule,
+};
+
 const webhookTopics: p.Parser<readonly (string | RegExp)[]> = {
   expected: 'comma-separated topic names or /regular expressions/, e.g. outbox.invoice,/^outbox\\./',
   parse: (raw) =>
@@ -223,6 +229,7 @@ export const OPTIONS = {
   pruneBatchSize: option({ group: 'prune', importance: 'tuning', env: 'OUTBOX_PRUNE_BATCH_SIZE', flag: 'batch-size', parser: p.integer(1, 100_000), default: '1000', description: 'Rows deleted per transaction (bounds lock time).' }),
   webhookSchema: option({ group: 'webhooks', importance: 'expert', env: 'OUTBOX_WEBHOOK_SCHEMA', parser: p.identifier, default: 'outbox_webhooks', description: 'Postgres schema of the webhook tables (endpoints, events, deliveries, attempts); `webhooks setup` creates it.' }),
   webhookTopics: option({ group: 'webhooks', importance: 'expert', env: 'OUTBOX_WEBHOOK_TOPICS', parser: p.optional(webhookTopics), default: '', description: "Topics the webhooks consumer reads, comma-separated; /regex/ for a pattern. Empty: every topic OUTBOX_TOPIC_TEMPLATE can name, except OUTBOX_DEAD_LETTER_TOPIC." }),
+  webhookCustomerFrom: option({ group: 'webhooks', importance: 'common', summary: "Where an event's customer is: header:<name>, payload:<JSON pointer> or aggregate_id.", env: 'OUTBOX_WEBHOOK_CUSTOMER_FROM', parser: customerRule, description: "Whose event it is, so that it goes to that customer's endpoints (and the platform-wide ones) and no other: header:<name> (a Kafka header, e.g. one the relay carries from the outbox's headers column), payload:<JSON pointer> (a field of the payload, e.g. payload:/customer/id; the same path into a decoded Avro payload), or aggregate_id (the record key, where the aggregate is the customer). An event whose customer is not found goes to no customer's endpoint: it is counted, listed by `webhooks without-customer`, and replayable (docs/webhooks.md#customers)." }),
   webhookGroup: option({ group: 'webhooks', importance: 'expert', env: 'OUTBOX_WEBHOOK_GROUP', parser: p.text, default: 'outbox-relay-webhooks', description: 'Kafka consumer group of the webhooks processes: processes in one group split the partitions. A new group reads the topics from their beginning; each endpoint is owed only the events produced from its --deliver-from on (by default, from when it was added).' }),
   webhookRetrySchedule: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_RETRY_SCHEDULE', parser: p.durationList, default: '0s,5s,5m,30m,2h,5h,10h,10h', description: "Delay before each attempt (the Standard Webhooks schedule): the first after the event is recorded, each next after a failure, with jitter (-20% to +20%). After the last one fails the delivery is failed: listed, counted, alerting, replayable." }),
   webhookConnectTimeout: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_CONNECT_TIMEOUT', parser: p.durationAtLeast(100, '100ms'), default: '5s', description: 'An endpoint not connected within this time fails the attempt.' }),

@@ -31,6 +31,8 @@ export interface AttemptRow {
 }
 
 export interface DeliveryFilter {
+  /** To this customer's endpoints. */
+  readonly customerId?: string;
   readonly endpointId?: string;
   readonly eventId?: string;
   readonly status?: DeliveryStatus;
@@ -38,12 +40,18 @@ export interface DeliveryFilter {
   readonly limit: number;
 }
 
-/** What `webhooks replay` sends again: one delivery, an event's deliveries, or an endpoint's since a time. */
-export type ReplaySelection = { readonly deliveryId: string } | { readonly eventId: string; readonly endpointId?: string } | { readonly endpointId: string; readonly since: Date };
+/** What `webhooks replay` sends again: one delivery, an event's deliveries, an endpoint's or a customer's since a time. */
+export type ReplaySelection =
+  | { readonly deliveryId: string }
+  | { readonly eventId: string; readonly endpointId?: string }
+  | { readonly endpointId: string; readonly since: Date }
+  | { readonly customerId: string; readonly since: Date };
 
 export interface StoreGauges {
   readonly pending: number;
   readonly failed: number;
+  /** Events whose customer was not found, not yet replayed. */
+  readonly withoutCustomer: number;
   /** Endpoints whose circuit is not closed: waiting out the cooldown, or probing. */
   readonly openCircuits: number;
   readonly disabledEndpoints: number;
@@ -65,8 +73,9 @@ export class DeliveryQueries {
          CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_attempt_at, d.created_at, d.finished_at, d.last_error
        FROM ${this.tables.deliveries} d JOIN ${this.tables.events} ev ON ev.event_id = d.event_id
        WHERE ($1::text IS NULL OR d.endpoint_id = $1) AND ($2::text IS NULL OR d.event_id = $2) AND ($3::text IS NULL OR d.status = $3) AND ($4::timestamptz IS NULL OR d.created_at >= $4)
+         AND ($6::text IS NULL OR d.endpoint_id IN (SELECT id FROM ${this.tables.endpoints} WHERE customer_id = $6))
        ORDER BY d.id DESC LIMIT $5`,
-      [filter.endpointId ?? null, filter.eventId ?? null, filter.status ?? null, filter.since ?? null, filter.limit],
+      [filter.endpointId ?? null, filter.eventId ?? null, filter.status ?? null, filter.since ?? null, filter.limit, filter.customerId ?? null],
     );
     return rows.map((row) => ({
       id: row.id,
@@ -84,7 +93,7 @@ export class DeliveryQueries {
   }
 
   async attempts(deliveryId: string): Promise<AttemptRow[]> {
-    const { rows: found } = await this.pool.query(`SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryId]);
+    const { rows: found } = await this.pool.query(`SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryIdOf(deliveryId)]);
     if (found.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `no webhook delivery ${deliveryId}; \`outbox-relay webhooks deliveries list\` shows them`);
     const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.allAttempts} WHERE delivery_id = $1 ORDER BY attempt`, [deliveryId]);
     return rows.map((row) => ({
@@ -107,16 +116,33 @@ export class DeliveryQueries {
   async replay(selection: ReplaySelection, now: Date): Promise<number> {
     const where =
       'deliveryId' in selection
-        ? { sql: 'd.id = $2', params: [selection.deliveryId] }
-        : 'since' in selection
-          ? { sql: 'd.endpoint_id = $2 AND d.created_at >= $3', params: [selection.endpointId, selection.since] }
-          : { sql: 'd.event_id = $2 AND ($3::text IS NULL OR d.endpoint_id = $3)', params: [selection.eventId, selection.endpointId ?? null] };
+        ? { sql: 'd.id = $2', params: [deliveryIdOf(selection.deliveryId)] }
+        : 'customerId' in selection
+          ? { sql: `d.endpoint_id IN (SELECT id FROM ${this.tables.endpoints} WHERE customer_id = $2) AND d.created_at >= $3`, params: [selection.customerId, selection.since] }
+          : 'since' in selection
+            ? { sql: 'd.endpoint_id = $2 AND d.created_at >= $3', params: [selection.endpointId, selection.since] }
+            : { sql: 'd.event_id = $2 AND ($3::text IS NULL OR d.endpoint_id = $3)', params: [selection.eventId, selection.endpointId ?? null] };
     const { rowCount } = await this.pool.query(
       `UPDATE ${this.tables.deliveries} d SET status = 'pending', failures = 0, next_attempt_at = $1, lease_owner = NULL, finished_at = NULL
        WHERE ${where.sql} AND d.status <> 'pending'`,
       [now, ...where.params],
     );
+    if (!rowCount) await this.requireExisting(selection);
     return rowCount ?? 0;
+  }
+
+  /** WEBHOOK_NOT_FOUND when a replay replayed nothing because what it names does not exist (a typo is not "0 due again"). */
+  private async requireExisting(selection: ReplaySelection): Promise<void> {
+    const [what, sql, params]: [string, string, unknown[]] =
+      'deliveryId' in selection
+        ? [`no webhook delivery ${selection.deliveryId}`, `SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryIdOf(selection.deliveryId)]]
+        : 'customerId' in selection
+          ? [`customer ${selection.customerId} has no webhook endpoint`, `SELECT 1 FROM ${this.tables.endpoints} WHERE customer_id = $1`, [selection.customerId]]
+          : 'since' in selection || selection.endpointId !== undefined
+            ? [`no webhook endpoint with id "${selection.endpointId}"`, `SELECT 1 FROM ${this.tables.endpoints} WHERE id = $1`, [selection.endpointId]]
+            : [`event ${selection.eventId} has no webhook delivery`, `SELECT 1 FROM ${this.tables.deliveries} WHERE event_id = $1`, [selection.eventId]];
+    const { rows } = await this.pool.query(sql, params);
+    if (rows.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `${what}; \`outbox-relay webhooks deliveries list\` and \`webhooks endpoint list\` show what there is`);
   }
 
   /** Slot rows of processes whose leases all ended (a process that died): they count nothing any more. */
@@ -163,10 +189,11 @@ export class DeliveryQueries {
       `SELECT
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'pending')::float8 AS pending,
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'failed')::float8 AS failed,
+         (SELECT count(*) FROM ${this.tables.eventsWithoutCustomer})::float8 AS without_customer,
          (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $1)::float8 AS open_circuits,
          (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NOT NULL)::float8 AS disabled,
          (SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($2::regclass[]) AS t)::float8 AS store_bytes`,
-      [circuitFailures, [this.tables.events, this.tables.deliveries, this.tables.attempts]],
+      [circuitFailures, [this.tables.events, this.tables.eventsWithoutCustomer, this.tables.deliveries, this.tables.attempts]],
     );
     const { rows: oldest } = await this.pool.query(
       // Held deliveries of a disabled endpoint are not a backlog anyone is working on: the disabled gauge shows them.
@@ -178,10 +205,16 @@ export class DeliveryQueries {
     return {
       pending: row.pending,
       failed: row.failed,
+      withoutCustomer: row.without_customer,
       openCircuits: row.open_circuits,
       disabledEndpoints: row.disabled,
       storeBytes: row.store_bytes,
       oldestPending: oldest.map((o) => ({ endpointId: o.endpoint_id, ageSeconds: Math.max(0, o.age) })),
     };
   }
+}
+
+/** A delivery id as the store keys it; text that is no id matches no delivery (rather than failing the query). */
+function deliveryIdOf(id: string): string {
+  return /^[0-9]{1,18}$/.test(id) ? id : '-1';
 }

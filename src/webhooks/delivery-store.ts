@@ -235,6 +235,16 @@ export class DeliveryStore {
        FOR NO KEY UPDATE`;
   }
 
+  /** Events whose customer was not found (see WebhookIntake.recordWithoutCustomer); one read again adds nothing. */
+  async recordWithoutCustomer(events: readonly EventWithoutCustomer[]): Promise<void> {
+    await this.pool.query(
+      prepared(`INSERT INTO ${this.tables.eventsWithoutCustomer} (event_id, event_type, aggregate_id, body, headers, produced_at, reason)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[], $7::text[])
+         ON CONFLICT (event_id) DO NOTHING`,
+      [events.map((e) => e.eventId), events.map((e) => e.eventType), events.map((e) => e.aggregateId), events.map((e) => e.body), events.map((e) => JSON.stringify(e.headers)), events.map((e) => e.producedAt), events.map((e) => e.reason)]),
+    );
+  }
+
   /**
    * In-flight slots for first attempts sent before their deliveries are recorded (the intake
    * records them once, with their results: recordFirstAttempts). Of each endpoint `wanted`
@@ -498,7 +508,8 @@ export class DeliveryStore {
          paused_until = CASE
            WHEN n.failures > 0 AND n.consecutive >= $2 THEN GREATEST(COALESCE(n.pause_until, $1), $1::timestamptz + make_interval(secs => $10 / 1000.0))
            WHEN n.pause_until IS NOT NULL THEN GREATEST(COALESCE(e.paused_until, n.pause_until), n.pause_until)
-           WHEN n.reset THEN NULL
+           -- A success ends a pause that is over (the circuit's probe), never one still running.
+           WHEN n.reset AND e.paused_until <= $1 THEN NULL
            ELSE e.paused_until END,
          disabled_at = CASE
            WHEN e.disabled_at IS NOT NULL THEN e.disabled_at
@@ -601,7 +612,10 @@ function endpointEffects(completions: readonly Completion[]): EndpointEffect[] {
     if (!effect) effects.set(delivery.endpointId, (effect = { endpointId: delivery.endpointId, reset: false, failures: 0, streak: false, pauseUntil: null, gone: null, lastError: null }));
     const { endpoint } = verdict;
     if (endpoint.kind === 'success') {
-      Object.assign(effect, { reset: true, failures: 0, streak: false, pauseUntil: null, gone: null });
+      // The streak and the circuit start again; a pause the endpoint asked for (Retry-After)
+      // stands: a request that was already on its way succeeding says nothing about the
+      // endpoint's wish not to be sent anything before then.
+      Object.assign(effect, { reset: true, failures: 0, streak: false, gone: null });
       continue;
     }
     effect.streak = true;
@@ -617,6 +631,13 @@ function humanDuration(ms: number): string {
   const units: [number, string][] = [[86_400_000, 'd'], [3_600_000, 'h'], [60_000, 'm'], [1_000, 's']];
   for (const [size, unit] of units) if (ms % size === 0) return `${ms / size}${unit}`;
   return `${ms}ms`;
+}
+
+/** An event whose customer was not found, with what the rule reads, for a replay once it can be. */
+export interface EventWithoutCustomer extends Omit<EventToDeliver, 'endpointIds'> {
+  readonly headers: Readonly<Record<string, string>>;
+  /** What the rule found missing. */
+  readonly reason: string;
 }
 
 /** Of `eventIds`, those the store has (their deliveries were recorded, all or some of them). */

@@ -274,4 +274,32 @@ describe('the dispatcher', () => {
     sending.abandon(inFlight[0]!);
     await sending.stop(2_000);
   });
+
+  it("holds what it has for an endpoint that asked for a pause (Retry-After) until the pause ends, before the store knows of it", async () => {
+    const due = [1, 2, 3].map((n) => ({ ...delivery, id: String(n), eventId: `evt-${n}` }));
+    const { store, completed } = fakeStore(due);
+    const started: number[] = [];
+    let answered = 0;
+    const sender: AttemptSender = {
+      send: () => {
+        started.push(Date.now());
+        return new Promise((resolve) =>
+          setTimeout(() => {
+            answered = Date.now();
+            // The first answer asks for 300 ms; the others succeed.
+            resolve(started.length === 1 ? { outcome: 'http_status', statusCode: 429, latencyMs: 1, retryAfterMs: 300, response: '', error: 'HTTP 429' } : delivered);
+          }, 5),
+        );
+      },
+    };
+    // One request at a time: the other two are queued behind the 429 in this process.
+    const sending = dispatcher(store, sender, 1);
+    sending.start();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await sending.stop(1_000);
+    expect(started).toHaveLength(3);
+    expect(started[1]! - started[0]!).toBeGreaterThanOrEqual(300);
+    expect(completed.map((c) => c.result.statusCode)).toEqual([429, 204, 204]);
+    expect(answered).toBeGreaterThan(0);
+  });
 });

@@ -102,6 +102,13 @@ export class Dispatcher {
   private sending = 0;
   /** Held, waiting for a request slot. */
   private queue: ClaimedDelivery[] = [];
+  /**
+   * Endpoints that asked this process for a pause (Retry-After), until when (ms): what is
+   * held for them waits here rather than going out before the pause is recorded in the store.
+   */
+  private readonly pausedUntil = new Map<string, number>();
+  /** Held for a paused endpoint: sent when its pause ends. */
+  private readonly waitingOutPause = new Set<NodeJS.Timeout>();
   private stopped = false;
   private wakeUp: (() => void) | null = null;
   private woken = false;
@@ -157,7 +164,8 @@ export class Dispatcher {
     await this.flush();
     // Unfinished attempts, and queued ones not started, keep their lease: another process sends
     // them once it runs out.
-    return { unfinished: this.sending + this.queue.length };
+    for (const timer of this.waitingOutPause) clearTimeout(timer);
+    return { unfinished: this.sending + this.queue.length + this.waitingOutPause.size };
   }
 
   /** Deliveries this process could take on now. */
@@ -357,8 +365,29 @@ export class Dispatcher {
     });
   }
 
-  /** Starts the request now if a request slot is free, else queues it. */
+  /**
+   * Starts the request now if a request slot is free, else queues it; holds it while its
+   * endpoint is paused. Every request of this process starts here, claimed or sent first, so
+   * this is the one place the process honours an endpoint's Retry-After before the store does
+   * (between the answer and its recording, tens to hundreds of milliseconds).
+   */
   private send(delivery: ClaimedDelivery): void {
+    const pausedUntil = this.pausedUntil.get(delivery.endpointId);
+    if (pausedUntil !== undefined) {
+      const waitMs = pausedUntil - this.options.clock().getTime();
+      if (waitMs > 0) {
+        // Still leased to this process meanwhile: a pause longer than the lease (Retry-After up
+        // to an hour) lets another process claim it once both end, and the receiver may see it
+        // twice, with the same webhook-id.
+        const timer = setTimeout(() => {
+          this.waitingOutPause.delete(timer);
+          if (!this.stopped) this.send(delivery);
+        }, waitMs);
+        this.waitingOutPause.add(timer);
+        return;
+      }
+      this.pausedUntil.delete(delivery.endpointId);
+    }
     if (this.sending < this.options.concurrency) {
       this.sending += 1;
       void this.attempt(delivery);
@@ -379,6 +408,10 @@ export class Dispatcher {
       (error: unknown): AttemptResult => ({ outcome: 'network', statusCode: null, latencyMs: 0, retryAfterMs: null, response: null, error: `the sender failed: ${errorMessage(error)}` }),
     );
     const verdict = judgeAttempt(options.policy, delivery.failures, result, options.clock(), options.random);
+    if (verdict.endpoint.kind === 'failure' && verdict.endpoint.pauseUntil) {
+      const until = verdict.endpoint.pauseUntil.getTime();
+      this.pausedUntil.set(delivery.endpointId, Math.max(until, this.pausedUntil.get(delivery.endpointId) ?? 0));
+    }
     options.metrics.attempts.inc({ outcome: result.outcome });
     options.metrics.attemptSeconds.observe({ outcome: result.outcome }, result.latencyMs / 1000);
     // A first attempt sent before its delivery was recorded has no id yet: the event and endpoint name it.

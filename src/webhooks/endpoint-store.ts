@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { RelayError } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import type { AddressGuard } from './address-guard.js';
+import { customerIdProblem } from './customer-rule.js';
 import { eventTypeProblem, type Subscriber } from './event-types.js';
 import { generateSecret, secretProblem } from './signature.js';
 import type { WebhookTables } from './webhook-tables.js';
@@ -22,6 +23,10 @@ export interface EndpointSettings {
   readonly rateLimit: number | null;
   readonly ordered: boolean;
   readonly description: string | null;
+  /** The customer whose events it receives (null: none, see platformWide). Set once: its deliveries are that customer's. */
+  readonly customerId: string | null;
+  /** Receives every customer's events (an internal consumer). Never with a customerId. */
+  readonly platformWide: boolean;
   /**
    * The events it is owed: those produced to Kafka at or after this time; null: every event the
    * topics hold. Not given to `add`: the time it is added.
@@ -63,19 +68,23 @@ export class EndpointStore {
     const secret = options.secret ?? generateSecret();
     const problem = secretProblem(secret);
     if (problem) throw invalid(`--secret ${problem}`);
+    if ((settings.customerId === null) === !settings.platformWide) {
+      throw invalid(settings.platformWide ? '--customer and --platform-wide exclude each other: an endpoint receives one customer\'s events, or (platform-wide) every customer\'s' : 'whose endpoint is it? Give --customer <id> (the customer whose events it receives, e.g. cus_123), or --platform-wide for an internal consumer of every customer\'s events');
+    }
     await this.checkSettings(settings);
     const { rows } = await this.pool.query(
-      `INSERT INTO ${this.tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, rate_limit, ordered, description, deliver_from)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN date_trunc('milliseconds', now()) ELSE COALESCE($11::timestamptz, '-infinity') END)
+      `INSERT INTO ${this.tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, rate_limit, ordered, description, deliver_from, customer_id, platform_wide)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN date_trunc('milliseconds', now()) ELSE COALESCE($11::timestamptz, '-infinity') END, $12, $13)
        ON CONFLICT (id) DO NOTHING RETURNING *`,
-      [id, settings.url, settings.eventTypes, JSON.stringify([{ secret, expires_at: null }]), JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom === undefined, settings.deliverFrom ?? null],
+      [id, settings.url, settings.eventTypes, JSON.stringify([{ secret, expires_at: null }]), JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom === undefined, settings.deliverFrom ?? null, settings.customerId, settings.platformWide],
     );
     if (rows.length === 0) throw invalid(`an endpoint with id "${id}" exists already; change it with \`webhooks endpoint update --id ${id}\``);
     return endpointFrom(rows[0]);
   }
 
-  async list(): Promise<Endpoint[]> {
-    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} ORDER BY created_at, id`);
+  /** Every endpoint, or one customer's. */
+  async list(filter: { readonly customerId?: string } = {}): Promise<Endpoint[]> {
+    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} WHERE $1::text IS NULL OR customer_id = $1 ORDER BY created_at, id`, [filter.customerId ?? null]);
     return rows.map(endpointFrom);
   }
 
@@ -85,16 +94,25 @@ export class EndpointStore {
     return endpointFrom(rows[0]);
   }
 
-  /** Changes what is given, checked as `add` checks it. */
+  /**
+   * Changes what is given, checked as `add` checks it. Whose endpoint it is can be given once,
+   * to an endpoint of an earlier setup that belongs to nobody: after that its deliveries are
+   * that customer's, and another customer gets an endpoint of its own.
+   */
   async update(id: string, change: Partial<EndpointSettings>): Promise<Endpoint> {
     const current = await this.get(id);
     const settings: EndpointSettings = { ...settingsOf(current), ...change };
+    const assigned = current.customerId !== null || current.platformWide;
+    if (settings.customerId !== null && settings.platformWide) throw invalid("--customer and --platform-wide exclude each other: an endpoint receives one customer's events, or (platform-wide) every customer's");
+    if (assigned && (settings.customerId !== current.customerId || settings.platformWide !== current.platformWide)) {
+      throw invalid(`endpoint ${id} is assigned already (${audienceOf(current)}), and its deliveries with it: add an endpoint for the other one (\`webhooks endpoint add\`) and remove or disable this one`);
+    }
     await this.checkSettings(settings);
     const { rows } = await this.pool.query(
       `UPDATE ${this.tables.endpoints} SET url = $2, event_types = $3, headers = $4, max_in_flight = $5, rate_limit = $6, ordered = $7, description = $8,
-         deliver_from = COALESCE($9::timestamptz, '-infinity'), updated_at = now()
+         deliver_from = COALESCE($9::timestamptz, '-infinity'), customer_id = $10, platform_wide = $11, updated_at = now()
        WHERE id = $1 RETURNING *`,
-      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom ?? null],
+      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom ?? null, settings.customerId, settings.platformWide],
     );
     if (rows.length === 0) throw notFound(id);
     return endpointFrom(rows[0]);
@@ -161,6 +179,10 @@ export class EndpointStore {
       if (RESERVED_HEADERS.has(name.toLowerCase())) throw invalid(`--headers: "${name}" is set by the relay itself (${[...RESERVED_HEADERS].join(', ')})`);
       if (typeof value !== 'string' || /[\r\n\0]/.test(value)) throw invalid(`--headers: the value of "${name}" must be a string without line breaks`);
     }
+    if (settings.customerId !== null) {
+      const problem = customerIdProblem(settings.customerId);
+      if (problem) throw invalid(`--customer ${problem}`);
+    }
     if (!Number.isInteger(settings.maxInFlight) || settings.maxInFlight < 1 || settings.maxInFlight > 1_000) throw invalid(`--max-in-flight ${settings.maxInFlight} is not an integer from 1 to 1000`);
     if (settings.rateLimit !== null && (!Number.isInteger(settings.rateLimit) || settings.rateLimit < 1 || settings.rateLimit > 100_000)) throw invalid(`--rate-limit ${settings.rateLimit} is not an integer from 1 to 100000 (attempts per second)`);
     try {
@@ -172,13 +194,38 @@ export class EndpointStore {
   }
 }
 
-/** Every endpoint's subscriptions (disabled ones too: their deliveries are held, not skipped), and the version they are at. */
-export async function loadSubscribers(client: pg.ClientBase, tables: WebhookTables): Promise<{ readonly version: string; readonly subscribers: Subscriber[] }> {
-  const { rows } = await client.query<{ id: string; event_types: string[]; deliver_from_ms: number; version: string }>(
-    `SELECT e.id, e.event_types, extract(epoch FROM e.deliver_from)::float8 * 1000 AS deliver_from_ms, v.version::text AS version
+/**
+ * Every endpoint's subscriptions (disabled ones too: their deliveries are held, not skipped),
+ * and the version they are at. An endpoint that belongs to nobody (an earlier setup's, not yet
+ * assigned) subscribes to nothing: it is named in `unassigned` instead.
+ */
+export async function loadSubscribers(client: pg.ClientBase, tables: WebhookTables): Promise<{ readonly version: string; readonly subscribers: Subscriber[]; readonly unassigned: string[] }> {
+  const { rows } = await client.query<{ id: string; event_types: string[]; deliver_from_ms: number; customer_id: string | null; platform_wide: boolean; version: string }>(
+    `SELECT e.id, e.event_types, extract(epoch FROM e.deliver_from)::float8 * 1000 AS deliver_from_ms, e.customer_id, e.platform_wide, v.version::text AS version
      FROM ${tables.subscriptionsVersion} v LEFT JOIN ${tables.endpoints} e ON true`,
   );
-  return { version: rows[0]?.version ?? '0', subscribers: rows.filter((row) => row.id !== null).map((row) => ({ endpointId: row.id, eventTypes: row.event_types, deliverFromMs: row.deliver_from_ms })) };
+  const endpoints = rows.filter((row) => row.id !== null);
+  return {
+    version: rows[0]?.version ?? '0',
+    subscribers: endpoints.filter((row) => row.customer_id !== null || row.platform_wide).map((row) => ({ endpointId: row.id, eventTypes: row.event_types, deliverFromMs: row.deliver_from_ms, customerId: row.customer_id })),
+    unassigned: endpoints.filter((row) => row.customer_id === null && !row.platform_wide).map((row) => row.id),
+  };
+}
+
+/**
+ * WEBHOOK_ENDPOINTS_UNASSIGNED, naming them and the command that assigns them, while any
+ * endpoint belongs to no customer and is not platform-wide (an earlier setup's): the webhooks
+ * process does not start, rather than guess whose events they are owed.
+ */
+export async function requireAssignedEndpoints(pool: pg.Pool, tables: WebhookTables): Promise<void> {
+  const { rows } = await pool.query<{ id: string; description: string | null }>(`SELECT id, description FROM ${tables.endpoints} WHERE customer_id IS NULL AND NOT platform_wide ORDER BY id`);
+  if (rows.length === 0) return;
+  const shown = rows.slice(0, 20).map((row) => (row.description ? `${row.id} (${row.description})` : row.id));
+  throw new RelayError(
+    'WEBHOOK_ENDPOINTS_UNASSIGNED',
+    `${rows.length} webhook endpoint(s) belong to no customer: ${shown.join(', ')}${rows.length > shown.length ? `, and ${rows.length - shown.length} more (\`webhooks endpoint list\`)` : ''}. ` +
+      `Every endpoint receives one customer's events, or every customer's: run \`outbox-relay webhooks endpoint update --id <id> --customer <customer id>\` for each (or --platform-wide for an internal consumer), then start again`,
+  );
 }
 
 export async function subscriptionsVersion(client: pg.ClientBase, tables: WebhookTables): Promise<string> {
@@ -192,8 +239,13 @@ export function signingSecrets(secrets: readonly SigningSecret[], now: Date): st
 }
 
 function settingsOf(endpoint: Endpoint): EndpointSettings {
-  const { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description, deliverFrom } = endpoint;
-  return { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description, deliverFrom };
+  const { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description, deliverFrom, customerId, platformWide } = endpoint;
+  return { url, eventTypes, headers, maxInFlight, rateLimit, ordered, description, deliverFrom, customerId, platformWide };
+}
+
+/** Whose endpoint it is, in words. */
+export function audienceOf(endpoint: Pick<Endpoint, 'customerId' | 'platformWide'>): string {
+  return endpoint.platformWide ? 'platform-wide' : endpoint.customerId !== null ? `customer ${endpoint.customerId}` : 'no customer (assign one)';
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a row of the endpoints table, typed here once
@@ -208,6 +260,8 @@ function endpointFrom(row: any): Endpoint {
     rateLimit: row.rate_limit,
     ordered: row.ordered,
     description: row.description,
+    customerId: row.customer_id,
+    platformWide: row.platform_wide,
     // -infinity comes back as a number (node-pg's timestamp parser): every event.
     deliverFrom: row.deliver_from instanceof Date ? row.deliver_from : null,
     disabledAt: row.disabled_at,

@@ -1,7 +1,7 @@
 /**
  * Which event types an endpoint receives: exact types (`invoice.paid`) or a trailing wildcard
  * (`invoice.*`: every type under `invoice.`, `invoice.payment.failed` too; `*`: every type).
- * Matching happens in the consumer, once per event, against every subscription at once.
+ * Matching happens in the consumer, once per event, against its customer's subscriptions and the platform-wide ones.
  */
 
 const WORD = '[A-Za-z0-9_:-]+';
@@ -19,38 +19,68 @@ export interface Subscriber {
   readonly eventTypes: readonly string[];
   /** Owed the events produced (their Kafka timestamp, ms) at or after this; -Infinity: every event. */
   readonly deliverFromMs: number;
+  /** The customer whose events it receives; null: platform-wide, every customer's. */
+  readonly customerId: string | null;
 }
 
-/** Every subscription, indexed: exact types in a map, wildcards by prefix. */
-export class SubscriptionIndex {
+/** Event types to endpoints, for one audience (a customer, or the platform-wide endpoints): exact types in a map, wildcards by prefix. */
+class TypeIndex {
   private readonly exact = new Map<string, string[]>();
   private readonly prefixes: { readonly prefix: string; readonly endpointId: string }[] = [];
-  private readonly endpoints = new Set<string>();
-  /** Only the endpoints that are not owed every event. */
-  private readonly deliverFromMs = new Map<string, number>();
+  size = 0;
 
-  constructor(subscribers: readonly Subscriber[]) {
-    for (const { endpointId, eventTypes, deliverFromMs } of subscribers) {
-      this.endpoints.add(endpointId);
-      if (deliverFromMs > -Infinity) this.deliverFromMs.set(endpointId, deliverFromMs);
-      // One endpoint with overlapping patterns (invoice.*, invoice.paid) still gets one delivery per event.
-      for (const pattern of new Set(eventTypes)) {
-        if (pattern === '*') this.prefixes.push({ prefix: '', endpointId });
-        else if (pattern.endsWith('.*')) this.prefixes.push({ prefix: pattern.slice(0, -1), endpointId });
-        else this.exact.set(pattern, [...(this.exact.get(pattern) ?? []), endpointId]);
-      }
+  add(endpointId: string, eventTypes: readonly string[]): void {
+    this.size += 1;
+    // One endpoint with overlapping patterns (invoice.*, invoice.paid) still gets one delivery per event.
+    for (const pattern of new Set(eventTypes)) {
+      if (pattern === '*') this.prefixes.push({ prefix: '', endpointId });
+      else if (pattern.endsWith('.*')) this.prefixes.push({ prefix: pattern.slice(0, -1), endpointId });
+      else this.exact.set(pattern, [...(this.exact.get(pattern) ?? []), endpointId]);
     }
   }
 
-  /** How many endpoints subscribe to anything. */
-  get size(): number {
-    return this.endpoints.size;
+  match(eventType: string, found: Set<string>): void {
+    for (const endpointId of this.exact.get(eventType) ?? []) found.add(endpointId);
+    for (const { prefix, endpointId } of this.prefixes) if (eventType.startsWith(prefix) && eventType.length > prefix.length) found.add(endpointId);
+  }
+}
+
+/**
+ * Every subscription, indexed by whose events it receives: an event is matched against its own
+ * customer's endpoints (a map lookup, however many customers there are) and the platform-wide
+ * ones, never against another customer's.
+ */
+export class SubscriptionIndex {
+  private readonly platformWide = new TypeIndex();
+  private readonly byCustomer = new Map<string, TypeIndex>();
+  /** Only the endpoints that are not owed every event. */
+  private readonly deliverFromMs = new Map<string, number>();
+  /** The most endpoints one event can be owed to: the platform-wide ones and the largest customer's. */
+  readonly mostFanOut: number;
+
+  constructor(subscribers: readonly Subscriber[]) {
+    let largestCustomer = 0;
+    for (const { endpointId, eventTypes, deliverFromMs, customerId } of subscribers) {
+      if (deliverFromMs > -Infinity) this.deliverFromMs.set(endpointId, deliverFromMs);
+      let audience = this.platformWide;
+      if (customerId !== null) {
+        audience = this.byCustomer.get(customerId) ?? new TypeIndex();
+        this.byCustomer.set(customerId, audience);
+      }
+      audience.add(endpointId, eventTypes);
+      if (customerId !== null) largestCustomer = Math.max(largestCustomer, audience.size);
+    }
+    this.mostFanOut = this.platformWide.size + largestCustomer;
   }
 
-  /** The endpoints owed an event of `eventType` produced at `producedAtMs`, each once. */
-  endpointsFor(eventType: string, producedAtMs: number): readonly string[] {
-    const found = new Set(this.exact.get(eventType));
-    for (const { prefix, endpointId } of this.prefixes) if (eventType.startsWith(prefix) && eventType.length > prefix.length) found.add(endpointId);
+  /**
+   * The endpoints owed an event of `customerId` (null: its customer is unknown, so only the
+   * platform-wide endpoints) and `eventType`, produced at `producedAtMs`, each once.
+   */
+  endpointsFor(customerId: string | null, eventType: string, producedAtMs: number): readonly string[] {
+    const found = new Set<string>();
+    this.platformWide.match(eventType, found);
+    if (customerId !== null) this.byCustomer.get(customerId)?.match(eventType, found);
     if (this.deliverFromMs.size === 0) return [...found];
     return [...found].filter((endpointId) => producedAtMs >= (this.deliverFromMs.get(endpointId) ?? -Infinity));
   }

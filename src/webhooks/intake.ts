@@ -2,13 +2,14 @@ import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { decodeOutboxRecord } from '../client/consumer.js';
+import { decodeOutboxRecord, type ConsumedEvent } from '../client/consumer.js';
 import { headerText } from '../client/kafkajs-headers.js';
 import { MAGIC_BYTE } from '../encode/avro/wire.js';
 import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
 import { HEADER } from '../transform/headers.js';
+import { customerOf, type CustomerRule } from './customer-rule.js';
 import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver, type RecordedDeliveries } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
@@ -47,7 +48,10 @@ export interface SendAtOnce {
 const SLOT_STALL_MS = 1_000;
 
 /** A consumed event, before the endpoints it is owed are known (they are, in the transaction recording it). */
-export type DecodedEvent = Omit<EventToDeliver, 'endpointIds'>;
+export type DecodedEvent = Omit<EventToDeliver, 'endpointIds'> & {
+  /** Whose event it is, by OUTBOX_WEBHOOK_CUSTOMER_FROM; null: not found (platform-wide endpoints only). */
+  readonly customerId: string | null;
+};
 
 /** Of an event's endpoints (in id order), the first `limit` after `after` (null: from the first). */
 interface FanOutSlice {
@@ -80,6 +84,8 @@ export interface IntakeOptions {
   readonly store: DeliveryStore;
   /** Decodes Avro values (Confluent wire format); JSON values need none. */
   readonly registry: SchemaRegistry | null;
+  /** How an event's customer is found (OUTBOX_WEBHOOK_CUSTOMER_FROM). */
+  readonly customerRule: CustomerRule;
   readonly firstAttemptAt: () => Date;
   readonly logger: Logger;
   readonly metrics: WebhookMetrics;
@@ -138,7 +144,7 @@ export class WebhookIntake {
         { store, sendAtOnce, rules, metrics, firstAttemptAt, onRecorded },
         {
           decode: (topic, partition, message) => this.decode(topic, partition, message),
-          owedTo: (event) => this.subscriptions?.index.endpointsFor(event.eventType, event.producedAt.getTime()) ?? [],
+          owedTo: (event) => this.owedTo(event),
           reserve: (messages) => this.reserve(messages),
           chunkBound: (reserved) => this.chunkBound(reserved),
         },
@@ -288,7 +294,7 @@ export class WebhookIntake {
         if (!batch.owned()) return false;
         reserved ??= await this.reserve(batch.messages.length - index);
         const event = await this.decode(topic, partition, message);
-        const owed = event ? this.subscriptions?.index.endpointsFor(event.eventType, event.producedAt.getTime()).length ?? 1 : 0;
+        const owed = event ? (this.subscriptions ? this.owedTo(event).length : 1) : 0;
         // A chunk holds whole events, and no more deliveries than its slots (or the bound).
         if (chunk.length > 0 && fannedOut + owed > this.chunkBound(reserved)) {
           if (!(await flush())) return false;
@@ -339,11 +345,9 @@ export class WebhookIntake {
       logger.error({ topic, partition, offset: message.offset, code: 'WEBHOOK_UNDECODABLE' }, 'webhooks: an Avro record and no SCHEMA_REGISTRY_URL; skipped (it stays in Kafka: set the registry and replay it with `outbox-relay replay`)');
       return null;
     }
+    let event: ConsumedEvent;
     try {
-      const event = await decodeOutboxRecord(topic, partition, message, avro ? this.options.registry! : undefined);
-      const producedAt = new Date(Number(message.timestamp));
-      metrics.eventsConsumed.inc();
-      return { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body: eventBody(event, producedAt), producedAt };
+      event = await decodeOutboxRecord(topic, partition, message, avro ? this.options.registry! : undefined);
     } catch (error) {
       // Not an event (no event_id header, a value that does not decode): no endpoint can be
       // owed it. Counted and named (never its content), and left in Kafka; the stream goes on.
@@ -351,6 +355,30 @@ export class WebhookIntake {
       logger.error({ topic, partition, offset: message.offset, code: 'WEBHOOK_UNDECODABLE', err: errorMessage(error) }, 'webhooks: a record that is not an outbox event; skipped (it stays in Kafka)');
       return null;
     }
+    const producedAt = new Date(Number(message.timestamp));
+    metrics.eventsConsumed.inc();
+    const customer = customerOf(this.options.customerRule, event);
+    const decoded = { eventId: event.eventId, eventType: event.eventType, aggregateId: event.aggregateId, body: eventBody(event, producedAt), producedAt, customerId: customer.customerId };
+    if (customer.customerId === null) await this.recordWithoutCustomer(decoded, event.headers, customer.missing, { topic, partition, offset: message.offset });
+    return decoded;
+  }
+
+  /** The endpoints an event is owed to, by the subscriptions as last loaded: its customer's and the platform-wide ones. */
+  private owedTo(event: DecodedEvent): readonly string[] {
+    return this.subscriptions?.index.endpointsFor(event.customerId, event.eventType, event.producedAt.getTime()) ?? [];
+  }
+
+  /**
+   * An event whose customer the rule could not find goes to no customer's endpoint: it is
+   * stored as such before its offset can be committed (it is awaited before the event joins a
+   * chunk), counted and logged (never its content), to be listed and replayed once its customer
+   * can be found. Read again, it adds nothing.
+   */
+  private async recordWithoutCustomer(event: DecodedEvent, headers: Readonly<Record<string, string>>, missing: string, where: { readonly topic: string; readonly partition: number; readonly offset: string }): Promise<void> {
+    const { metrics, logger, store } = this.options;
+    await store.recordWithoutCustomer([{ ...event, headers, reason: missing }]);
+    metrics.eventsWithoutCustomer.inc();
+    logger.warn({ ...where, eventId: event.eventId, eventType: event.eventType, reason: missing, code: 'WEBHOOK_EVENT_WITHOUT_CUSTOMER' }, "webhooks: an event whose customer is not found goes to no customer's endpoint; `webhooks without-customer` lists it, `webhooks replay --without-customer` delivers it once its customer can be found");
   }
 
   /**
@@ -404,7 +432,7 @@ export class WebhookIntake {
       if (events.length > 0) {
         recorded = await inTransaction(options.pool, async (client) => {
           const index = await this.currentSubscriptions(client);
-          const slices = events.map(({ event, slice }) => owedSlice(index.endpointsFor(event.eventType, event.producedAt.getTime()), slice));
+          const slices = events.map(({ event, slice }) => owedSlice(index.endpointsFor(event.customerId, event.eventType, event.producedAt.getTime()), slice));
           ends = slices.map(({ sliceEnd }) => sliceEnd);
           const owed = events.map(({ event }, i) => ({ ...event, endpointIds: slices[i]!.endpointIds }));
           const lease = sendAtOnce && slots > 0 ? { ...sendAtOnce.lease(), free: slots } : null;
@@ -422,9 +450,9 @@ export class WebhookIntake {
     return ends;
   }
 
-  /** The most endpoints one event can be owed to: every endpoint subscribed to anything. */
+  /** The most endpoints one event can be owed to: the platform-wide ones and the largest customer's. */
   private get mostFanOut(): number {
-    return Math.max(1, this.subscriptions?.index.size ?? 1);
+    return Math.max(1, this.subscriptions?.index.mostFanOut ?? 1);
   }
 
   /** The subscriptions as of now, outside any transaction. */
@@ -444,6 +472,10 @@ export class WebhookIntake {
       const loaded = await loadSubscribers(client, this.options.tables);
       this.subscriptions = { version: loaded.version, index: new SubscriptionIndex(loaded.subscribers) };
       this.options.logger.info({ endpoints: loaded.subscribers.length, version: loaded.version }, 'webhooks: subscriptions loaded');
+      // Added since the process started, by an earlier version's CLI or by hand: owed nothing until assigned.
+      if (loaded.unassigned.length > 0) {
+        this.options.logger.error({ endpoints: loaded.unassigned.slice(0, 20), count: loaded.unassigned.length, code: 'WEBHOOK_ENDPOINTS_UNASSIGNED' }, 'webhooks: endpoints that belong to no customer receive nothing: `webhooks endpoint update --id <id> --customer <customer id>` (or --platform-wide)');
+      }
     }
     return this.subscriptions.index;
   }

@@ -15,6 +15,7 @@ export function createWebhookMetrics(registry = new Registry()) {
     registry,
     eventsConsumed: new Counter({ name: 'outbox_webhook_events_consumed_total', help: 'Outbox events read from Kafka by this process.', registers }),
     undecodable: new Counter({ name: 'outbox_webhook_undecodable_records_total', help: 'Records on the webhook topics that are not outbox events (skipped; they stay in Kafka).', registers }),
+    eventsWithoutCustomer: new Counter({ name: 'outbox_webhook_events_without_customer_total', help: "Events read by this process whose customer OUTBOX_WEBHOOK_CUSTOMER_FROM could not find (delivered to no customer's endpoint; a re-read counts again).", registers }),
     deliveriesRecorded: new Counter({ name: 'outbox_webhook_deliveries_recorded_total', help: 'Deliveries (event, endpoint) recorded by this process.', registers }),
     deliveries: new Counter({ name: 'outbox_webhook_deliveries_total', help: 'Deliveries finished by this process, by outcome: delivered, or failed (every attempt of the schedule failed).', labelNames: ['outcome'] as const, registers }),
     attempts: new Counter({ name: 'outbox_webhook_attempts_total', help: 'Attempts by outcome (delivered, http_status, redirect, timeout, connect, refused_address, network).', labelNames: ['outcome'] as const, registers }),
@@ -36,6 +37,7 @@ export function createWebhookMetrics(registry = new Registry()) {
     pending: new Gauge({ name: 'outbox_webhook_pending_deliveries', help: 'Deliveries not yet delivered or failed (the store, all processes).', registers }),
     failed: new Gauge({ name: 'outbox_webhook_failed_deliveries', help: 'Deliveries whose every attempt failed and that were not replayed (the store).', registers }),
     oldestPending: new Gauge({ name: 'outbox_webhook_oldest_pending_seconds', help: 'Age of the oldest pending delivery, per endpoint (the 50 oldest endpoints).', labelNames: ['endpoint'] as const, registers }),
+    withoutCustomer: new Gauge({ name: 'outbox_webhook_events_without_customer', help: "Events whose customer was not found, waiting for `webhooks replay --without-customer` (the store).", registers }),
     openCircuits: new Gauge({ name: 'outbox_webhook_open_circuits', help: 'Endpoints whose circuit is open now.', registers }),
     disabledEndpoints: new Gauge({ name: 'outbox_webhook_disabled_endpoints', help: 'Endpoints disabled (by an operator, a 410, or failing too long); their deliveries are held.', registers }),
     storeBytes: new Gauge({ name: 'outbox_webhook_store_bytes', help: 'Size of the events, deliveries and attempts tables with their indexes.', registers }),
@@ -52,6 +54,7 @@ export type WebhookMetrics = ReturnType<typeof createWebhookMetrics>;
 export function showStoreGauges(metrics: WebhookMetrics, gauges: StoreGauges, at: Date): void {
   metrics.pending.set(gauges.pending);
   metrics.failed.set(gauges.failed);
+  metrics.withoutCustomer.set(gauges.withoutCustomer);
   metrics.openCircuits.set(gauges.openCircuits);
   metrics.disabledEndpoints.set(gauges.disabledEndpoints);
   metrics.storeBytes.set(gauges.storeBytes);

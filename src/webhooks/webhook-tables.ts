@@ -12,6 +12,8 @@ const FILE_SCHEMA = 'outbox_webhooks';
 export class WebhookTables {
   readonly endpoints: string;
   readonly events: string;
+  /** Events whose customer the rule could not find: listed, replayable once it can. */
+  readonly eventsWithoutCustomer: string;
   readonly deliveries: string;
   readonly attempts: string;
   /** A view: the rows of attempts and the first attempts kept in their deliveries' rows. */
@@ -24,6 +26,7 @@ export class WebhookTables {
     const table = (name: string) => `${pg.escapeIdentifier(schema)}.${name}`;
     this.endpoints = table('endpoints');
     this.events = table('events');
+    this.eventsWithoutCustomer = table('events_without_customer');
     this.deliveries = table('deliveries');
     this.attempts = table('attempts');
     this.allAttempts = table('all_attempts');
@@ -61,9 +64,9 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
   });
 }
 
-/** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view of this version's setup). */
+/** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view and tables of this version's setup). */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.deliveries, tables.attempts, tables.allAttempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion];
+  const names = [tables.endpoints, tables.events, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {

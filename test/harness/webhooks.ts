@@ -113,6 +113,8 @@ export class TestWebhooks {
       OUTBOX_WEBHOOK_GROUP: this.group,
       OUTBOX_WEBHOOK_ALLOW_ADDRESSES: '127.0.0.1',
       OUTBOX_WEBHOOK_POLL: '50ms',
+      // The outbox rows of billingEvent carry no customer: a test of customers sets its own rule and headers.
+      OUTBOX_WEBHOOK_CUSTOMER_FROM: 'header:customer_id',
       ...extra,
     });
   }
@@ -122,9 +124,13 @@ export class TestWebhooks {
     if (result.code !== 0) throw new Error(`webhooks setup failed: ${result.stderr}`);
   }
 
-  /** Adds an endpoint through the CLI; its id and signing secret. */
+  /**
+   * Adds an endpoint through the CLI; its id and signing secret. Platform-wide (every event it
+   * subscribes to) unless `flags` name its customer.
+   */
   async addEndpoint(url: string, eventTypes: string, flags: readonly string[] = []): Promise<{ readonly id: string; readonly secret: string }> {
-    const result = await cli(['webhooks', 'endpoint', 'add', '--url', url, '--event-types', eventTypes, '--json', ...flags], this.env());
+    const audience = flags.includes('--customer') || flags.includes('--platform-wide') ? [] : ['--platform-wide'];
+    const result = await cli(['webhooks', 'endpoint', 'add', '--url', url, '--event-types', eventTypes, '--json', ...audience, ...flags], this.env());
     if (result.code !== 0) throw new Error(`endpoint add failed (${result.code}): ${result.stderr}`);
     const added = JSON.parse(result.stdout) as { id: string; secret: string };
     return { id: added.id, secret: added.secret };

@@ -49,7 +49,7 @@ describe('webhook retry schedule and endpoint rules, on an injected clock', () =
   });
 
   async function endpoint(eventType: string, maxInFlight = 10): Promise<string> {
-    return (await endpoints.add({ ...ENDPOINT_DEFAULTS, url: receiver.url(`/${eventType}`), eventTypes: [eventType], maxInFlight })).id;
+    return (await endpoints.add({ ...ENDPOINT_DEFAULTS, customerId: null, platformWide: true, url: receiver.url(`/${eventType}`), eventTypes: [eventType], maxInFlight })).id;
   }
 
   async function recordEvents(eventType: string, endpointId: string, count = 1): Promise<string[]> {
@@ -171,5 +171,28 @@ describe('webhook retry schedule and endpoint rules, on an injected clock', () =
       const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${tables.deliveries} WHERE endpoint_id = $1 AND status = 'pending'`, [id]);
       return rows[0].n >= 1 ? true : undefined;
     });
+  });
+
+  it('keeps a Retry-After pause when a success ends beside it: nothing is claimed for the endpoint before the time it asked for', async () => {
+    const id = await endpoint('retry.after');
+    await recordEvents('retry.after', id, 5);
+    const before = receiver.requests.length;
+    // The 429 ends first; four requests already on their way succeed after it, in the same batch of completions or the next.
+    receiver.answerWith((_request, index) => (index === before ? { status: 429, headers: { 'retry-after': '2' } } : { status: 204, delayMs: 50 }));
+    const dispatcher = new Dispatcher({ store, sender, policy, rules, concurrency: 50, leaseMs: 10_000, pollMs: 10, owner: 'clock-test', clock, logger: pino({ level: 'silent' }), metrics: createWebhookMetrics() });
+    dispatcher.start();
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await dispatcher.stop(5_000);
+    expect(receiver.requests.length - before).toBe(5);
+    const paused = await endpointState(id);
+    expect(paused.paused_until).toEqual(new Date(now.getTime() + 2_000));
+    expect(paused.consecutive_failures).toBe(0);
+    // The throttled delivery and new ones wait out the pause, then go.
+    await recordEvents('retry.after', id, 3);
+    now = new Date(now.getTime() + 1_900);
+    expect(await attemptDue(204)).toBe(0);
+    now = new Date(now.getTime() + 200);
+    expect(await attemptDue(204)).toBe(4);
+    expect((await endpointState(id)).paused_until).toBeNull();
   });
 });

@@ -203,7 +203,7 @@ describe('webhooks to customers endpoints', () => {
       return state!.disabled_reason ?? undefined;
     });
     const listed = await cli(['webhooks', 'endpoint', 'list'], env());
-    expect(listed.stdout).toMatch(new RegExp(`${endpoint.id}\\s+disabled .*410 Gone`));
+    expect(listed.stdout).toMatch(new RegExp(`${endpoint.id}\\s+platform-wide\\s+disabled .*410 Gone`));
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     // Held, not dropped, and not sent to while disabled.
     expect((await deliveries(endpoint.id)).map((d) => d.status)).toEqual(['pending', 'pending', 'pending']);
@@ -333,10 +333,10 @@ describe('webhooks to customers endpoints', () => {
 
   it('refuses a private address: at add time without the allow-list, and at every connection', async () => {
     const local = await receiver();
-    const refused = await cli(['webhooks', 'endpoint', 'add', '--url', local.url(), '--event-types', 'ssrf.*'], { ...env(), OUTBOX_WEBHOOK_ALLOW_ADDRESSES: '' });
+    const refused = await cli(['webhooks', 'endpoint', 'add', '--url', local.url(), '--event-types', 'ssrf.*', '--customer', 'cus_ssrf'], { ...env(), OUTBOX_WEBHOOK_ALLOW_ADDRESSES: '' });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/\[WEBHOOK_ADDRESS_REFUSED\].*127\.0\.0\.1 is a loopback address \(127\.0\.0\.0\/8\)/);
-    const metadata = await cli(['webhooks', 'endpoint', 'add', '--url', 'http://169.254.169.254/latest/meta-data', '--event-types', 'ssrf.*'], env());
+    const metadata = await cli(['webhooks', 'endpoint', 'add', '--url', 'http://169.254.169.254/latest/meta-data', '--event-types', 'ssrf.*', '--platform-wide'], env());
     expect(metadata.code).toBe(1);
     expect(metadata.stderr).toMatch(/169\.254\.169\.254 is a link-local address/);
     // Added where it was allowed (a name that resolves to loopback), sent by a process where it is not: refused at connect.
