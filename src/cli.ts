@@ -7,42 +7,29 @@ import { main } from './commands/main.js';
 import { dropKafkajsTimerWarning } from './observe/process-warnings.js';
 
 /**
- * How long the process waits for a reader to take the rest of its output. A pipe's reader takes
- * it in milliseconds once it reads, even one that starts late (`| jq`); one that never reads (a
- * stopped pager, a hung consumer) must not hold the process, and its exit code, for ever.
- */
-const OUTPUT_BOUND_MS = 5_000;
-
-/**
  * True once everything written to `stream` has left the process (into the pipe, which outlives
- * it): false when the reader closed its end (EPIPE: `| head`) or did not make room for it all
- * within the bound.
+ * it); false when the reader closed its end first (EPIPE: `| head`). Waited for as long as the
+ * reader takes, as any command blocked on a write waits: a pager (`| less`) reads only as the
+ * operator scrolls, and a bound would cut what it had not shown yet.
  */
-function flushed(stream: NodeJS.WriteStream, name: string): Promise<boolean> {
+function flushed(stream: NodeJS.WriteStream): Promise<boolean> {
   if (stream.writableLength === 0) return Promise.resolve(true);
   return new Promise((resolve) => {
-    const bound = setTimeout(() => {
-      process.stderr.write(`outbox-relay: output cut off: ${name}'s reader did not take it all within ${OUTPUT_BOUND_MS / 1000} s\n`);
-      resolve(false);
-    }, OUTPUT_BOUND_MS);
     // A reader gone is reported to the callback below; unheard, the 'error' would end the
     // process with an uncaught exception's stack instead.
     stream.once('error', () => undefined);
     // Writes complete in order: this one's callback runs once every write before it has.
-    stream.write('', (error) => {
-      clearTimeout(bound);
-      resolve(!error);
-    });
+    stream.write('', (error) => resolve(!error));
   });
 }
 
 dropKafkajsTimerWarning();
 
 const code = await main(process.argv.slice(2), process.env);
-// Writes to a pipe are asynchronous: exiting at once drops what the pipe had no room for yet
-// (issue 46). Logs need no wait, being written synchronously.
-const delivered = await Promise.all([flushed(process.stdout, 'stdout'), flushed(process.stderr, 'stderr')]);
-// The command decided the outcome, unless part of its output never arrived. Exiting rather than
+// Writes to a pipe are asynchronous: exiting at once dropped what the pipe had no room for yet
+// (64 KiB), with exit 0. Logs need no wait, being written synchronously.
+const delivered = await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+// The command decided the outcome, unless its reader went away before all of its output. Exiting rather than
 // returning: a socket still open to a silent peer (or a driver's timer) must not keep the
 // process, and its exit code, waiting.
 process.exit(code === EXIT.ok && delivered.includes(false) ? EXIT.failed : code);
