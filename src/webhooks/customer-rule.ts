@@ -77,7 +77,7 @@ export function customerOf(rule: CustomerRule, event: CustomerSource): CustomerO
   if (value === null) return { customerId: null, missing: `${where} is null` };
   // A number loses digits past 2^53 as JSON.parse reads it: such an id is refused, not rounded to someone else's.
   const text = typeof value === 'string' ? value : typeof value === 'number' && Number.isSafeInteger(value) ? String(value) : typeof value === 'bigint' ? value.toString() : null;
-  if (text === null) return { customerId: null, missing: `${where} is a ${typeof value === 'number' ? 'number that is not a safe integer' : Array.isArray(value) ? 'list' : typeof value}, not a customer id` };
+  if (text === null) return { customerId: null, missing: `${where} is ${typeof value === 'number' ? 'a number beyond 2^53' : Array.isArray(value) ? 'a list' : typeof value === 'object' ? 'an object' : `a ${typeof value}`}, not a customer id (a string or a safe integer)` };
   const problem = customerIdProblem(text);
   return problem ? { customerId: null, missing: `${where}: ${problem}` } : { customerId: text };
 }
