@@ -163,7 +163,7 @@ export class DeliveryStore {
          SELECT e.id, e.max_in_flight - ${this.slotsInUse('e', '$6')} AS capacity
          FROM ${this.tables.endpoints} e
          WHERE e.id = ANY($5)
-           AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $6 LIMIT 1) IS NULL
+           AND ${this.dueProbe('e', '$6')} IS NULL
        ), fitting AS (
          SELECT u.*, o.id IS NOT NULL AND row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.n) <= o.capacity AS fits
          FROM u LEFT JOIN open o ON o.id = u.endpoint_id
@@ -229,7 +229,7 @@ export class DeliveryStore {
    */
   private lockOpenEndpoints(ids: string, now: string): string {
     return `SELECT e.id, e.url, e.secrets, e.headers FROM ${this.tables.endpoints} e
-       WHERE e.id = ANY(${ids}) AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= ${now})
+       WHERE e.id = ANY(${ids}) AND ${this.sendable('e', now)}
          AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
        ORDER BY e.id
        FOR NO KEY UPDATE`;
@@ -262,7 +262,7 @@ export class DeliveryStore {
         prepared(`WITH granted AS (
            SELECT w.endpoint_id, LEAST(w.wanted, GREATEST(e.max_in_flight - ${this.slotsInUse('e', '$3')}, 0)) AS n
            FROM unnest($1::text[], $2::int[]) AS w(endpoint_id, wanted) JOIN ${this.tables.endpoints} e ON e.id = w.endpoint_id
-           WHERE (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $3 LIMIT 1) IS NULL
+           WHERE ${this.dueProbe('e', '$3')} IS NULL
          ), counted AS (
            ${this.countSlots('granted', '$4', '$3', '$5')}
          )
@@ -353,6 +353,24 @@ export class DeliveryStore {
     );
   }
 
+  /**
+   * Whether anything may be sent to `endpoint` (an alias of the endpoints table) at `now`: not
+   * disabled, and not paused (its circuit open, or a Retry-After it asked for). Every way a
+   * delivery is leased (a claim, a recording leased, slots for first attempts) reads this.
+   */
+  private sendable(endpoint: string, now: string): string {
+    return `${endpoint}.disabled_at IS NULL AND (${endpoint}.paused_until IS NULL OR ${endpoint}.paused_until <= ${now})`;
+  }
+
+  /**
+   * True (else null) when `endpoint` has a delivery due at `now`: a claim takes endpoints that
+   * have one, and a new delivery does not overtake it. A scalar subquery, not EXISTS: one
+   * partial-index probe per endpoint (EXISTS became a join that read every due delivery).
+   */
+  private dueProbe(endpoint: string, now: string): string {
+    return `(SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = ${endpoint}.id AND d.status = 'pending' AND d.next_attempt_at <= ${now} LIMIT 1)`;
+  }
+
   /** Deliveries in flight to `endpoint` (an alias of the endpoints table), over every process. */
   private slotsInUse(endpoint: string, now: string): string {
     return `(SELECT COALESCE(sum(GREATEST(s.taken - COALESCE(r.returned, 0), 0)), 0) FROM ${this.tables.endpointSlots} s
@@ -402,8 +420,8 @@ export class DeliveryStore {
           // UPDATE: the consumer's foreign-key checks (FOR KEY SHARE on the endpoint) must not
           // make a claim skip an endpoint with due work.
           `SELECT e.id FROM ${this.tables.endpoints} e
-           WHERE e.id ${range} $3 AND e.disabled_at IS NULL AND (e.paused_until IS NULL OR e.paused_until <= $1)
-             AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1 LIMIT 1)
+           WHERE e.id ${range} $3 AND ${this.sendable('e', '$1')}
+             AND ${this.dueProbe('e', '$1')}
            ORDER BY e.id
            LIMIT $2
            FOR NO KEY UPDATE SKIP LOCKED`,
