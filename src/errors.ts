@@ -242,7 +242,7 @@ export const ERROR_CODES = {
   },
   WEBHOOK_NOT_FOUND: {
     retriable: false, poison: false,
-    meaning: 'No webhook endpoint or delivery has the id given.',
+    meaning: 'No webhook endpoint, delivery, event or customer has the id given (a replay that names one replays nothing then: it says so rather than "0 deliveries are due again").',
     action: 'Take an id from `outbox-relay webhooks endpoint list` or `webhooks deliveries list` (an empty list: check OUTBOX_WEBHOOK_SCHEMA).',
   },
   WEBHOOK_SCHEMA_MISSING: {

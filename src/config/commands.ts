@@ -200,7 +200,7 @@ export const COMMANDS = {
     defaults: { httpPort: '9466', kafkaClientId: 'outbox-relay-webhooks' },
   }),
   'webhooks setup': declared({
-    summary: 'Create the webhook tables (endpoints, events, deliveries, attempts, the view all_attempts) if missing (idempotent).',
+    summary: 'Create the webhook tables (endpoints, events, events_without_customer, deliveries, attempts, the view all_attempts) if missing (idempotent); name the endpoints an earlier setup left without a customer.',
     options: [...WEBHOOK_STORE],
   }),
   'webhooks endpoint add': declared({
@@ -232,7 +232,7 @@ export const COMMANDS = {
     args: { customer: { description: "only this customer's endpoints", parser: p.text }, ...JSON_OUTPUT },
   }),
   'webhooks endpoint update': declared({
-    summary: "Change an endpoint's URL, subscriptions, limits, ordering or headers (what is not given stays).",
+    summary: "Change an endpoint's URL, subscriptions, limits, ordering or headers (what is not given stays), or assign an earlier setup's endpoint its customer.",
     options: [...WEBHOOK_STORE, 'webhookAllowAddresses'],
     args: { ...ENDPOINT_ID, ...ENDPOINT_ARGS, ordered: { description: "true or false: deliver one aggregate's events in order", parser: p.boolean }, ...JSON_OUTPUT },
     checks: [required('webhooks endpoint update', 'id')],

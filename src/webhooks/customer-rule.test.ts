@@ -26,6 +26,8 @@ describe('the customer rule', () => {
     const field = parseCustomerRule('payload:/customer/id');
     expect(customerOf(header, event({ headers: { other: 'cus_1' } }))).toEqual({ customerId: null, missing: 'no header customer_id' });
     expect(customerOf(header, event({ headers: { customer_id: '' } })).customerId).toBeNull();
+    // {"customer_id": null} in the outbox's headers column, as the relay carries it.
+    expect(customerOf(header, event({ headers: { customer_id: 'null' } }))).toEqual({ customerId: null, missing: 'header customer_id is null' });
     expect(customerOf(field, event({ payload: { customer: null } }))).toEqual({ customerId: null, missing: 'no payload field /customer/id' });
     expect(customerOf(field, event({ payload: { customer: { id: null } } }))).toEqual({ customerId: null, missing: 'payload field /customer/id is null' });
     expect(customerOf(field, event({ payload: { customer: { id: { nested: 1 } } } }))).toMatchObject({ customerId: null, missing: 'payload field /customer/id is an object, not a customer id (a string or a safe integer)' });

@@ -61,6 +61,9 @@ export function customerOf(rule: CustomerRule, event: CustomerSource): CustomerO
   let where: string;
   if (rule.kind === 'header') {
     value = Object.hasOwn(event.headers, rule.name) ? event.headers[rule.name] : undefined;
+    // The relay writes a JSON value of the outbox's headers column as its text: a null there
+    // arrives as "null", which is nobody's id.
+    if (value === 'null') value = null;
     where = `header ${rule.name}`;
   } else if (rule.kind === 'aggregate_id') {
     value = event.aggregateId;

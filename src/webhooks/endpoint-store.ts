@@ -105,7 +105,7 @@ export class EndpointStore {
     const assigned = current.customerId !== null || current.platformWide;
     if (settings.customerId !== null && settings.platformWide) throw invalid("--customer and --platform-wide exclude each other: an endpoint receives one customer's events, or (platform-wide) every customer's");
     if (assigned && (settings.customerId !== current.customerId || settings.platformWide !== current.platformWide)) {
-      throw invalid(`endpoint ${id} is assigned already (${audienceOf(current)}), and its deliveries with it: add an endpoint for the other one (\`webhooks endpoint add\`) and remove or disable this one`);
+      throw invalid(`endpoint ${id} is assigned already (${audienceOf(current)}), and its deliveries with it: add an endpoint for the other one (\`webhooks endpoint add\`) and disable this one (\`webhooks endpoint disable --id ${id}\`)`);
     }
     await this.checkSettings(settings);
     const { rows } = await this.pool.query(

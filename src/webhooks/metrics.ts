@@ -40,7 +40,7 @@ export function createWebhookMetrics(registry = new Registry()) {
     withoutCustomer: new Gauge({ name: 'outbox_webhook_events_without_customer', help: "Events whose customer was not found, waiting for `webhooks replay --without-customer` (the store).", registers }),
     openCircuits: new Gauge({ name: 'outbox_webhook_open_circuits', help: 'Endpoints whose circuit is open now.', registers }),
     disabledEndpoints: new Gauge({ name: 'outbox_webhook_disabled_endpoints', help: 'Endpoints disabled (by an operator, a 410, or failing too long); their deliveries are held.', registers }),
-    storeBytes: new Gauge({ name: 'outbox_webhook_store_bytes', help: 'Size of the events, deliveries and attempts tables with their indexes.', registers }),
+    storeBytes: new Gauge({ name: 'outbox_webhook_store_bytes', help: 'Size of the events, events_without_customer, deliveries and attempts tables with their indexes.', registers }),
     lastStoreRead: new Gauge({ name: 'outbox_webhook_store_read_timestamp_seconds', help: "When this process last read the store's gauges.", registers }),
   };
   for (const outcome of ATTEMPT_OUTCOMES) metrics.attempts.inc({ outcome }, 0);

@@ -49,6 +49,9 @@ export async function replayWithoutCustomer(pool: pg.Pool, tables: WebhookTables
   if ('customerId' in finder) {
     const problem = customerIdProblem(finder.customerId);
     if (problem) throw new RelayError('CONFIG_INVALID', `--customer ${problem}`);
+    // A mistyped customer would take the event off the list with nothing delivered.
+    const { rows: endpoints } = await pool.query(`SELECT 1 FROM ${tables.endpoints} WHERE customer_id = $1 LIMIT 1`, [finder.customerId]);
+    if (endpoints.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `customer ${finder.customerId} has no webhook endpoint (\`webhooks endpoint list\` shows whose endpoints there are); the event stays listed`);
   }
   const eventId = 'eventId' in finder ? finder.eventId : onlyEventId;
   const { rows } = await pool.query(`SELECT * FROM ${tables.eventsWithoutCustomer} WHERE $1::text IS NULL OR event_id = $1 ORDER BY produced_at, event_id`, [eventId]);
