@@ -5,7 +5,7 @@ import { RelayError } from '../errors.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine } from '../sink/librdkafka-client.js';
 import { finishesWithin, sleep } from '../time.js';
-import { OFFSET_COMMIT_MS, type ConsumedBatch, type ConsumedMessage, type IntakeConsumer, type IntakeConsumerEvents, type OpenIntakeConsumer } from './intake-consumer.js';
+import { HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedMessage, type IntakeConsumer, type IntakeConsumerEvents, type OpenIntakeConsumer } from './intake-consumer.js';
 
 /**
  * The intake's consumer on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka), through its native
@@ -86,10 +86,11 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
         // a fetch until 64 KiB are there or FETCH_WAIT_MS passed instead.
         'fetch.min.bytes': 64 * 1024,
         'fetch.wait.max.ms': FETCH_WAIT_MS,
-        // Heartbeats come from librdkafka's own thread, not the event loop: a shorter session than
-        // kafkajs's 30 s is safe, and a killed process's partitions move in 10 s.
-        'session.timeout.ms': 10_000,
-        'heartbeat.interval.ms': 2_000,
+        // Heartbeats come from librdkafka's own thread, whatever a batch waits for: a process
+        // killed -9 gives up its partitions SESSION_TIMEOUT_MS after its last one (at 10 s, a
+        // restart delivered again after 7.6-9.5 s).
+        'session.timeout.ms': SESSION_TIMEOUT_MS,
+        'heartbeat.interval.ms': HEARTBEAT_INTERVAL_MS,
         // librdkafka assigns and revokes (eagerly); the 'rebalance' event only keeps count.
         rebalance_cb: true,
         event_cb: true,
