@@ -68,6 +68,9 @@ interface EventToRecord {
 /** For each event recorded: for a slice with endpoints after it, the last endpoint it took; null when the event is all recorded. */
 type SliceEnds = readonly (string | null)[];
 
+/** Events without a customer are warned of at most this often (each is counted, listed and logged at debug). */
+const WITHOUT_CUSTOMER_WARN_EVERY_MS = 10_000;
+
 /** How often a topic pattern is matched again against the cluster's topics. */
 const TOPIC_REFRESH_MS = 15_000;
 
@@ -134,6 +137,8 @@ export class WebhookIntake {
   /** Bumped when the group rebalances or the consumer fails: lastRecorded starts over. */
   private generation = 0;
   private watching: Promise<void> = Promise.resolve();
+  /** When an event without a customer was last warned of, and how many came since (logged at debug). */
+  private withoutCustomerWarned = { at: 0, since: 0 };
 
   constructor(private readonly options: IntakeOptions) {
     this.maxDeliveries = options.maxDeliveriesPerTransaction ?? 20_000;
@@ -378,7 +383,19 @@ export class WebhookIntake {
     const { metrics, logger, store } = this.options;
     await store.recordWithoutCustomer([{ ...event, headers, reason: missing }]);
     metrics.eventsWithoutCustomer.inc();
-    logger.warn({ ...where, eventId: event.eventId, eventType: event.eventType, reason: missing, code: 'WEBHOOK_EVENT_WITHOUT_CUSTOMER' }, "webhooks: an event whose customer is not found goes to no customer's endpoint; `webhooks without-customer` lists it, `webhooks replay --without-customer` delivers it once its customer can be found");
+    const fields = { ...where, eventId: event.eventId, eventType: event.eventType, reason: missing, code: 'WEBHOOK_EVENT_WITHOUT_CUSTOMER' };
+    // A producer that never sets the customer would write a warning per event: one a period, with how many since.
+    const now = Date.now();
+    if (now - this.withoutCustomerWarned.at < WITHOUT_CUSTOMER_WARN_EVERY_MS) {
+      this.withoutCustomerWarned.since += 1;
+      logger.debug(fields, 'webhooks: an event whose customer is not found');
+      return;
+    }
+    logger.warn(
+      { ...fields, alsoSinceLastWarning: this.withoutCustomerWarned.since },
+      "webhooks: an event whose customer is not found goes to no customer's endpoint; `webhooks without-customer` lists it, `webhooks replay --without-customer` delivers it once its customer can be found",
+    );
+    this.withoutCustomerWarned = { at: now, since: 0 };
   }
 
   /**
