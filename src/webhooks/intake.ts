@@ -90,8 +90,8 @@ export interface IntakeOptions {
   /** Called after deliveries were recorded: the dispatcher looks for due ones at once. */
   readonly onRecorded: () => void;
   /**
-   * The dispatcher, to record deliveries already leased to it and have it send them at once
-   * (DeliveryStore.record); null when the schedule's first attempt is not immediate.
+   * The dispatcher, to send first attempts before their deliveries are recorded
+   * (FirstAttemptPath); null when the schedule's first attempt is not immediate.
    */
   readonly sendAtOnce: SendAtOnce | null;
   /** Bounds one transaction: an event fanned out to thousands of endpoints is recorded in several. */
@@ -219,11 +219,10 @@ export class WebhookIntake {
   }
 
   /**
-   * A batch in chunks, each recorded (see record) before its offsets are committed. With the
-   * dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it has
-   * free slots, so they are all recorded leased and sent at once. An event owed to more
-   * endpoints than that is a chunk of its own, recorded a slice of its endpoints at a time, as
-   * slots free (recordFanOut).
+   * A batch, every delivery of it recorded before its offsets are committed: what the store may
+   * have already recorded due (recordDue), the rest through the first-attempt path (sent in the
+   * dispatcher's free slots, then recorded with their results), or, when the schedule's first
+   * attempt is not immediate, all of it recorded due.
    */
   private async take(batch: ConsumedBatch): Promise<void> {
     const key = `${batch.topic}\n${batch.partition}`;

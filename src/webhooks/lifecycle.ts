@@ -9,11 +9,11 @@ import type { ClaimedDelivery, Completion } from './delivery-store.js';
  * owed     its event is read and its endpoint known (the intake: its customer's and the
  *          platform-wide endpoints subscribed to its type);
  * leased   one of the process's slots and one of the endpoint's are held for it, until its
- *          result is written or its lease ends. Three ways take a lease, each in one statement
- *          of the store that reads the endpoint's state (DeliveryStore: sendable, the slots in
- *          use, a backlog not overtaken): a claim of due deliveries; a recording that leases
- *          new deliveries to the process as it records them; slots taken for first attempts
- *          sent before their deliveries are recorded (the fast path below);
+ *          result is written or its lease ends. Two ways take a lease, each in one statement of
+ *          the store that reads the endpoint's state (DeliveryStore: sendable, the slots in use,
+ *          a backlog not overtaken): a claim of due deliveries (recorded due by the consumer,
+ *          retries, replays); slots taken for first attempts sent before their deliveries are
+ *          recorded (the fast path: a new delivery to a healthy endpoint, FirstAttemptPath);
  * sending  its request started, in Dispatcher.send: the one place the process reads an
  *          endpoint's pause it heard of (Retry-After) before the store has it;
  * ended    its answer judged once (retry-policy.ts judgeAttempt);
