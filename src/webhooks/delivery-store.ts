@@ -61,21 +61,6 @@ export interface FirstAttemptsToRecord {
   readonly firstAttemptAt: () => Date;
 }
 
-/** Deliveries recorded leased to the caller, who sends them at once (see DeliveryStore.record). */
-export interface RecordLease {
-  readonly owner: string;
-  readonly now: Date;
-  readonly leaseMs: number;
-  /** Attempts the caller can start now. */
-  readonly free: number;
-}
-
-export interface RecordedDeliveries {
-  readonly added: number;
-  /** Of those, the ones leased to the caller: its to send. */
-  readonly leased: readonly ClaimedDelivery[];
-}
-
 export interface OpenEndpoint {
   readonly url: string;
   readonly secrets: readonly SigningSecret[];
@@ -117,29 +102,23 @@ export class DeliveryStore {
 
   /**
    * In the caller's transaction: the events' bodies once each, a delivery per (event,
-   * endpoint). A re-consumed event conflicts on both and adds nothing.
-   *
-   * With `lease` (the schedule's first attempt is immediate), deliveries to an endpoint that is
-   * healthy, unordered, unthrottled and has nothing older due are recorded already leased to
-   * the caller, up to the endpoint's free in-flight slots and `lease.free`: the caller sends
-   * them at once, without a claim's round trip and its second write of each row. The
-   * endpoints are locked as a claim locks them (slots counted after the locks), so limits hold
-   * across processes exactly as they do for claims.
+   * endpoint), due at firstAttemptAt(), for the dispatchers' claims. A re-consumed event
+   * conflicts on both and adds nothing. Returns how many deliveries were added.
    */
-  async record(client: pg.ClientBase, events: readonly EventToDeliver[], firstAttemptAt: () => Date, lease: RecordLease | null = null): Promise<RecordedDeliveries> {
+  async record(client: pg.ClientBase, events: readonly EventToDeliver[], firstAttemptAt: () => Date): Promise<number> {
     const owed = events.filter((event) => event.endpointIds.length > 0);
-    if (owed.length === 0) return { added: 0, leased: [] };
-    // Only the endpoints of the first `free` deliveries can be leased any: the others are not locked.
-    const candidates = lease && lease.free > 0 ? [...new Set(owed.flatMap((e) => e.endpointIds).slice(0, lease.free))] : [];
-    const open = await this.storeEventsAndLock(client, owed, candidates, lease?.now ?? null);
-    return this.insertDeliveries(client, owed, firstAttemptAt, open, lease);
+    if (owed.length === 0) return 0;
+    await this.storeEvents(client, owed);
+    return this.insertDue(client, owed, firstAttemptAt);
   }
 
   /**
-   * record()'s deliveries, their events stored already: those to the `open` endpoints (locked)
-   * leased to the caller as `lease` allows, the others due at firstAttemptAt().
+   * Deliveries due at firstAttemptAt(), their events stored already. In consumption order
+   * (WITH ORDINALITY ... ORDER BY): ids are assigned in it, which ordered endpoints send by;
+   * only an ordered endpoint's deliveries carry the aggregate (the others write no entry in the
+   * ordering index). A re-consumed event conflicts and adds nothing.
    */
-  private async insertDeliveries(client: pg.ClientBase, owed: readonly EventToDeliver[], firstAttemptAt: () => Date, open: ReadonlyMap<string, OpenEndpoint>, lease: RecordLease | null): Promise<RecordedDeliveries> {
+  private async insertDue(client: pg.ClientBase, owed: readonly EventToDeliver[], firstAttemptAt: () => Date): Promise<number> {
     const rows = { eventIds: [] as string[], endpointIds: [] as string[], orderingKeys: [] as (string | null)[], dueAt: [] as Date[] };
     for (const event of owed) {
       for (const endpointId of event.endpointIds) {
@@ -149,78 +128,34 @@ export class DeliveryStore {
         rows.dueAt.push(firstAttemptAt());
       }
     }
-    // In a snapshot taken after the locks (a statement of its own): each locked endpoint's free
-    // slots, none if it has older deliveries due (a new one does not overtake a backlog); the
-    // first deliveries of each, in consumption order, up to those slots and `free` in all, are
-    // recorded leased and counted in the caller's slots. WITH ORDINALITY ... ORDER BY: ids are
-    // assigned in consumption order, which ordered endpoints send by; only an ordered endpoint's
-    // deliveries carry the aggregate (the others write no entry in the ordering index). A
-    // re-consumed event conflicts and adds nothing.
-    const { rows: inserted } = await client.query<{ id: string; event_id: string; endpoint_id: string; leased: boolean }>(
-      prepared(`WITH u AS (
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, n)
-       ), open AS (
-         SELECT e.id, e.max_in_flight - ${this.slotsInUse('e', '$6')} AS capacity
-         FROM ${this.tables.endpoints} e
-         WHERE e.id = ANY($5)
-           AND ${this.dueProbe('e', '$6')} IS NULL
-       ), fitting AS (
-         SELECT u.*, o.id IS NOT NULL AND row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.n) <= o.capacity AS fits
-         FROM u LEFT JOIN open o ON o.id = u.endpoint_id
-       ), chosen AS (
-         SELECT f.*, f.fits AND sum(f.fits::int) OVER (ORDER BY f.n) <= $9 AS leased FROM fitting f
-       ), inserted AS (
-         INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at, lease_owner, attempts)
-         SELECT c.event_id, c.endpoint_id, CASE WHEN e.ordered THEN c.ordering_key END,
-           CASE WHEN c.leased THEN $8::timestamptz ELSE c.due END, CASE WHEN c.leased THEN $7::text END, CASE WHEN c.leased THEN 1 ELSE 0 END
-         FROM chosen c JOIN ${this.tables.endpoints} e ON e.id = c.endpoint_id
-         ORDER BY c.n
-         ON CONFLICT (event_id, endpoint_id) DO NOTHING
-         RETURNING id, event_id, endpoint_id, lease_owner
-       ), counted AS (
-         ${this.countSlots(this.leasedPerEndpoint('inserted'), '$7', '$6', '$8')}
-       )
-       SELECT id::text AS id, event_id, endpoint_id, lease_owner IS NOT NULL AS leased FROM inserted`,
-      [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt, [...open.keys()], lease?.now ?? null, lease?.owner ?? null, lease ? new Date(lease.now.getTime() + lease.leaseMs) : null, lease?.free ?? 0]),
+    const { rowCount } = await client.query(
+      prepared(`INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at)
+         SELECT u.event_id, u.endpoint_id, CASE WHEN e.ordered THEN u.ordering_key END, u.due
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS u(event_id, endpoint_id, ordering_key, due, n)
+         JOIN ${this.tables.endpoints} e ON e.id = u.endpoint_id
+         ORDER BY u.n
+         ON CONFLICT (event_id, endpoint_id) DO NOTHING`,
+      [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt]),
     );
-    const byId = new Map(owed.map((event) => [event.eventId, event]));
-    const leased = inserted
-      .filter((row) => row.leased)
-      .map((row): ClaimedDelivery => {
-        const event = byId.get(row.event_id)!;
-        const endpoint = open.get(row.endpoint_id)!;
-        return { id: row.id, eventId: row.event_id, eventType: event.eventType, endpointId: row.endpoint_id, attempt: 1, failures: 0, body: event.body, producedAt: event.producedAt, url: endpoint.url, secrets: endpoint.secrets, headers: endpoint.headers };
-      });
-    return { added: inserted.length, leased };
+    return rowCount ?? 0;
   }
 
   /**
-   * The events' bodies (once each), and, in the same statement,
-   * the locks on the `candidates` a new delivery may be sent to at once (healthy, unordered,
-   * unthrottled), with what a request to them needs. The locks are waited for, not skipped (a
-   * claim holds one for milliseconds, another consumer transaction until it commits: skipping
-   * would record a chunk due, and every chunk after it, since a new delivery does not overtake
-   * older due ones); in id order, as every transaction that waits for endpoint locks takes them,
-   * so none deadlocks.
-   *
-   * A re-consumed event's row is kept (its body is what a retry signs again) and locked, with
-   * its recorded_at moved on: the deliveries have no foreign key to it, so this lock is what
-   * keeps the pruner, which deletes old events no delivery refers to yet, from deleting it
-   * before this transaction's deliveries are committed. (DO UPDATE touches a row once per
-   * statement: an event twice in a chunk, which Kafka's at-least-once can bring, goes in once.)
+   * The events' bodies, once each. A re-consumed event's row is kept (its body is what a retry
+   * signs again) and locked, with its recorded_at moved on: the deliveries have no foreign key
+   * to it, so this lock is what keeps the pruner, which deletes old events no delivery refers to
+   * yet, from deleting it before this transaction's deliveries are committed. (DO UPDATE
+   * touches a row once per statement: an event twice in a chunk, which Kafka's at-least-once
+   * can bring, goes in once.)
    */
-  private async storeEventsAndLock(client: pg.ClientBase, owed: readonly EventToDeliver[], candidates: readonly string[], now: Date | null): Promise<Map<string, OpenEndpoint>> {
+  private async storeEvents(client: pg.ClientBase, owed: readonly EventToDeliver[]): Promise<void> {
     const events = [...new Map(owed.map((event) => [event.eventId, event])).values()];
-    const { rows } = await client.query(
-      prepared(`WITH stored AS (
-         INSERT INTO ${this.tables.events} AS ev (event_id, event_type, aggregate_id, body, produced_at)
+    await client.query(
+      prepared(`INSERT INTO ${this.tables.events} AS ev (event_id, event_type, aggregate_id, body, produced_at)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
-         ON CONFLICT (event_id) DO UPDATE SET recorded_at = GREATEST(ev.recorded_at, excluded.recorded_at)
-       )
-       ${this.lockOpenEndpoints('$6', '$7')}`,
-      [events.map((e) => e.eventId), events.map((e) => e.eventType), events.map((e) => e.aggregateId), events.map((e) => e.body), events.map((e) => e.producedAt), candidates, now]),
+         ON CONFLICT (event_id) DO UPDATE SET recorded_at = GREATEST(ev.recorded_at, excluded.recorded_at)`,
+      [events.map((e) => e.eventId), events.map((e) => e.eventType), events.map((e) => e.aggregateId), events.map((e) => e.body), events.map((e) => e.producedAt)]),
     );
-    return new Map(rows.map((row) => [row.id, { url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers }]));
   }
 
   /**
@@ -290,20 +225,20 @@ export class DeliveryStore {
   async recordFirstAttempts(input: FirstAttemptsToRecord, rules: EndpointRules): Promise<{ readonly inFlight: ReadonlyMap<ClaimedDelivery, string>; readonly changes: readonly EndpointChange[]; readonly added: number }> {
     const { owner, now, leaseMs, ended, inFlight } = input;
     return inTransaction(this.pool, async (client) => {
-      await this.storeEventsAndLock(client, input.events, [], null);
+      await this.storeEvents(client, input.events);
       const changes = ended.length > 0 ? await this.applyEndpointEffects(client, now, ended, rules) : [];
       const attempted = [...ended.map((completion) => ({ delivery: completion.delivery, completion })), ...inFlight.map((delivery) => ({ delivery, completion: null }))];
       const leaseEnd = new Date(now.getTime() + leaseMs);
       const { rows } = await this.writeFirstAttempts(client, owner, now, leaseEnd, attempted);
       // Their events were stored with the others above: only the deliveries are left to insert.
-      const due = await this.insertDeliveries(client, input.due.filter((event) => event.endpointIds.length > 0), input.firstAttemptAt, new Map(), null);
+      const due = await this.insertDue(client, input.due.filter((event) => event.endpointIds.length > 0), input.firstAttemptAt);
       const ids = new Map(rows.map((row) => [`${row.event_id}\n${row.endpoint_id}`, row.id]));
       const recorded = new Map<ClaimedDelivery, string>();
       for (const delivery of inFlight) {
         const id = ids.get(`${delivery.eventId}\n${delivery.endpointId}`);
         if (id !== undefined) recorded.set(delivery, id);
       }
-      return { inFlight: recorded, changes, added: ended.length + recorded.size + due.added };
+      return { inFlight: recorded, changes, added: ended.length + recorded.size + due };
     });
   }
 

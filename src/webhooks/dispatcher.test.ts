@@ -97,9 +97,9 @@ describe('the dispatcher', () => {
     expect(most()).toBe(3);
   });
 
-  it('slots held for deliveries recorded leased to it are not claimed meanwhile, and are sent once accepted', async () => {
-    const due = Array.from({ length: 5 }, (_, i) => ({ ...delivery, id: `due-${i}`, eventId: `evt-due-${i}` }));
-    const { store, completed } = fakeStore(due);
+  it('slots held for first attempts are not claimed meanwhile; those sent are, once their recording gives them back', async () => {
+    const ids = ['due-0', 'due-1', 'due-2', 'due-3', 'due-4'];
+    const { store, completed } = fakeStore(ids.map((id) => ({ ...delivery, id, eventId: `evt-${id}` })));
     const { sender, most } = countingSender(20);
     const sending = dispatcher(store, sender, 3);
     // Four times the concurrency: deliveries being recorded or written take no request slot.
@@ -109,11 +109,14 @@ describe('the dispatcher', () => {
     await new Promise((resolve) => setTimeout(resolve, 30));
     // Every slot is held: nothing was claimed.
     expect(completed).toHaveLength(0);
-    sending.accept([{ ...delivery, id: 'leased-1', eventId: 'evt-leased-1' }], 11);
-    for (let i = 0; i < 50 && completed.length < 6; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    // One first attempt sent in the slots (the intake took its endpoint's), the rest given back.
+    const first = sending.sendFirst([{ ...delivery, id: '', eventId: 'evt-first' }], { maxMs: 1_000, stragglerMs: 50 });
+    sending.release(11);
+    // Its result is its recording's to write, not the completions'.
+    expect((await first).ended.map((c) => c.delivery.eventId)).toEqual(['evt-first']);
+    for (let i = 0; i < 50 && completed.length < 5; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
     await sending.stop(1_000);
-    expect(completed.map((c) => c.delivery.id)).toContain('leased-1');
-    expect(completed).toHaveLength(6);
+    expect(completed.map((c) => c.delivery.id).sort()).toEqual(ids);
     expect(most()).toBeLessThanOrEqual(3);
   });
 
@@ -124,7 +127,7 @@ describe('the dispatcher', () => {
     // Two requests out that never end, six queued behind them: nothing will free.
     const all = stuck.reserve(100);
     expect(all.slots).toBe(8);
-    stuck.accept(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })), 0);
+    void stuck.sendFirst(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => ({ ...delivery, id: '', eventId: `evt-${id}` })), { maxMs: 60_000, stragglerMs: 50 });
     const started = Date.now();
     expect((await stuck.reserveWhenFree(1, 100, 50)).slots).toBe(0);
     expect(Date.now() - started).toBeGreaterThanOrEqual(45);
@@ -167,12 +170,14 @@ describe('the dispatcher', () => {
   });
 
   it('an answer that came while the event loop was held up past the stall is seen before the reservation gives up', async () => {
-    const { store } = fakeStore([]);
     // Requests answer only when the test says so.
     const answers: (() => void)[] = [];
     const sender: AttemptSender = { send: () => new Promise((resolve) => answers.push(() => resolve(delivered))) };
-    const sending = dispatcher(store, sender, 1);
-    sending.accept(['a', 'b', 'c', 'd'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })), sending.reserve(100).slots - 4);
+    const { store: claimed } = fakeStore(['a', 'b', 'c', 'd'].map((id) => ({ ...delivery, id, eventId: `evt-${id}` })));
+    const sending = dispatcher(claimed, sender, 1);
+    // Four claimed: one request out, three queued behind it; every slot held.
+    sending.start();
+    while (answers.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
     const reservation = sending.reserveWhenFree(1, 100, 50);
     // The event loop held up past the 50 ms stall, with the answer in meanwhile: it is handled
     // (as I/O would be) after the timers that came due, the stall's among them.

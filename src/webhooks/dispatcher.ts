@@ -5,6 +5,7 @@ import type { ClaimedDelivery, Completion, DeliveryStore, EndpointChange, Endpoi
 import { signingSecrets } from './endpoint-store.js';
 import type { AttemptResult, WebhookRequest } from './http-sender.js';
 import type { WebhookMetrics } from './metrics.js';
+import { ResultWriter, type ResultRoute } from './lifecycle.js';
 import { judgeAttempt, type RetryPolicy } from './retry-policy.js';
 import { webhookHeaders } from './signature.js';
 
@@ -50,17 +51,6 @@ export interface FirstAttemptWait {
   readonly maxMs: number;
   /** Once half ended: at least this long again (and as long as they took). */
   readonly stragglerMs: number;
-}
-
-/**
- * A first attempt whose delivery is not recorded yet: its completion goes to the intake that
- * sent it (settle), or, once handed over, waits for the id its recording gave it (recordedAs:
- * undefined until then, null when the recording failed).
- */
-interface Unrecorded {
-  settle: ((completion: Completion) => void) | null;
-  ended: Completion | null;
-  recordedAs: string | null | undefined;
 }
 
 /** The longest a reservation waits for enough free slots (the consumer's session stays alive meanwhile). */
@@ -123,8 +113,8 @@ export class Dispatcher {
   /** Bumped whenever slots free or an endpoint answers: what a reservation waiting for slots calls progress. */
   private progress = 0;
   private completions: Completion[] = [];
-  /** First attempts of deliveries not recorded yet (sendFirst). */
-  private readonly unrecorded = new Map<ClaimedDelivery, Unrecorded>();
+  /** Who writes each held delivery's result (see lifecycle.ts). */
+  private readonly results = new ResultWriter();
   private flushing: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
   /** When the loop last went round: /healthz fails when it stops turning. */
@@ -226,13 +216,10 @@ export class Dispatcher {
     return this.reserve(Math.min(wanted, Math.max(atLeast, concurrency)));
   }
 
-  /** Sends what was recorded leased to this process, at once; gives back the slots not used. */
-  accept(leased: readonly ClaimedDelivery[], unused: number): void {
-    // Progress for a reservation waiting meanwhile, even when every slot was used: its wait for a
-    // freed slot starts again (these deliveries were being recorded, not stuck at an endpoint).
-    if (unused === 0) this.wakeReservations();
-    this.release(unused);
-    for (const delivery of leased) this.send(delivery);
+  /** A delivery claimed: sent, its result written by the completions' batch. */
+  private leased(delivery: ClaimedDelivery): void {
+    this.results.lease(delivery, { kind: 'recorded', id: delivery.id });
+    this.send(delivery);
   }
 
   /**
@@ -255,15 +242,7 @@ export class Dispatcher {
       const handOver = () => {
         clearTimeout(timer);
         if (stragglers) clearTimeout(stragglers);
-        const inFlight: ClaimedDelivery[] = [];
-        for (const delivery of deliveries) {
-          const unrecorded = this.unrecorded.get(delivery);
-          if (unrecorded?.settle) {
-            unrecorded.settle = null;
-            inFlight.push(delivery);
-          }
-        }
-        resolve({ ended, inFlight });
+        resolve({ ended, inFlight: deliveries.filter((delivery) => this.results.handOver(delivery)) });
       };
       const timer = setTimeout(handOver, wait.maxMs);
       const settle = (completion: Completion) => {
@@ -273,7 +252,7 @@ export class Dispatcher {
         else if (!stragglers && ended.length * 2 >= deliveries.length) stragglers = setTimeout(handOver, Math.max(wait.stragglerMs, Date.now() - started));
       };
       for (const delivery of deliveries) {
-        this.unrecorded.set(delivery, { settle, ended: null, recordedAs: undefined });
+        this.results.lease(delivery, { kind: 'awaited', settle });
         this.send(delivery);
       }
     });
@@ -281,33 +260,20 @@ export class Dispatcher {
 
   /** A first attempt handed over by sendFirst is recorded as `id`: its completion is written as a claimed one's. */
   adopt(delivery: ClaimedDelivery, id: string): void {
-    this.handedOver(delivery, id);
+    this.route(this.results.recorded(delivery, id));
   }
 
   /** A first attempt handed over by sendFirst was not recorded (its event is read again): its completion is not written. */
   abandon(delivery: ClaimedDelivery): void {
-    this.handedOver(delivery, null);
+    this.route(this.results.recorded(delivery, null));
   }
 
-  private handedOver(delivery: ClaimedDelivery, recordedAs: string | null): void {
-    const unrecorded = this.unrecorded.get(delivery);
-    if (!unrecorded) return;
-    unrecorded.recordedAs = recordedAs;
-    if (unrecorded.ended) this.ended(delivery, unrecorded, unrecorded.ended);
-  }
-
-  /** A handed-over first attempt that ended and whose recording is known. */
-  private ended(delivery: ClaimedDelivery, unrecorded: Unrecorded, completion: Completion): void {
-    if (unrecorded.recordedAs === undefined) {
-      unrecorded.ended = completion;
-      return;
-    }
-    this.unrecorded.delete(delivery);
-    if (unrecorded.recordedAs === null) this.release(1);
-    else {
-      this.completions.push({ ...completion, delivery: { ...delivery, id: unrecorded.recordedAs } });
+  /** An ended attempt's result, where ResultWriter sent it. */
+  private route(route: ResultRoute | null): void {
+    if (route?.to === 'completions') {
+      this.completions.push(route.completion);
       void this.flush();
-    }
+    } else if (route?.to === 'released') this.release(1);
   }
 
   release(slots: number): void {
@@ -331,7 +297,7 @@ export class Dispatcher {
           continue;
         }
         this.held += claimed.length;
-        for (const delivery of claimed) this.send(delivery);
+        for (const delivery of claimed) this.leased(delivery);
         // Something was due: more may be (endpoints' limits cap a claim), so freed slots are worth
         // the next one; nothing was: only a recording or the poll brings more. (A wake-up during
         // the claim was for deliveries it may not have seen.)
@@ -432,15 +398,7 @@ export class Dispatcher {
     // An endpoint answered: its slot frees once its result is written or recorded, so a
     // reservation waiting for slots is not stalled (only endpoints that do not answer stall it).
     this.wakeReservations();
-    const completion = { delivery, startedAt, result, verdict };
-    const unrecorded = this.unrecorded.get(delivery);
-    if (!unrecorded) {
-      this.completions.push(completion);
-      void this.flush();
-    } else if (unrecorded.settle) {
-      this.unrecorded.delete(delivery);
-      unrecorded.settle(completion);
-    } else this.ended(delivery, unrecorded, completion);
+    this.route(this.results.end(delivery, { delivery, startedAt, result, verdict }));
   }
 
   /** Writes every completion queued; one write at a time, the next takes what queued meanwhile. */

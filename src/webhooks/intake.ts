@@ -10,7 +10,7 @@ import { inTransaction } from '../pg-transaction.js';
 import { sleep } from '../time.js';
 import { HEADER } from '../transform/headers.js';
 import { customerOf, type CustomerRule } from './customer-rule.js';
-import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver, type RecordedDeliveries } from './delivery-store.js';
+import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
@@ -21,14 +21,12 @@ import type { ConsumedBatch, ConsumedMessage, IntakeConsumer, IntakeConsumerEven
 import type { WebhookMetrics } from './metrics.js';
 import type { WebhookTables } from './webhook-tables.js';
 
-/** Slots of the dispatcher held for deliveries being recorded leased to it. */
+/** The dispatcher, as the path of first attempts sent before their deliveries are recorded uses it (FirstAttemptPath). */
 export interface SendAtOnce {
   /** Up to `wanted` free slots, held once `atLeast` are free or none freed for `stallMs`. */
   reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation>;
-  /** The owner and lease to record deliveries leased with, from now. */
+  /** The owner and lease that slots are taken with, and in-flight attempts recorded leased with, from now. */
   lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number };
-  /** The leased deliveries to send; the rest of the slots back. */
-  accept(leased: readonly ClaimedDelivery[], unused: number): void;
   release(slots: number): void;
   /** Sends first attempts before their deliveries are recorded (see Dispatcher.sendFirst). */
   sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts>;
@@ -95,8 +93,8 @@ export interface IntakeOptions {
   /** Called after deliveries were recorded: the dispatcher looks for due ones at once. */
   readonly onRecorded: () => void;
   /**
-   * The dispatcher, to record deliveries already leased to it and have it send them at once
-   * (DeliveryStore.record); null when the schedule's first attempt is not immediate.
+   * The dispatcher, to send first attempts before their deliveries are recorded
+   * (FirstAttemptPath); null when the schedule's first attempt is not immediate.
    */
   readonly sendAtOnce: SendAtOnce | null;
   /** Bounds one transaction: an event fanned out to thousands of endpoints is recorded in several. */
@@ -120,7 +118,7 @@ export class WebhookIntake {
   private readonly maxDeliveries: number;
   private readonly stopped = new AbortController();
   /** Chunks recorded first (see record): each recording takes every chunk that came meanwhile, up to the bound on deliveries. */
-  private readonly recordings = new GroupedWrites<{ readonly events: readonly EventToRecord[]; readonly slots: number }, SliceEnds>(
+  private readonly recordings = new GroupedWrites<readonly EventToRecord[], SliceEnds>(
     (chunks) => this.recordChunks(chunks),
     (chunks) => this.chunksWithin(chunks),
   );
@@ -226,11 +224,10 @@ export class WebhookIntake {
   }
 
   /**
-   * A batch in chunks, each recorded (see record) before its offsets are committed. With the
-   * dispatcher's slots (the first attempt is immediate), a chunk is as many deliveries as it has
-   * free slots, so they are all recorded leased and sent at once. An event owed to more
-   * endpoints than that is a chunk of its own, recorded a slice of its endpoints at a time, as
-   * slots free (recordFanOut).
+   * A batch, every delivery of it recorded before its offsets are committed: what the store may
+   * have already recorded due (recordDue), the rest through the first-attempt path (sent in the
+   * dispatcher's free slots, then recorded with their results), or, when the schedule's first
+   * attempt is not immediate, all of it recorded due.
    */
   private async take(batch: ConsumedBatch): Promise<void> {
     const key = `${batch.topic}\n${batch.partition}`;
@@ -240,11 +237,11 @@ export class WebhookIntake {
     const first = batch.messages[0];
     if (!first) return;
     let whole: boolean;
-    if (!this.options.sendAtOnce) whole = await this.recordThenSend(batch);
+    if (!this.options.sendAtOnce) whole = await this.recordDue(batch);
     else {
       // Read again (the first batch after joining, or after a failure): what the store has already is recorded first.
       const recordedAlready = last !== undefined && BigInt(first.offset) > last ? 0 : await this.recordedPrefix(batch.messages);
-      whole = recordedAlready === 0 || (await this.recordThenSend({ ...batch, messages: batch.messages.slice(0, recordedAlready) }));
+      whole = recordedAlready === 0 || (await this.recordDue({ ...batch, messages: batch.messages.slice(0, recordedAlready) }));
       if (whole && recordedAlready < batch.messages.length) {
         // Who is owed what, as of now: an endpoint added before these events were produced is owed them.
         await this.refreshSubscriptions();
@@ -268,77 +265,61 @@ export class WebhookIntake {
   }
 
   /**
-   * A batch recorded before anything is sent: the first after joining, or read again after a
-   * failure (what is recorded already conflicts, adds nothing, and is not sent again). False if
+   * A batch recorded due, for the dispatcher's claims to send: events the store may have
+   * already (the first batch after joining, one read again after a failure: what is recorded
+   * conflicts, adds nothing, and is not sent again), or every batch when the schedule's first
+   * attempt is not immediate. In chunks of whole events up to the bound on a transaction; an
+   * event owed to more endpoints than that, a slice of them at a time (recordFanOut). False if
    * the partition went elsewhere meanwhile.
    */
-  private async recordThenSend(batch: ConsumedBatch): Promise<boolean> {
+  private async recordDue(batch: ConsumedBatch): Promise<boolean> {
     const { topic, partition } = batch;
     let chunk: { message: ConsumedMessage; event: DecodedEvent | null }[] = [];
     let fannedOut = 0;
-    let reserved: Reservation | null = null;
     /** False when the partition went elsewhere in the middle of an event's slices: its offset is not committed. */
     const flush = async (): Promise<boolean> => {
-      const slots = reserved;
-      reserved = null;
-      if (chunk.length === 0) {
-        if (slots) this.options.sendAtOnce?.release(slots.slots);
-        return true;
-      }
+      if (chunk.length === 0) return true;
       const events = chunk.flatMap((item) => (item.event ? [item.event] : []));
-      if (events.length === 1 && fannedOut > this.chunkBound(slots)) {
-        if (!(await this.recordFanOut(events[0]!, slots, batch.owned))) return false;
-      } else await this.record(events.map((event) => ({ event, slice: null })), slots);
+      if (events.length === 1 && fannedOut > this.maxDeliveries) {
+        if (!(await this.recordFanOut(events[0]!, batch.owned))) return false;
+      } else await this.record(events.map((event) => ({ event, slice: null })));
       await batch.recorded(chunk[chunk.length - 1]!.message.offset);
       chunk = [];
       fannedOut = 0;
       return true;
     };
-    try {
-      for (const [index, message] of batch.messages.entries()) {
-        if (!batch.owned()) return false;
-        reserved ??= await this.reserve(batch.messages.length - index);
-        const event = await this.decode(topic, partition, message);
-        const owed = event ? (this.subscriptions ? this.owedTo(event).length : 1) : 0;
-        // A chunk holds whole events, and no more deliveries than its slots (or the bound).
-        if (chunk.length > 0 && fannedOut + owed > this.chunkBound(reserved)) {
-          if (!(await flush())) return false;
-          reserved = await this.reserve(batch.messages.length - index);
-        }
-        chunk.push({ message, event });
-        fannedOut += owed;
-      }
-      return await flush();
-    } finally {
-      if (reserved) this.options.sendAtOnce?.release(reserved.slots);
+    for (const message of batch.messages) {
+      if (!batch.owned()) return false;
+      const event = await this.decode(topic, partition, message);
+      const owed = event ? (this.subscriptions ? this.owedTo(event).length : 1) : 0;
+      // A chunk holds whole events, and no more deliveries than one transaction records.
+      if (chunk.length > 0 && fannedOut + owed > this.maxDeliveries && !(await flush())) return false;
+      chunk.push({ message, event });
+      fannedOut += owed;
     }
+    return flush();
   }
 
-  /** The most deliveries one chunk records: its slots, or without any, the bound on a transaction. */
+  /** The most deliveries one chunk of first attempts holds: its slots, or without any, the bound on a transaction. */
   private chunkBound(reserved: Reservation | null): number {
     return Math.min(this.maxDeliveries, reserved?.slots || this.maxDeliveries);
   }
 
   /**
-   * An event owed to more endpoints than the chunk has slots for (or than one transaction
-   * records): a slice of its endpoints at a time, in id order, each slice as many as the slots
-   * reserved for it, so that every delivery is recorded leased and sent at once rather than
-   * recorded due, claimed, and written a second time. Waits for slots between slices as any
-   * chunk does (slow endpoints holding them: the rest is recorded due). Slices are by id, not
-   * position: an endpoint removed meanwhile shifts none of the others out of a slice; one added
-   * meanwhile is not owed the event anyway unless its --deliver-from is earlier. A crash between
-   * slices re-reads the event (its offset was not committed): the recorded slices conflict and
-   * add nothing. False if the partition went to another consumer meanwhile (it records the rest).
+   * An event owed to more endpoints than one transaction records: a slice of its endpoints at
+   * a time, in id order. Slices are by id, not position: an endpoint removed meanwhile shifts
+   * none of the others out of a slice; one added meanwhile is not owed the event anyway unless
+   * its --deliver-from is earlier. A crash between slices re-reads the event (its offset was not
+   * committed): the recorded slices conflict and add nothing. False if the partition went to
+   * another consumer meanwhile (it records the rest).
    */
-  private async recordFanOut(event: DecodedEvent, first: Reservation | null, owned: () => boolean): Promise<boolean> {
-    let reserved = first;
+  private async recordFanOut(event: DecodedEvent, owned: () => boolean): Promise<boolean> {
     let after: string | null = null;
     for (;;) {
-      const [end] = await this.record([{ event, slice: { after, limit: this.chunkBound(reserved) } }], reserved);
+      const [end] = await this.record([{ event, slice: { after, limit: this.maxDeliveries } }]);
       if (end === null || end === undefined) return true;
       if (!owned()) return false;
       after = end;
-      reserved = await this.reserve(1);
     }
   }
 
@@ -411,60 +392,43 @@ export class WebhookIntake {
   }
 
   /**
-   * Records a chunk's deliveries; resolves once they are committed. One transaction at a time
-   * records every chunk that came meanwhile (the partitions consumed at once, up to the bound
-   * on deliveries): the partitions do not queue for the same endpoints' locks, each taking a
-   * transaction of its own.
+   * Records a chunk's deliveries due; resolves once they are committed. One transaction at a
+   * time records every chunk that came meanwhile (the partitions consumed at once, up to the
+   * bound on deliveries).
    */
-  private record(events: readonly EventToRecord[], reserved: Reservation | null): Promise<SliceEnds> {
-    return this.recordings.push({ events, slots: reserved?.slots ?? 0 });
+  private record(events: readonly EventToRecord[]): Promise<SliceEnds> {
+    return this.recordings.push(events);
   }
 
   /** How many of the queued chunks one transaction takes: as many as fit the bound on deliveries (at least one). */
-  private chunksWithin(chunks: readonly { readonly events: readonly EventToRecord[] }[]): number {
+  private chunksWithin(chunks: readonly (readonly EventToRecord[])[]): number {
     const fanOut = this.mostFanOut;
     const most = (events: readonly EventToRecord[]) => events.reduce((sum, { slice }) => sum + Math.min(fanOut, slice?.limit ?? fanOut), 0);
     let deliveries = 0;
     let taken = 0;
-    while (taken < chunks.length && (taken === 0 || deliveries + most(chunks[taken]!.events) <= this.maxDeliveries)) {
-      deliveries += most(chunks[taken]!.events);
+    while (taken < chunks.length && (taken === 0 || deliveries + most(chunks[taken]!) <= this.maxDeliveries)) {
+      deliveries += most(chunks[taken]!);
       taken += 1;
     }
     return taken;
   }
 
   /** Chunks recorded in one transaction; each gets the slice ends of its own events. */
-  private async recordChunks(chunks: readonly { readonly events: readonly EventToRecord[]; readonly slots: number }[]): Promise<SliceEnds[]> {
-    const ends = await this.recordGroup(chunks.flatMap((chunk) => chunk.events), chunks.reduce((sum, chunk) => sum + chunk.slots, 0));
-    let from = 0;
-    return chunks.map((chunk) => ends.slice(from, (from += chunk.events.length)));
-  }
-
-  private async recordGroup(events: readonly EventToRecord[], slots: number): Promise<SliceEnds> {
+  private async recordChunks(chunks: readonly (readonly EventToRecord[])[]): Promise<SliceEnds[]> {
     const { options } = this;
-    const sendAtOnce = options.sendAtOnce;
-    let recorded: RecordedDeliveries = { added: 0, leased: [] };
+    const events = chunks.flat();
     let ends: SliceEnds = [];
-    try {
-      if (events.length > 0) {
-        recorded = await inTransaction(options.pool, async (client) => {
-          const index = await this.currentSubscriptions(client);
-          const slices = events.map(({ event, slice }) => owedSlice(index.endpointsFor(event.customerId, event.eventType, event.producedAt.getTime()), slice));
-          ends = slices.map(({ sliceEnd }) => sliceEnd);
-          const owed = events.map(({ event }, i) => ({ ...event, endpointIds: slices[i]!.endpointIds }));
-          const lease = sendAtOnce && slots > 0 ? { ...sendAtOnce.lease(), free: slots } : null;
-          return options.store.record(client, owed, options.firstAttemptAt, lease);
-        });
-      }
-    } catch (error) {
-      if (slots > 0) sendAtOnce!.release(slots);
-      throw error;
-    }
-    options.metrics.deliveriesRecorded.inc(recorded.added);
-    // After the commit: a claim before it would not see them, and a lease not committed is no lease.
-    if (sendAtOnce) sendAtOnce.accept(recorded.leased, slots - recorded.leased.length);
-    if (recorded.added > recorded.leased.length) options.onRecorded();
-    return ends;
+    const added = await inTransaction(options.pool, async (client) => {
+      const index = await this.currentSubscriptions(client);
+      const slices = events.map(({ event, slice }) => owedSlice(index.endpointsFor(event.customerId, event.eventType, event.producedAt.getTime()), slice));
+      ends = slices.map(({ sliceEnd }) => sliceEnd);
+      return options.store.record(client, events.map(({ event }, i) => ({ ...event, endpointIds: slices[i]!.endpointIds })), options.firstAttemptAt);
+    });
+    options.metrics.deliveriesRecorded.inc(added);
+    // After the commit: a claim before it would not see them.
+    if (added > 0) options.onRecorded();
+    let from = 0;
+    return chunks.map((chunk) => ends.slice(from, (from += chunk.length)));
   }
 
   /** The most endpoints one event can be owed to: the platform-wide ones and the largest customer's. */

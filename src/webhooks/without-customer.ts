@@ -74,7 +74,7 @@ export async function replayWithoutCustomer(pool: pg.Pool, tables: WebhookTables
     const recorded = await inTransaction(pool, async (tx) => {
       const added = await store.record(tx, [{ eventId: row.event_id, eventType: row.event_type, aggregateId: row.aggregate_id, body: row.body, producedAt, endpointIds }], () => now);
       await tx.query(`DELETE FROM ${tables.eventsWithoutCustomer} WHERE event_id = $1`, [row.event_id]);
-      return added.added;
+      return added;
     });
     found += 1;
     deliveries += recorded;

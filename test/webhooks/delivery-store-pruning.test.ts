@@ -39,21 +39,34 @@ describe('webhook delivery store: pruning', () => {
     return { eventId, eventType: 'invoice.paid', aggregateId: 'agg', body: JSON.stringify({ id: eventId }), producedAt: new Date(), endpointIds: [endpointId] };
   }
 
-  /** Records the events as recorded at `now`, leased to this test, in one transaction of `client` (default: its own). */
-  async function record(events: readonly EventToDeliver[], now: Date, client?: pg.ClientBase): Promise<readonly ClaimedDelivery[]> {
-    const lease = { owner: OWNER, now, leaseMs: 60_000, free: 1_000 };
-    if (client) return (await store.record(client, events, () => now, lease)).leased;
+  /** Records the events at `now`, in one transaction of `client` (default: its own); how many deliveries it added. */
+  async function recordDue(events: readonly EventToDeliver[], now: Date, client?: pg.ClientBase): Promise<number> {
+    if (client) return store.record(client, events, () => now);
     const own = await pool.connect();
     try {
       await own.query('BEGIN');
-      const { leased } = await store.record(own, events, () => now, lease);
+      const added = await store.record(own, events, () => now);
       // The store stamps recorded_at with the server's clock: the test's clock instead.
       await own.query(`UPDATE ${tables.events} SET recorded_at = $1 WHERE event_id = ANY($2)`, [now, events.map((e) => e.eventId)]);
       await own.query('COMMIT');
-      return leased;
+      return added;
     } finally {
       own.release();
     }
+  }
+
+  /** Records the events at `now` and leases their deliveries to this test, as a claim would (their first attempt started). */
+  async function record(events: readonly EventToDeliver[], now: Date): Promise<readonly ClaimedDelivery[]> {
+    await recordDue(events, now);
+    const { rows } = await pool.query(
+      `UPDATE ${tables.deliveries} SET lease_owner = $1, attempts = 1, next_attempt_at = $2::timestamptz + interval '1 minute' WHERE event_id = ANY($3) RETURNING id::text AS id, event_id, endpoint_id`,
+      [OWNER, now, events.map((e) => e.eventId)],
+    );
+    const byId = new Map(events.map((e) => [e.eventId, e]));
+    return rows.map((row) => {
+      const { eventType, body, producedAt } = byId.get(row.event_id)!;
+      return { id: row.id, eventId: row.event_id, eventType, endpointId: row.endpoint_id, attempt: 1, failures: 0, body, producedAt, url: 'http://127.0.0.1:1/', secrets: [], headers: {} };
+    });
   }
 
   /** Completes the deliveries' first attempts at `now`: delivered, or failed for good. */
@@ -118,8 +131,7 @@ describe('webhook delivery store: pruning', () => {
     const consumer = await pool.connect();
     try {
       await consumer.query('BEGIN');
-      const [delivery] = await record([again], new Date(), consumer);
-      expect(delivery).toBeDefined();
+      expect(await recordDue([again], new Date(), consumer)).toBe(1);
       await queries.prune(new Date(Date.now() - 7 * DAY));
       await consumer.query('COMMIT');
     } finally {
