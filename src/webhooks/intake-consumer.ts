@@ -47,7 +47,7 @@ export type OpenIntakeConsumer = (groupId: string, events: IntakeConsumerEvents)
  * The group session: how long the broker waits for a member that went silent (a process killed
  * -9) before it hands that member's partitions to the others, or to the process started in its
  * place. A restarted process delivers again about this long after the kill, whatever it does
- * (issue 46: 28-30 s with kafkajs's default of 30 s, 7.6-9.5 s with librdkafka at 10 s). 6 s is
+ * (28-30 s with kafkajs's default of 30 s, 7.6-9.5 s with librdkafka at 10 s). 6 s is
  * the least a broker accepts by default (group.min.session.timeout.ms); a broker that raises it
  * refuses the join (INVALID_SESSION_TIMEOUT, in the consumer's failure log). Both consumers keep
  * the session while a batch waits for slots or for Postgres (kafkajs: keepSession), so a batch

@@ -6,7 +6,7 @@ import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 import { useTestWebhooks, WebhookReceiver } from '../harness/webhooks.js';
 
-/** What the restarted process must stay under, from its start to its first delivery of a new event (issue 46). */
+/** What the restarted process must stay under, from its start to its first delivery of a new event. */
 const RESTART_TO_DELIVERY_MS = 10_000;
 /** How long the process with a slow endpoint must keep its place in the group. */
 const STEADY_MS = 35_000;
