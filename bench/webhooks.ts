@@ -1,27 +1,40 @@
 /**
- * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --endpoints 1,100,10000]
- * [-- --kafka-clients kafkajs,librdkafka] [-- --latency-seconds S] [-- --profile]
- * [-- --webhooks-node-flags="--flag ..."] [-- --keep-stack]`
+ * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --cases 1,100,10000,10000x1,10x10,10000x10,latency]
+ * [-- --endpoints 1,100,10000] [-- --kafka-clients kafkajs,librdkafka] [-- --latency-seconds S]
+ * [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --keep-stack]`
  *
- * What `outbox-relay webhooks` delivers, beside its ceiling, in one run (on a shared 2-core
- * machine the ratios are what matters):
+ * What `outbox-relay webhooks` delivers, beside its durable loop and its ceiling, in one run (on
+ * a shared 2-core machine the ratios are what matters):
  *   1. deliveries/s to a fast local receiver (bench/lib/webhook-receiver.ts, a process of its
- *      own) with 1, 100 and 10,000 endpoints, each case the same total deliveries (events ×
- *      endpoints): the events are produced to a fresh topic with kafkajs in the relay's record
- *      format (no relay runs), then `node dist/cli.js webhooks` is started and timed until the
- *      store has every delivery 'delivered'; CPU per delivery of it and of Postgres;
- *   2. the ceiling right after each case (bench/lib/webhook-ceiling.ts): the same deliveries
- *      sent by a plain loop with the same client and signing, nothing else; floor ≥ 70%;
+ *      own) in each throughput case of --cases, each case the same total deliveries (events ×
+ *      the endpoints each event is owed): `N` is N platform-wide endpoints, each owed every
+ *      event (1, 100 and 10,000 by default); `CxK` is C customers of K endpoints each, the
+ *      events spread evenly over the customers, each owed to its customer's K (10000x1: 10,000
+ *      customers of one endpoint; 10x10 and 10000x10: 100 and 100,000 endpoints, 10 deliveries
+ *      an event either way). The events are produced to a fresh topic with kafkajs in the
+ *      relay's record format, each with its customer in a `customer_id` header (the rule
+ *      OUTBOX_WEBHOOK_CUSTOMER_FROM=header:customer_id) and in its payload (no relay runs), then
+ *      `node dist/cli.js webhooks` is started and timed until the store has every delivery
+ *      'delivered'; CPU per delivery and per event of it and of Postgres, over the whole run
+ *      and over its steady part (first delivery seen to the last);
+ *   2. the ceiling right after each case (bench/lib/webhook-ceiling.ts): the same (event,
+ *      endpoint) pairs sent by a plain loop with the same client and signing, nothing else; for
+ *      reference, no floor;
  *   3. event (Kafka timestamp) to first attempt at 1,000 events/s, 1 endpoint, p99 ≤ 100 ms: in
  *      three phases of one webhooks process, its first seconds of load right after it starts
  *      (the group join included; reported, no floor), the steady rate after them (the floor),
  *      and a burst after a quiet spell (the floor too);
  *   4. the delivery store's size per 1M deliveries, for each case of (1);
  *   5. the durable loop right after each ceiling (bench/lib/webhook-durable-loop.ts): the case's
- *      topic consumed, sent and every delivery recorded once, durably, before its offset is
- *      committed, and nothing else: what any durable design can reach here, at most.
+ *      topic consumed, each event's endpoints found as the process finds them, sent and every
+ *      delivery recorded once, durably, before its offset is committed, and nothing else: what
+ *      any durable design can reach here, at most; floor: the webhooks process ≥ 90% of it;
+ *   6. fan-out: CPU per event of the webhooks process and of Postgres in the case with the
+ *      most endpoints against the one with the fewest among customer cases of the same
+ *      endpoints per customer (10000x10 against 10x10): flat, i.e. at most 1.2 times.
  * (1) to (3) run once for each Kafka client the consumer can be on (OUTBOX_KAFKA_CLIENT), each
- * throughput case right after the other client's, each with its own ceiling run.
+ * throughput case right after the other client's, each with its own ceiling run. `--endpoints
+ * N,...` is the cases N,... (platform-wide) and latency, as before --cases existed.
  * Starts its own stack (pg, kafka) in a temp OUTBOX_STACK_DIR on ports apart from the test
  * stack's and `npm run bench`'s, builds, and takes that stack down at the end (not with
  * --keep-stack, nor a stack named by OUTBOX_STACK_DIR). Writes
@@ -40,7 +53,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Message } from 'kafkajs';
 import * as p from '../src/config/parsers.js';
-import { NO_HEADERS, type OutboxEvent } from '../src/event.js';
+import type { OutboxEvent } from '../src/event.js';
 import { KAFKA_CLIENTS, type KafkaClientName } from '../src/sink/producer.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { eventHeaders } from '../src/transform/headers.js';
@@ -55,7 +68,7 @@ import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import type { CeilingArgs } from './lib/webhook-ceiling.js';
 import type { DurableLoopArgs } from './lib/webhook-durable-loop.js';
-import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type LatencyPhase, type StoreSize, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
+import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type LatencyPhase, type SteadyCpu, type StoreSize, type TableWrites, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
 
 dropKafkajsTimerWarning();
 
@@ -80,12 +93,20 @@ const CONCURRENCY = 200;
  * only the request), so that the 1-endpoint case measures the process, not the endpoint's limit.
  */
 const MAX_IN_FLIGHT = 4 * CONCURRENCY;
+/** How the webhooks process finds an event's customer: the header every produced event carries. */
+const CUSTOMER_FROM = 'header:customer_id';
+/** How the ceiling finds it, from the body it sends: the same customer, in the payload. */
+const CEILING_CUSTOMER_FROM = 'payload:/customer_id';
+/** Customers of the events of the platform-wide cases (their endpoints receive every customer's). */
+const PLATFORM_CASE_CUSTOMERS = 5_000;
 const EVENT_TYPE = 'invoice.paid';
 const SUBSCRIPTION = 'invoice.*';
 const PAYLOAD_BYTES = 300;
 /** Any LSN: the relay's header, which the webhooks consumer does not read. */
 const COMMIT_LSN = '0/16B3748';
 const LATENCY_RATE = 1_000;
+/** The latency case's one endpoint: platform-wide, owed every event. */
+const LATENCY_SPEC: CaseSpec = { name: 'latency', platformWide: 1, customers: 0, perCustomer: 0 };
 /**
  * The latency case's first phase, right after the webhooks process starts: its group join, its
  * connections opened, its hot paths compiled, the fresh store's first rows. A process runs for
@@ -109,6 +130,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     deliveries: { type: 'string' },
     endpoints: { type: 'string' },
+    cases: { type: 'string' },
     'kafka-clients': { type: 'string' },
     'latency-seconds': { type: 'string' },
     profile: { type: 'boolean', default: false },
@@ -121,7 +143,16 @@ const { values } = parseArgs({
 const quick = values.quick;
 /** Per throughput case (events × endpoints). */
 const deliveries = values.deliveries === undefined ? (quick ? 10_000 : 100_000) : flag('deliveries', values.deliveries, p.integer(1, 10_000_000));
-const endpointCounts = values.endpoints === undefined ? [1, 100, 10_000] : flag('endpoints', values.endpoints, p.commaList('1,100,10000')).map((n) => flag('endpoints', n, p.integer(1, 100_000)));
+const DEFAULT_CASES = '1,100,10000,10000x1,10x10,10000x10,latency';
+if (values.cases !== undefined && values.endpoints !== undefined) throw new Error('--cases and --endpoints: give one (--endpoints 1,100 is --cases 1,100,latency)');
+const caseNames = values.cases !== undefined ? flag('cases', values.cases, p.commaList(DEFAULT_CASES)) : values.endpoints !== undefined ? [...flag('endpoints', values.endpoints, p.commaList('1,100,10000')), 'latency'] : DEFAULT_CASES.split(',');
+const throughputSpecs: CaseSpec[] = [];
+for (const token of caseNames.flatMap((name) => (name === 'fanout' ? ['10x10', '10000x10'] : [name]))) {
+  if (token === 'latency') continue;
+  const spec = parseCase(token, values.endpoints !== undefined ? 'endpoints' : 'cases');
+  if (!throughputSpecs.some((c) => c.name === spec.name)) throughputSpecs.push(spec);
+}
+const runLatency = caseNames.includes('latency');
 const kafkaClients: readonly KafkaClientName[] = values['kafka-clients'] === undefined ? KAFKA_CLIENTS : flag('kafka-clients', values['kafka-clients'], p.commaList('kafkajs,librdkafka')).map((name) => flag('kafka-clients', name, p.oneOf(...KAFKA_CLIENTS)));
 const webhooksNodeFlags = nodeFlags('webhooks-node-flags', values['webhooks-node-flags']);
 const latencySeconds = values['latency-seconds'] === undefined ? (quick ? 8 : 30) : flag('latency-seconds', values['latency-seconds'], p.integer(1, 3_600));
@@ -132,6 +163,34 @@ const STAMP = Date.now().toString(36);
 const TOPIC_PREFIX = `${TOPIC_ROOT}webhooks-${STAMP}`;
 /** ~300 B of JSON that does not compress to nothing (like real ids and amounts). */
 const NOTE = randomBytes(96).toString('hex');
+
+/** A throughput case: platform-wide endpoints, each owed every event, and/or customers of their own endpoints, each owed that customer's events. */
+interface CaseSpec {
+  /** As given to --cases: `100`, or `10000x1` (customers × endpoints each). */
+  readonly name: string;
+  readonly platformWide: number;
+  readonly customers: number;
+  readonly perCustomer: number;
+}
+
+/** `N`: N platform-wide endpoints; `CxK`: C customers of K endpoints each. */
+function parseCase(token: string, flagName: 'cases' | 'endpoints'): CaseSpec {
+  const platform = /^(\d+)$/.exec(token);
+  if (platform) return { name: token, platformWide: flag(flagName, platform[1]!, p.integer(1, 100_000)), customers: 0, perCustomer: 0 };
+  const customers = /^(\d+)x(\d+)$/.exec(token);
+  if (customers) {
+    const spec = { name: token, platformWide: 0, customers: flag('cases', customers[1]!, p.integer(1, 1_000_000)), perCustomer: flag('cases', customers[2]!, p.integer(1, 10_000)) };
+    if (spec.customers * spec.perCustomer > 1_000_000) throw new Error(`--cases ${token}: more than 1,000,000 endpoints`);
+    return spec;
+  }
+  throw new Error(`--cases: "${token}" is not a case: expected N (platform-wide endpoints), CxK (C customers of K endpoints each), fanout (10x10,10000x10) or latency, e.g. ${DEFAULT_CASES}`);
+}
+
+const endpointsOf = (spec: CaseSpec) => spec.platformWide + spec.customers * spec.perCustomer;
+/** Every event is owed to the platform-wide endpoints and to its customer's. */
+const perEventOf = (spec: CaseSpec) => spec.platformWide + (spec.customers > 0 ? spec.perCustomer : 0);
+/** Event i's customer: spread evenly over the case's customers (over 5,000 in a platform-wide case, as the payload always had). */
+const customerOfEvent = (spec: CaseSpec, i: number) => `cust-${i % (spec.customers > 0 ? spec.customers : PLATFORM_CASE_CUSTOMERS)}`;
 
 interface Bench {
   readonly env: Record<string, string>;
@@ -157,9 +216,9 @@ async function main(): Promise<void> {
     const { port } = JSON.parse(receiver.output.find((line) => line.includes('"port"'))!) as { port: number };
     const bench: Bench = { env, db, kafka, receiverUrl: `http://127.0.0.1:${port}/hook/`, pgCpu: await PostgresCpu.find(db), receiverCpu: () => processUsage(receiver.pid)?.cpuSeconds ?? NaN };
     const throughput: ThroughputCase[] = [];
-    for (const endpoints of endpointCounts) for (const client of kafkaClients) throughput.push(await throughputCase(bench, endpoints, client));
+    for (const spec of throughputSpecs) for (const client of kafkaClients) throughput.push(await throughputCase(bench, spec, client));
     const latency: LatencyCase[] = [];
-    for (const client of kafkaClients) latency.push(await latencyCase(bench, client));
+    if (runLatency) for (const client of kafkaClients) latency.push(await latencyCase(bench, client));
     const args = process.argv.slice(2);
     const results: WebhooksBenchRun = {
       date: new Date().toISOString().slice(0, 10),
@@ -173,6 +232,7 @@ async function main(): Promise<void> {
       concurrency: CONCURRENCY,
       maxInFlight: MAX_IN_FLIGHT,
       payloadBytes: PAYLOAD_BYTES,
+      customerFrom: CUSTOMER_FROM,
       throughput,
       latency,
     };
@@ -198,17 +258,20 @@ async function main(): Promise<void> {
   }
 }
 
-/** (1), (2) and (4) for one endpoint count. */
-async function throughputCase(bench: Bench, endpoints: number, kafkaClient: KafkaClientName): Promise<ThroughputCase> {
-  const events = Math.max(1, Math.round(deliveries / endpoints));
-  const total = events * endpoints;
-  const name = `${endpoints}-endpoints-${kafkaClient}`;
-  const schema = `bench_webhooks_${endpoints}_${kafkaClient}`;
+/** (1), (2), (4) and (5) for one case. */
+async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaClientName): Promise<ThroughputCase> {
+  const endpoints = endpointsOf(spec);
+  const perEvent = perEventOf(spec);
+  const events = Math.max(1, Math.round(deliveries / perEvent));
+  const total = events * perEvent;
+  const name = `${spec.customers > 0 ? `${spec.customers}-customers-x${spec.perCustomer}` : `${endpoints}-endpoints`}-${kafkaClient}`;
+  const schema = `bench_webhooks_${spec.name}_${kafkaClient}`;
   const topic = `${TOPIC_PREFIX}.${name}`;
-  progress(`${name}: ${events} events × ${endpoints} endpoints = ${total} deliveries`);
-  await freshStore(bench, schema, endpoints);
+  progress(`${name}: ${events} events × ${perEvent} endpoints each (${endpoints} endpoints${spec.customers > 0 ? ` of ${spec.customers} customers` : ', platform-wide'}) = ${total} deliveries`);
+  await freshStore(bench, schema, spec);
   await bench.kafka.createTopic(topic);
-  await produce(bench, topic, `e${endpoints}`, 0, events);
+  await produce(bench, topic, `e${spec.name}`, 0, events, spec);
+  const walBefore = await walLsn(bench);
   const server = await CpuWatch.start(bench.pgCpu);
   const machine = machineCpu();
   const receiverBefore = bench.receiverCpu();
@@ -216,13 +279,19 @@ async function throughputCase(bench: Bench, endpoints: number, kafkaClient: Kafk
   const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
   let timing: DrainTiming | null = null;
   let error: string | undefined;
+  /** The steady part starts at the first delivery seen 'delivered': the process's and Postgres's CPU from there. */
+  let steadyFrom: { readonly delivered: number; readonly cpuSeconds: number; readonly pg: CpuWatch } | null = null;
   try {
     timing = await bench.kafka.waitForRecords(`${schema}.deliveries`, total, {
       timeoutMs: CASE_TIMEOUT_MS,
       stallMs: 60_000,
       alive: () => webhooks.running,
       onProgress: (count, rate) => progress(`  ${name}: ${count}/${total} delivered (${Math.round(rate)}/s)`),
-      count: () => delivered(bench, schema),
+      count: async () => {
+        const count = await delivered(bench, schema);
+        if (count > 0 && steadyFrom === null) steadyFrom = { delivered: count, cpuSeconds: webhooks.usage()?.cpuSeconds ?? NaN, pg: await CpuWatch.start(bench.pgCpu) };
+        return count;
+      },
     });
   } catch (failure) {
     error = (failure as Error).message.split('\n')[0]!;
@@ -231,13 +300,24 @@ async function throughputCase(bench: Bench, endpoints: number, kafkaClient: Kafk
   const doneAt = timing?.doneAt ?? Date.now();
   const usage = webhooks.usage();
   const pg = await server.stop();
+  const walBytes = await walSince(bench, walBefore);
+  // Set in the callback, which the compiler cannot see from here.
+  const steadyStart = steadyFrom as { readonly delivered: number; readonly cpuSeconds: number; readonly pg: CpuWatch } | null;
+  const steadyPg = steadyStart ? await steadyStart.pg.stop() : null;
   const receiverCpu = bench.receiverCpu() - receiverBefore;
   const machineBusyPct = machineBusyPercent(machine);
   await webhooks.stop();
   const count = timing?.count ?? (await delivered(bench, schema));
   const seconds = (doneAt - started) / 1000;
+  const steady: SteadyCpu | undefined =
+    steadyStart && steadyPg && count > steadyStart.delivered ? { deliveries: count - steadyStart.delivered, cpuSeconds: (usage?.cpuSeconds ?? NaN) - steadyStart.cpuSeconds, pgSessionCpuSeconds: steadyPg.contender } : undefined;
   const result = {
+    case: spec.name,
     endpoints,
+    platformWide: spec.platformWide,
+    customers: spec.customers,
+    endpointsPerCustomer: spec.perCustomer,
+    deliveriesPerEvent: perEvent,
     kafkaClient,
     events,
     deliveries: total,
@@ -245,25 +325,28 @@ async function throughputCase(bench: Bench, endpoints: number, kafkaClient: Kafk
     seconds,
     deliveriesPerSecond: count / seconds,
     steadyDeliveriesPerSecond: timing ? drainRate(timing, started) : NaN,
-    eventsPerSecond: count / endpoints / seconds,
+    eventsPerSecond: count / perEvent / seconds,
     cpuSeconds: usage?.cpuSeconds ?? NaN,
     peakRssMb: usage?.peakRssMb ?? NaN,
     pgSessionCpuSeconds: pg.contender,
     pgServerCpuSeconds: pg.total - pg.load,
+    walBytes,
     receiverCpuSeconds: receiverCpu,
     machineBusyPct,
+    ...(steady && { steady }),
     ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
     ...(webhooksNodeFlags.length > 0 && { nodeFlags: webhooksNodeFlags.join(' ') }),
     ...(error !== undefined && { error }),
   };
   progress(`${name}: webhooks ${int(result.deliveriesPerSecond)} deliveries/s (steady ${int(result.steadyDeliveriesPerSecond)}/s), ${int((result.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${int((pg.contender * 1e6) / count)} µs/delivery`);
   const store = await storeSize(bench, schema);
+  const tableWrites = await rowsWritten(bench, schema);
   const writtenOnce = await sentBeforeRecorded(bench, schema);
   const ceiling = await runCeiling(bench, schema, name);
-  const durableLoop = await runDurableLoop(bench, { schema, topic, kafkaClient, deliveries: total }, name);
+  const durableLoop = await runDurableLoop(bench, { schema, topic, kafkaClient, deliveries: total, customerFrom: CUSTOMER_FROM }, name);
   await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
   await bench.kafka.deleteTopics(topic);
-  return { ...result, store, writtenOnce, ceiling, durableLoop };
+  return { ...result, store, tableWrites, writtenOnce, ceiling, durableLoop };
 }
 
 /** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs: at its start, steady, and after a quiet spell. */
@@ -273,7 +356,7 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
   const topic = `${TOPIC_PREFIX}.${name}`;
   const noPhase: LatencyPhase = { events: 0, attempted: 0, p50: NaN, p99: NaN, max: NaN };
   const base = { kafkaClient, offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN, startUp: { ...noPhase, seconds: START_UP_SECONDS }, afterQuiet: { ...noPhase, quietSeconds: QUIET_SECONDS } };
-  await freshStore(bench, schema, 1);
+  await freshStore(bench, schema, LATENCY_SPEC);
   await bench.kafka.createTopic(topic);
   const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
   const alive = () => webhooks.running;
@@ -356,22 +439,33 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
 /**
  * The webhook tables in `schema` (`webhooks setup`), the first endpoint added by the CLI, the
  * others (each its own URL and secret) copied from it in one INSERT: 10,000 runs of `endpoint
- * add` would take longer than the bench.
+ * add` would take longer than the bench. Endpoint g (from 0) is platform-wide while g is below
+ * the case's platform-wide count, then customer `cust-<c>`'s, K endpoints a customer in turn.
  */
-async function freshStore(bench: Bench, schema: string, endpoints: number): Promise<void> {
+async function freshStore(bench: Bench, schema: string, spec: CaseSpec): Promise<void> {
   await bench.db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   const env = webhooksEnv(bench, schema, '');
+  const audience = spec.platformWide > 0 ? ['--platform-wide'] : ['--customer', 'cust-0'];
   await run(process.execPath, [CLI, 'webhooks', 'setup'], { env, cwd: REPO });
-  await run(process.execPath, [CLI, 'webhooks', 'endpoint', 'add', '--id', 'bench-ep-0', '--url', `${bench.receiverUrl}0`, '--event-types', SUBSCRIPTION, '--max-in-flight', String(MAX_IN_FLIGHT), '--json'], { env, cwd: REPO });
-  if (endpoints === 1) return;
-  await bench.db.query(
-    `INSERT INTO ${schema}.endpoints (id, url, event_types, secrets, headers, max_in_flight)
-     SELECT 'bench-ep-' || g, $1 || g, e.event_types,
-            jsonb_build_array(jsonb_build_object('secret', 'whsec_' || encode(decode(md5(random()::text) || md5(random()::text), 'hex'), 'base64'), 'expires_at', null)),
-            e.headers, e.max_in_flight
-     FROM ${schema}.endpoints e CROSS JOIN generate_series(1, $2) g WHERE e.id = 'bench-ep-0'`,
-    [bench.receiverUrl, endpoints - 1],
+  await run(process.execPath, [CLI, 'webhooks', 'endpoint', 'add', '--id', 'bench-ep-0', '--url', `${bench.receiverUrl}0`, '--event-types', SUBSCRIPTION, '--max-in-flight', String(MAX_IN_FLIGHT), ...audience, '--json'], { env, cwd: REPO });
+  const endpoints = endpointsOf(spec);
+  if (endpoints > 1) {
+    await bench.db.query(
+      `INSERT INTO ${schema}.endpoints (id, url, event_types, secrets, headers, max_in_flight, platform_wide, customer_id)
+       SELECT 'bench-ep-' || g, $1 || g, e.event_types,
+              jsonb_build_array(jsonb_build_object('secret', 'whsec_' || encode(decode(md5(random()::text) || md5(random()::text), 'hex'), 'base64'), 'expires_at', null)),
+              e.headers, e.max_in_flight, g < $3, CASE WHEN g >= $3 THEN 'cust-' || ((g - $3) / $4) END
+       FROM ${schema}.endpoints e CROSS JOIN generate_series(1, $2) g WHERE e.id = 'bench-ep-0'`,
+      [bench.receiverUrl, endpoints - 1, spec.platformWide, Math.max(1, spec.perCustomer)],
+    );
+  }
+  // What the webhooks process will find: every endpoint assigned, as many per audience as the case says.
+  const [row] = await bench.db.query<{ platform: number; customers: number; largest: number }>(
+    `SELECT count(*) FILTER (WHERE platform_wide)::int AS platform, count(DISTINCT customer_id)::int AS customers,
+            coalesce((SELECT max(n) FROM (SELECT count(*) AS n FROM ${schema}.endpoints WHERE customer_id IS NOT NULL GROUP BY customer_id) c), 0)::int AS largest
+     FROM ${schema}.endpoints`,
   );
+  if (row!.platform !== spec.platformWide || row!.customers !== spec.customers || row!.largest !== spec.perCustomer) throw new Error(`${schema}: ${JSON.stringify(row)} endpoints, not the case's ${JSON.stringify(spec)}`);
 }
 
 function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: KafkaClientName = 'kafkajs'): Record<string, string> {
@@ -381,6 +475,7 @@ function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: K
     KAFKA_BROKERS: bench.env.KAFKA_BROKERS!,
     OUTBOX_WEBHOOK_SCHEMA: schema,
     OUTBOX_WEBHOOK_TOPICS: topic,
+    OUTBOX_WEBHOOK_CUSTOMER_FROM: CUSTOMER_FROM,
     OUTBOX_WEBHOOK_GROUP: `bench-webhooks-${STAMP}-${schema}`,
     OUTBOX_WEBHOOK_ALLOW_ADDRESSES: '127.0.0.1',
     OUTBOX_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
@@ -405,24 +500,29 @@ async function delivered(bench: Bench, schema: string): Promise<number> {
   return row!.n;
 }
 
-/** Events `prefix`-`from` .. `prefix`-`to - 1` as the relay writes them: JSON payload as value, aggregate id as key, its headers. */
-function records(prefix: string, from: number, to: number): Message[] {
+/**
+ * Events `prefix`-`from` .. `prefix`-`to - 1` as the relay writes them: JSON payload as value,
+ * aggregate id as key, its headers, and the event's customer (by `spec`) as the outbox row's own
+ * header `customer_id` (the relay carries a row's headers) and in the payload.
+ */
+function records(prefix: string, from: number, to: number, spec: CaseSpec): Message[] {
   const now = new Date();
   const messages: Message[] = [];
   for (let i = from; i < to; i += 1) {
-    const payload = { invoice_id: `inv-${i}`, customer_id: `cust-${i % 5000}`, amount_cents: (i * 7919) % 1_000_000, currency: 'EUR', method: 'card', note: NOTE };
-    const event: OutboxEvent = { eventId: `${prefix}-${i}`, aggregateType: 'invoice', aggregateId: `acct-${i % 1000}`, eventType: EVENT_TYPE, payload, headers: NO_HEADERS, createdAt: now.toISOString() };
+    const customer = customerOfEvent(spec, i);
+    const payload = { invoice_id: `inv-${i}`, customer_id: customer, amount_cents: (i * 7919) % 1_000_000, currency: 'EUR', method: 'card', note: NOTE };
+    const event: OutboxEvent = { eventId: `${prefix}-${i}`, aggregateType: 'invoice', aggregateId: `acct-${i % 1000}`, eventType: EVENT_TYPE, payload, headers: { customer_id: customer }, createdAt: now.toISOString() };
     messages.push({ key: event.aggregateId, value: JSON.stringify(payload), headers: eventHeaders(event, COMMIT_LSN), timestamp: String(now.getTime()) });
   }
   return messages;
 }
 
 /** A backlog, 1,000 records per request. */
-async function produce(bench: Bench, topic: string, prefix: string, from: number, to: number): Promise<void> {
+async function produce(bench: Bench, topic: string, prefix: string, from: number, to: number, spec: CaseSpec): Promise<void> {
   const producer = bench.kafka.kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
   try {
-    for (let i = from; i < to; i += 1_000) await producer.send({ topic, messages: records(prefix, i, Math.min(to, i + 1_000)) });
+    for (let i = from; i < to; i += 1_000) await producer.send({ topic, messages: records(prefix, i, Math.min(to, i + 1_000), spec) });
   } finally {
     await producer.disconnect();
   }
@@ -439,7 +539,7 @@ async function offer(bench: Bench, topic: string, rate: number, seconds: number,
     while (sent < total) {
       const due = Math.min(total, Math.floor(((Date.now() - start) / 1000) * rate));
       if (due > sent) {
-        const batch = records(prefix, sent, due);
+        const batch = records(prefix, sent, due, LATENCY_SPEC);
         sent = due;
         await producer.send({ topic, messages: batch });
       } else await sleep(2);
@@ -454,6 +554,28 @@ async function offer(bench: Bench, topic: string, rate: number, seconds: number,
 async function sentBeforeRecorded(bench: Bench, schema: string): Promise<number> {
   const [row] = await bench.db.query<{ n: number }>(`SELECT count(*)::float8 AS n FROM ${schema}.deliveries d JOIN ${schema}.all_attempts a ON a.delivery_id = d.id AND a.attempt = 1 WHERE a.started_at < d.created_at`);
   return row!.n;
+}
+
+/** The server's WAL position: the bench's stack serves the bench alone, so WAL between two positions is the contender's (and the bench's own count polls, which write none). */
+async function walLsn(bench: Bench): Promise<string> {
+  const [row] = await bench.db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+  return row!.lsn;
+}
+
+async function walSince(bench: Bench, lsn: string): Promise<number> {
+  const [row] = await bench.db.query<{ bytes: number }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 AS bytes', [lsn]);
+  return row!.bytes;
+}
+
+/** Rows inserted, updated (HOT among them) and deleted in each table of the case's schema, from its creation on (the endpoints' INSERT of the setup included), after the process has ended. */
+async function rowsWritten(bench: Bench, schema: string): Promise<TableWrites[]> {
+  // A backend's counts reach the shared statistics when it is idle, at most a second late: the process's sessions have ended.
+  await sleep(1_500);
+  return bench.db.query<TableWrites>(
+    `SELECT relname AS table, n_tup_ins::float8 AS inserted, n_tup_upd::float8 AS updated, n_tup_hot_upd::float8 AS "hotUpdated", n_tup_del::float8 AS deleted
+     FROM pg_stat_user_tables WHERE schemaname = $1 AND n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY relname`,
+    [schema],
+  );
 }
 
 async function storeSize(bench: Bench, schema: string): Promise<StoreSize[]> {
@@ -474,7 +596,7 @@ async function sourceState(): Promise<string> {
 
 /** (2): the case's deliveries through bench/lib/webhook-ceiling.ts, with the receiver's CPU meanwhile. */
 async function runCeiling(bench: Bench, schema: string, name: string): Promise<CeilingResult> {
-  const args: CeilingArgs = { databaseUrl: bench.env.DATABASE_URL!, schema, concurrency: CONCURRENCY, dist: join(REPO, 'dist') };
+  const args: CeilingArgs = { databaseUrl: bench.env.DATABASE_URL!, schema, concurrency: CONCURRENCY, dist: join(REPO, 'dist'), customerFrom: CEILING_CUSTOMER_FROM };
   const receiverBefore = bench.receiverCpu();
   const machine = machineCpu();
   progress(`${name}: ceiling`);
@@ -483,23 +605,26 @@ async function runCeiling(bench: Bench, schema: string, name: string): Promise<C
   const line = child.output.find((l) => l.includes('"done"'));
   if (!line) {
     progress(`${name}: ceiling FAILED (${child.ended}):\n${child.tail(10)}`);
-    return { deliveries: 0, delivered: 0, failed: 0, firstError: null, seconds: NaN, deliveriesPerSecond: NaN, cpuSeconds: NaN, receiverCpuSeconds: NaN, machineBusyPct: NaN, error: `the ceiling ended with ${child.ended}: ${child.tail(1)}` };
+    return { deliveries: 0, mismatched: 0, delivered: 0, failed: 0, firstError: null, seconds: NaN, deliveriesPerSecond: NaN, cpuSeconds: NaN, receiverCpuSeconds: NaN, machineBusyPct: NaN, error: `the ceiling ended with ${child.ended}: ${child.tail(1)}` };
   }
   const { done: _, ...done } = JSON.parse(line) as { done: true } & Omit<CeilingResult, 'deliveriesPerSecond' | 'receiverCpuSeconds' | 'machineBusyPct'>;
   const result = { ...done, deliveriesPerSecond: done.delivered / done.seconds, receiverCpuSeconds: bench.receiverCpu() - receiverBefore, machineBusyPct: machineBusyPercent(machine) };
-  progress(`${name}: ceiling ${Math.round(result.deliveriesPerSecond)} deliveries/s, ${Math.round((result.cpuSeconds * 1e6) / result.delivered)} µs CPU/delivery${result.failed ? `, ${result.failed} failed (${result.firstError})` : ''}`);
+  progress(`${name}: ceiling ${Math.round(result.deliveriesPerSecond)} deliveries/s, ${Math.round((result.cpuSeconds * 1e6) / result.delivered)} µs CPU/delivery${result.failed ? `, ${result.failed} failed (${result.firstError})` : ''}${result.mismatched ? `; ${result.mismatched} (event, endpoint) pairs differ from the webhooks run's deliveries` : ''}`);
   return result;
 }
 
 /** (5): the case's topic through bench/lib/webhook-durable-loop.ts, a consumer group of its own, with Postgres's CPU meanwhile. */
-async function runDurableLoop(bench: Bench, target: Pick<DurableLoopArgs, 'schema' | 'topic' | 'kafkaClient' | 'deliveries'>, name: string): Promise<DurableLoopResult> {
+async function runDurableLoop(bench: Bench, target: Pick<DurableLoopArgs, 'schema' | 'topic' | 'kafkaClient' | 'deliveries' | 'customerFrom'>, name: string): Promise<DurableLoopResult> {
   const args: DurableLoopArgs = { ...target, databaseUrl: bench.env.DATABASE_URL!, concurrency: CONCURRENCY, dist: join(REPO, 'dist'), brokers: bench.env.KAFKA_BROKERS!.split(','), groupId: `bench-durable-loop-${STAMP}-${target.schema}` };
   progress(`${name}: durable loop`);
+  const walBefore = await walLsn(bench);
   const server = await CpuWatch.start(bench.pgCpu);
   const machine = machineCpu();
   const child = new Child(`durable loop ${name}`, process.execPath, [...NODE_FLAGS, join(BUILD_DIR, 'bench', 'lib', 'webhook-durable-loop.js'), JSON.stringify(args)], {}, REPO);
   const line = await Promise.race([child.waitFor(/"done"/, CASE_TIMEOUT_MS).then(() => child.output.find((l) => l.includes('"done"'))), child.exited.then(() => undefined)]).catch(() => undefined);
   const machineBusyPct = machineBusyPercent(machine);
+  // From its start (its tables created) to its last write, before it drops its tables.
+  const walBytes = await walSince(bench, walBefore);
   const pg = await server.stop();
   await child.exited;
   if (!line) {
@@ -507,7 +632,7 @@ async function runDurableLoop(bench: Bench, target: Pick<DurableLoopArgs, 'schem
     return { deliveries: 0, seconds: NaN, deliveriesPerSecond: NaN, steadyDeliveriesPerSecond: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN, error: `the durable loop ended with ${child.ended}: ${child.tail(1)}` };
   }
   const { done: _, ...done } = JSON.parse(line) as { done: true; deliveries: number; seconds: number; steadyDeliveriesPerSecond: number; cpuSeconds: number };
-  const result = { ...done, deliveriesPerSecond: done.deliveries / done.seconds, pgSessionCpuSeconds: pg.contender, machineBusyPct };
+  const result = { ...done, deliveriesPerSecond: done.deliveries / done.seconds, pgSessionCpuSeconds: pg.contender, machineBusyPct, walBytes };
   progress(`${name}: durable loop ${Math.round(result.deliveriesPerSecond)} deliveries/s (steady ${Math.round(result.steadyDeliveriesPerSecond)}/s), ${Math.round((result.cpuSeconds * 1e6) / result.deliveries)} µs CPU/delivery, Postgres sessions ${Math.round((pg.contender * 1e6) / result.deliveries)} µs/delivery`);
   return result;
 }

@@ -8,9 +8,12 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type pg from 'pg';
 import type * as Guard from '../../src/webhooks/address-guard.js';
+import type * as CustomerRule from '../../src/webhooks/customer-rule.js';
 import type * as EndpointStore from '../../src/webhooks/endpoint-store.js';
+import type * as EventTypes from '../../src/webhooks/event-types.js';
 import type * as Sender from '../../src/webhooks/http-sender.js';
 import type * as Signature from '../../src/webhooks/signature.js';
+import type * as Tables from '../../src/webhooks/webhook-tables.js';
 
 export interface Target {
   readonly id: string;
@@ -29,6 +32,32 @@ export interface BenchClient {
 export async function loadTargets(db: pg.ClientBase | pg.Pool, schema: string): Promise<Target[]> {
   const { rows } = await db.query(`SELECT id, url, secrets, headers FROM ${schema}.endpoints ORDER BY id`);
   return rows.map((row) => ({ id: row.id, url: row.url, headers: row.headers, secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })) }));
+}
+
+/** Whose endpoints an event is owed to, as the intake finds them: the webhooks command's own code, from dist/. */
+export interface Routing {
+  /** The subscriptions of the schema's endpoints, indexed by customer (a map lookup per event) as the intake indexes them. */
+  readonly index: EventTypes.SubscriptionIndex;
+  /** The event's customer by the rule given (OUTBOX_WEBHOOK_CUSTOMER_FROM's syntax), or null. */
+  customerOf(source: CustomerRule.CustomerSource): string | null;
+}
+
+/**
+ * The routing of the webhook schema `schema` (its name, not escaped): its endpoints loaded by
+ * loadSubscribers into a SubscriptionIndex, and the customer rule `customerFrom` parsed, as
+ * `outbox-relay webhooks` does both, so that a loop of the bench is owed the same (event,
+ * endpoint) pairs as the process.
+ */
+export async function loadRouting(dist: string, db: pg.ClientBase, schema: string, customerFrom: string): Promise<Routing> {
+  const load = <M>(path: string): Promise<M> => import(pathToFileURL(join(dist, path)).href) as Promise<M>;
+  const { loadSubscribers } = await load<typeof EndpointStore>('webhooks/endpoint-store.js');
+  const { WebhookTables } = await load<typeof Tables>('webhooks/webhook-tables.js');
+  const { SubscriptionIndex } = await load<typeof EventTypes>('webhooks/event-types.js');
+  const { parseCustomerRule, customerOf } = await load<typeof CustomerRule>('webhooks/customer-rule.js');
+  const { subscribers, unassigned } = await loadSubscribers(db, new WebhookTables(schema));
+  if (unassigned.length > 0) throw new Error(`${unassigned.length} endpoints of ${schema} belong to no customer (e.g. ${unassigned[0]}): the webhooks process would not start`);
+  const rule = parseCustomerRule(customerFrom);
+  return { index: new SubscriptionIndex(subscribers), customerOf: (source) => customerOf(rule, source).customerId };
 }
 
 /**

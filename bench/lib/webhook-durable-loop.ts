@@ -3,8 +3,11 @@
  * issue's promise does for one delivery, written as plainly as it can be, to tell apart what the
  * floor asks of the design from what it asks of the machine. It consumes the case's topic with
  * the webhooks command's own consumer (the client of the case, from dist/), decodes each record
- * and makes its body as the command does, sends each (event, endpoint) with the command's own
- * client and signing (as the ceiling does), and, before the chunk's offset is committed, records
+ * and makes its body as the command does, finds the event's customer by the command's rule and
+ * the endpoints it is owed with the command's SubscriptionIndex (its customer's, by a map lookup,
+ * and the platform-wide ones: the same (event, endpoint) pairs as the webhooks process), sends
+ * each (event, endpoint) with the command's own client and signing (as the ceiling does), and,
+ * before the chunk's offset is committed, records
  * every delivery and its attempt durably, once: one row per delivery (its outcome and attempt in
  * it) and the event's body once, in one statement per group of chunks, with synchronous commit.
  *
@@ -22,7 +25,7 @@ import type * as Intake from '../../src/webhooks/intake-consumer.js';
 import type * as KafkajsIntake from '../../src/webhooks/kafkajs-intake-consumer.js';
 import type * as LibrdkafkaIntake from '../../src/webhooks/librdkafka-intake-consumer.js';
 import type * as Consumer from '../../src/client/consumer.js';
-import { loadBenchClient, loadTargets, type Target } from './webhook-client.js';
+import { loadBenchClient, loadRouting, loadTargets, type Target } from './webhook-client.js';
 
 export interface DurableLoopArgs {
   readonly databaseUrl: string;
@@ -36,10 +39,15 @@ export interface DurableLoopArgs {
   readonly groupId: string;
   /** Deliveries to record before it stops. */
   readonly deliveries: number;
+  /** OUTBOX_WEBHOOK_CUSTOMER_FROM of the webhooks run. */
+  readonly customerFrom: string;
 }
 
-/** Events sent, then recorded, together: about the intake's chunk on a 1-endpoint case. */
-const CHUNK_EVENTS = 100;
+/**
+ * Deliveries sent, then recorded, together (whole events: at least one event a chunk): about
+ * the intake's chunk on a 1-endpoint case (100 events), one event with 100 or more endpoints.
+ */
+const CHUNK_DELIVERIES = 100;
 
 const args = JSON.parse(process.argv[2] ?? '{}') as DurableLoopArgs;
 const load = <M>(path: string): Promise<M> => import(pathToFileURL(join(args.dist, path)).href) as Promise<M>;
@@ -57,7 +65,15 @@ await pool.query(
      started_at timestamptz NOT NULL, latency_ms integer NOT NULL, PRIMARY KEY (event_id, endpoint_id))`,
 );
 
-const endpoints: Target[] = await loadTargets(pool, source);
+const endpoints = new Map<string, Target>((await loadTargets(pool, source)).map((target) => [target.id, target]));
+const routing = await (async () => {
+  const client = await pool.connect();
+  try {
+    return await loadRouting(args.dist, client, args.schema, args.customerFrom);
+  } finally {
+    client.release();
+  }
+})();
 const { sender, request } = await loadBenchClient(args.dist, args.concurrency);
 
 /** Requests in flight, at most `concurrency`; the rest wait in order. */
@@ -160,23 +176,32 @@ async function attempt(turn: Promise<void>, event: EventRow, endpoint: Target): 
 /** A partition's batch: chunks sent as slots allow, each recorded, then its offset marked recorded, in order. */
 async function take(batch: Intake.ConsumedBatch): Promise<void> {
   let previous: Promise<void> = Promise.resolve();
-  const perChunk = Math.max(1, Math.round(CHUNK_EVENTS / endpoints.length));
-  for (let from = 0; from < batch.messages.length; from += perChunk) {
-    const messages = batch.messages.slice(from, from + perChunk);
+  for (let next = 0; next < batch.messages.length; ) {
     const events: EventRow[] = [];
-    for (const message of messages) {
+    const owed: (readonly string[])[] = [];
+    let fannedOut = 0;
+    let last = batch.messages[next]!.offset;
+    while (next < batch.messages.length && fannedOut < CHUNK_DELIVERIES) {
+      const message = batch.messages[next++]!;
+      last = message.offset;
       const event = await decodeOutboxRecord(batch.topic, batch.partition, message, undefined);
       const producedAt = new Date(Number(message.timestamp));
+      // Its customer's endpoints and the platform-wide ones, as the intake finds them.
+      const endpointIds = routing.index.endpointsFor(routing.customerOf(event), event.eventType, producedAt.getTime());
+      if (endpointIds.length === 0) continue;
       events.push({ eventId: event.eventId, body: eventBody(event, producedAt), producedAt });
+      owed.push(endpointIds);
+      fannedOut += endpointIds.length;
     }
     const attempts: Promise<Recorded>[] = [];
     let turn: Promise<void> = Promise.resolve();
-    for (const event of events) for (const endpoint of endpoints) attempts.push(attempt((turn = slot()), event, endpoint));
-    const last = messages.at(-1)!.offset;
+    events.forEach((event, i) => {
+      for (const endpointId of owed[i]!) attempts.push(attempt((turn = slot()), event, endpoints.get(endpointId)!));
+    });
     const before = previous;
     previous = (async () => {
       const deliveries = await Promise.all(attempts);
-      await write(events, deliveries);
+      if (deliveries.length > 0) await write(events, deliveries);
       await before;
       await batch.recorded(last);
     })();
@@ -206,7 +231,8 @@ const ended = performance.now();
 const cpu = process.cpuUsage(cpuBefore);
 // Set by the writes, which the compiler cannot see from here.
 const first = firstWrite as { readonly at: number; readonly recorded: number } | null;
-const steadyDeliveriesPerSecond = first && ended > first.at ? ((recorded - first.recorded) * 1000) / (ended - first.at) : NaN;
+// One write (a case of one chunk, e.g. one event to 10,000 endpoints in a quick run) has no steady part.
+const steadyDeliveriesPerSecond = first && ended > first.at && recorded > first.recorded ? ((recorded - first.recorded) * 1000) / (ended - first.at) : NaN;
 process.stdout.write(`${JSON.stringify({ done: true, deliveries: recorded, seconds: (ended - started) / 1000, steadyDeliveriesPerSecond, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);
 await consumer.stop();
 await sender.close();
