@@ -1,7 +1,7 @@
 /**
  * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --cases 1,100,10000,10000x1,10x10,10000x10,latency]
  * [-- --endpoints 1,100,10000] [-- --kafka-clients kafkajs,librdkafka] [-- --latency-seconds S]
- * [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --keep-stack]`
+ * [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --ab-claims] [-- --keep-stack]`
  *
  * What `outbox-relay webhooks` delivers, beside its durable loop and its ceiling, in one run (on
  * a shared 2-core machine the ratios are what matters):
@@ -31,7 +31,18 @@
  *      any durable design can reach here, at most; floor: the webhooks process ≥ 90% of it;
  *   6. fan-out: CPU per event of the webhooks process and of Postgres in the case with the
  *      most endpoints against the one with the fewest among customer cases of the same
- *      endpoints per customer (10000x10 against 10x10): flat, i.e. at most 1.2 times.
+ *      endpoints per customer (10000x10 against 10x10): flat, i.e. at most 1.2 times;
+ *   7. with --ab-claims, an A/B of the fast path in each throughput case: right after (1), the
+ *      webhooks process again on the same topic and client, a fresh store schema (its endpoints
+ *      as the case's) and a fresh consumer group, with OUTBOX_WEBHOOK_RETRY_SCHEDULE's first
+ *      delay 1 ms instead of 0 (CLAIMS_SCHEDULE): every delivery recorded due (inserted), claimed
+ *      (updated), sent and written again with its result (updated, its attempt a row of
+ *      attempts), where (1) sends a new delivery to a healthy endpoint first and inserts it once,
+ *      with its result. Both stores are set up before the events are produced (an endpoint is
+ *      owed only what was produced after it was added). Deliveries/s, CPU per delivery of the
+ *      process and of Postgres, WAL per delivery of both, and their ratio (sent first ÷
+ *      claimed); no floor. Before each of the two runs the server is settled (VACUUM (ANALYZE),
+ *      CHECKPOINT, sync), so that neither pays for what the other left.
  * (1) to (3) run once for each Kafka client the consumer can be on (OUTBOX_KAFKA_CLIENT), each
  * throughput case right after the other client's, each with its own ceiling run. `--endpoints
  * N,...` is the cases N,... (platform-wide) and latency, as before --cases existed.
@@ -68,7 +79,7 @@ import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import type { CeilingArgs } from './lib/webhook-ceiling.js';
 import type { DurableLoopArgs } from './lib/webhook-durable-loop.js';
-import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type LatencyPhase, type SteadyCpu, type StoreSize, type TableWrites, type ThroughputCase, type WebhooksBenchRun } from './lib/webhook-report.js';
+import { renderWebhooksReport, type CeilingResult, type DurableLoopResult, type LatencyCase, type LatencyPhase, type SteadyCpu, type StoreSize, type TableWrites, type ThroughputCase, type WebhooksBenchRun, type WebhooksRunFigures, type ClaimsRun } from './lib/webhook-report.js';
 
 dropKafkajsTimerWarning();
 
@@ -122,6 +133,13 @@ const START_UP_SECONDS = 20;
  */
 const QUIET_SECONDS = 15;
 const BURST_SECONDS = 5;
+/**
+ * The claims' run of --ab-claims: the default schedule (0s,5s,5m,30m,2h,5h,10h,10h) with its
+ * first delay 1 ms instead of 0. Only a first delay of 0 sends a new delivery at once (the
+ * command's sendAtOnce); any other records every delivery due (at 0.8-1.2 ms, its jitter) for the
+ * claims, then writes it again with its result. Retries are the same in both runs (none here).
+ */
+const CLAIMS_SCHEDULE = '1ms,5s,5m,30m,2h,5h,10h,10h';
 /** How often the store is asked how many are delivered: a count(*) over the case's deliveries, which every 50 ms would take a core's share from the process measured. */
 const POLL_MS = 200;
 
@@ -136,11 +154,13 @@ const { values } = parseArgs({
     profile: { type: 'boolean', default: false },
     'webhooks-node-flags': { type: 'string', default: '' },
     'keep-stack': { type: 'boolean', default: false },
+    'ab-claims': { type: 'boolean', default: false },
   },
   strict: true,
   allowPositionals: false,
 });
 const quick = values.quick;
+const abClaims = values['ab-claims'];
 /** Per throughput case (events × endpoints). */
 const deliveries = values.deliveries === undefined ? (quick ? 10_000 : 100_000) : flag('deliveries', values.deliveries, p.integer(1, 10_000_000));
 const DEFAULT_CASES = '1,100,10000,10000x1,10x10,10000x10,latency';
@@ -258,7 +278,7 @@ async function main(): Promise<void> {
   }
 }
 
-/** (1), (2), (4) and (5) for one case. */
+/** (1), (2), (4) and (5) for one case; with --ab-claims, the claims' run (7) right after (1). */
 async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaClientName): Promise<ThroughputCase> {
   const endpoints = endpointsOf(spec);
   const perEvent = perEventOf(spec);
@@ -268,15 +288,66 @@ async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaCl
   const schema = `bench_webhooks_${spec.name}_${kafkaClient}`;
   const topic = `${TOPIC_PREFIX}.${name}`;
   progress(`${name}: ${events} events × ${perEvent} endpoints each (${endpoints} endpoints${spec.customers > 0 ? ` of ${spec.customers} customers` : ', platform-wide'}) = ${total} deliveries`);
+  // The claims' run's store too: an endpoint is owed only the events produced after it was added (its deliver_from).
+  const claimsSchema = `${schema}_claims`;
   await freshStore(bench, schema, spec);
+  if (abClaims) await freshStore(bench, claimsSchema, spec);
   await bench.kafka.createTopic(topic);
   await produce(bench, topic, `e${spec.name}`, 0, events, spec);
+  if (abClaims) await settleForAb(bench, name);
+  const own = await webhooksRun(bench, { name, schema, topic, kafkaClient, total, env: {} });
+  let claims: ClaimsRun | undefined;
+  if (abClaims) {
+    // (7): the same topic again, a fresh store and group, every delivery recorded due and claimed.
+    await settleForAb(bench, `${name}-claims`);
+    claims = { retrySchedule: CLAIMS_SCHEDULE, ...(await webhooksRun(bench, { name: `${name}-claims`, schema: claimsSchema, topic, kafkaClient, total, env: { OUTBOX_WEBHOOK_RETRY_SCHEDULE: CLAIMS_SCHEDULE } })) };
+    await bench.db.query(`DROP SCHEMA ${claimsSchema} CASCADE`);
+  }
+  const { store, tableWrites, writtenOnce, ...figures } = own;
+  const result = {
+    case: spec.name,
+    endpoints,
+    platformWide: spec.platformWide,
+    customers: spec.customers,
+    endpointsPerCustomer: spec.perCustomer,
+    deliveriesPerEvent: perEvent,
+    kafkaClient,
+    events,
+    deliveries: total,
+    ...figures,
+    eventsPerSecond: figures.delivered / perEvent / figures.seconds,
+    ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
+    ...(webhooksNodeFlags.length > 0 && { nodeFlags: webhooksNodeFlags.join(' ') }),
+  };
+  const ceiling = await runCeiling(bench, schema, name);
+  const durableLoop = await runDurableLoop(bench, { schema, topic, kafkaClient, deliveries: total, customerFrom: CUSTOMER_FROM }, name);
+  await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
+  await bench.kafka.deleteTopics(topic);
+  return { ...result, store, tableWrites, writtenOnce, ceiling, durableLoop, ...(claims && { claims }) };
+}
+
+/**
+ * Before each run of an A/B (--ab-claims): what the runs before it left to the server done now,
+ * not during the next one (autovacuum's insert-triggered VACUUM of the tables just written, their
+ * dirty pages, and the next checkpoint's full-page images counted in the next run's WAL): the
+ * database vacuumed and analyzed, a checkpoint, the kernel's writeback. The same before both.
+ */
+async function settleForAb(bench: Bench, name: string): Promise<void> {
+  progress(`${name}: settling the server (VACUUM (ANALYZE), CHECKPOINT, sync)`);
+  await bench.db.query('VACUUM (ANALYZE)');
+  await bench.db.checkpoint();
+  await run('sync', []);
+}
+
+/** One `webhooks` process over the case's topic into `schema`, timed until every delivery is 'delivered', then the store's figures. */
+async function webhooksRun(bench: Bench, target: { readonly name: string; readonly schema: string; readonly topic: string; readonly kafkaClient: KafkaClientName; readonly total: number; readonly env: Record<string, string> }): Promise<WebhooksRunFigures> {
+  const { name, schema, topic, kafkaClient, total } = target;
   const walBefore = await walLsn(bench);
   const server = await CpuWatch.start(bench.pgCpu);
   const machine = machineCpu();
   const receiverBefore = bench.receiverCpu();
   const started = Date.now();
-  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
+  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient, target.env);
   let timing: DrainTiming | null = null;
   let error: string | undefined;
   /** The steady part starts at the first delivery seen 'delivered': the process's and Postgres's CPU from there. */
@@ -311,21 +382,11 @@ async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaCl
   const seconds = (doneAt - started) / 1000;
   const steady: SteadyCpu | undefined =
     steadyStart && steadyPg && count > steadyStart.delivered ? { deliveries: count - steadyStart.delivered, cpuSeconds: (usage?.cpuSeconds ?? NaN) - steadyStart.cpuSeconds, pgSessionCpuSeconds: steadyPg.contender } : undefined;
-  const result = {
-    case: spec.name,
-    endpoints,
-    platformWide: spec.platformWide,
-    customers: spec.customers,
-    endpointsPerCustomer: spec.perCustomer,
-    deliveriesPerEvent: perEvent,
-    kafkaClient,
-    events,
-    deliveries: total,
+  const figures = {
     delivered: count,
     seconds,
     deliveriesPerSecond: count / seconds,
     steadyDeliveriesPerSecond: timing ? drainRate(timing, started) : NaN,
-    eventsPerSecond: count / perEvent / seconds,
     cpuSeconds: usage?.cpuSeconds ?? NaN,
     peakRssMb: usage?.peakRssMb ?? NaN,
     pgSessionCpuSeconds: pg.contender,
@@ -334,19 +395,13 @@ async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaCl
     receiverCpuSeconds: receiverCpu,
     machineBusyPct,
     ...(steady && { steady }),
-    ...(values.profile && { profile: join(PROFILE_DIR, profileName(name)) }),
-    ...(webhooksNodeFlags.length > 0 && { nodeFlags: webhooksNodeFlags.join(' ') }),
     ...(error !== undefined && { error }),
   };
-  progress(`${name}: webhooks ${int(result.deliveriesPerSecond)} deliveries/s (steady ${int(result.steadyDeliveriesPerSecond)}/s), ${int((result.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${int((pg.contender * 1e6) / count)} µs/delivery`);
+  progress(`${name}: webhooks ${int(figures.deliveriesPerSecond)} deliveries/s (steady ${int(figures.steadyDeliveriesPerSecond)}/s), ${int((figures.cpuSeconds * 1e6) / count)} µs CPU/delivery, Postgres sessions ${int((pg.contender * 1e6) / count)} µs/delivery, WAL ${int(walBytes / count)} B/delivery`);
   const store = await storeSize(bench, schema);
   const tableWrites = await rowsWritten(bench, schema);
   const writtenOnce = await sentBeforeRecorded(bench, schema);
-  const ceiling = await runCeiling(bench, schema, name);
-  const durableLoop = await runDurableLoop(bench, { schema, topic, kafkaClient, deliveries: total, customerFrom: CUSTOMER_FROM }, name);
-  await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
-  await bench.kafka.deleteTopics(topic);
-  return { ...result, store, tableWrites, writtenOnce, ceiling, durableLoop };
+  return { ...figures, store, tableWrites, writtenOnce };
 }
 
 /** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs: at its start, steady, and after a quiet spell. */
@@ -468,7 +523,7 @@ async function freshStore(bench: Bench, schema: string, spec: CaseSpec): Promise
   if (row!.platform !== spec.platformWide || row!.customers !== spec.customers || row!.largest !== spec.perCustomer) throw new Error(`${schema}: ${JSON.stringify(row)} endpoints, not the case's ${JSON.stringify(spec)}`);
 }
 
-function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: KafkaClientName = 'kafkajs'): Record<string, string> {
+function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: KafkaClientName = 'kafkajs', extra: Record<string, string> = {}): Record<string, string> {
   return {
     OUTBOX_KAFKA_CLIENT: kafkaClient,
     DATABASE_URL: bench.env.DATABASE_URL!,
@@ -481,12 +536,13 @@ function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: K
     OUTBOX_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
     // No metrics server: the default port may be another webhooks process's on this machine.
     OUTBOX_HTTP_PORT: '0',
+    ...extra,
   };
 }
 
-function startWebhooks(bench: Bench, name: string, schema: string, topic: string, kafkaClient: KafkaClientName): Child {
+function startWebhooks(bench: Bench, name: string, schema: string, topic: string, kafkaClient: KafkaClientName, env: Record<string, string> = {}): Child {
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${profileName(name)}`] : [];
-  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, CLI, 'webhooks'], webhooksEnv(bench, schema, topic, kafkaClient), REPO);
+  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, CLI, 'webhooks'], webhooksEnv(bench, schema, topic, kafkaClient, env), REPO);
 }
 
 function profileName(name: string): string {

@@ -78,10 +78,42 @@ export interface ThroughputCase {
   readonly ceiling: CeilingResult;
   /** The least a durable path does (bench/lib/webhook-durable-loop.ts); absent in runs before it existed. */
   readonly durableLoop?: DurableLoopResult;
+  /** With --ab-claims: the same topic again right after, every delivery recorded due and claimed (absent in runs without it). */
+  readonly claims?: ClaimsRun;
   readonly profile?: string;
   /** --webhooks-node-flags of the run, if any. */
   readonly nodeFlags?: string;
   readonly error?: string;
+}
+
+/** One webhooks process over a case's topic, timed until every delivery was 'delivered': the case's own figures, and the claims' run's. */
+export interface WebhooksRunFigures {
+  readonly delivered: number;
+  readonly seconds: number;
+  readonly deliveriesPerSecond: number;
+  readonly steadyDeliveriesPerSecond: number;
+  readonly cpuSeconds: number;
+  readonly peakRssMb: number;
+  readonly pgSessionCpuSeconds: number;
+  readonly pgServerCpuSeconds: number;
+  readonly walBytes: number;
+  readonly receiverCpuSeconds: number;
+  readonly machineBusyPct: number;
+  readonly steady?: SteadyCpu;
+  readonly store: readonly StoreSize[];
+  readonly tableWrites: readonly TableWrites[];
+  readonly writtenOnce: number;
+  readonly error?: string;
+}
+
+/**
+ * The fast path's A/B (--ab-claims): the webhooks process on the case's topic again, right
+ * after the case's own run, on the same client, with a fresh store schema and consumer group and
+ * OUTBOX_WEBHOOK_RETRY_SCHEDULE's first delay above 0 (`retrySchedule`): every delivery recorded
+ * due, claimed, sent, then written again with its result.
+ */
+export interface ClaimsRun extends WebhooksRunFigures {
+  readonly retrySchedule: string;
 }
 
 export interface CeilingResult {
@@ -384,6 +416,7 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
       ].filter(Boolean),
     ),
     '',
+    ...abSection(run),
     ...(pairs.length === 0
       ? []
       : [
@@ -445,12 +478,72 @@ export function renderWebhooksReport(run: WebhooksBenchRun): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** `a / b` and their ratio a ÷ b, each formatted by `f`. */
+function pair(a: number, b: number, f: (n: number) => string): [string, string] {
+  return [`${f(a)} / ${f(b)}`, known(a, b) && b !== 0 ? `${num(a / b, 2)}×` : '–'];
+}
+
+/** The A/B of --ab-claims: each case's own run (sent first) against its claims' run, side by side. */
+function abSection(run: WebhooksBenchRun): string[] {
+  const cases = run.throughput.filter((c) => c.claims);
+  if (cases.length === 0) return [];
+  const schedule = cases[0]!.claims!.retrySchedule;
+  const perDelivery = (seconds: number, delivered: number) => (seconds * 1e6) / delivered;
+  const steadyUs = (steady: SteadyCpu | undefined, which: 'cpuSeconds' | 'pgSessionCpuSeconds') => (steady ? (steady[which] * 1e6) / steady.deliveries : NaN);
+  const of = (store: readonly StoreSize[], table: StoreSize['table']) => store.find((t) => t.table === table) ?? { rows: NaN, bytes: NaN };
+  const storeBytes = (store: readonly StoreSize[]) => store.reduce((sum, t) => sum + t.bytes, 0) / of(store, 'deliveries').rows;
+  return [
+    '## A/B: sent first vs recorded due and claimed',
+    '',
+    `What the fast path buys, in the same run. Right after each case's own run (above: the default schedule, whose first delay is 0, so a new delivery to a healthy endpoint is sent first, its slots taken, then written once with its result), the webhooks process ran again on the same topic with the same client, into a fresh store schema (the case's endpoints) with a fresh consumer group, with \`OUTBOX_WEBHOOK_RETRY_SCHEDULE=${schedule}\`: a first delay above 0, so every delivery is recorded due (at 0.8–1.2 ms, its jitter: its row inserted), claimed (the row updated with its lease), sent, and written again with its result (the row updated, its attempt a row of \`attempts\`), where the fast path inserts each row once, its first attempt in it. Nothing else differs (no retries: the receiver answers 204). Before each of the two runs the server was settled (\`VACUUM (ANALYZE)\`, \`CHECKPOINT\`, sync), so that neither run pays for what the runs before it left (autovacuum of the tables just written, a checkpoint's full-page images). Both timed from the process's start until the store had every delivery 'delivered'. The ratio is sent first ÷ claimed: above 1 for deliveries/s, below 1 for CPU and WAL, is what the fast path buys.`,
+    '',
+    '| case | consumer | deliveries/s, sent first / claimed | ratio | steady deliveries/s | ratio | webhooks CPU µs/delivery | ratio | steady webhooks CPU µs/delivery | ratio | Postgres sessions CPU µs/delivery | ratio | steady Postgres sessions µs/delivery | ratio | Postgres server CPU µs/delivery | ratio | WAL bytes/delivery | ratio | machine CPU µs/delivery | ratio | busy | sent first, written once |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...cases.map((c) => {
+      const b = c.claims!;
+      return row([
+        caseLabel(c),
+        c.kafkaClient,
+        ...pair(c.deliveriesPerSecond, b.deliveriesPerSecond, int),
+        ...pair(c.steadyDeliveriesPerSecond, b.steadyDeliveriesPerSecond, int),
+        ...pair(perDelivery(c.cpuSeconds, c.delivered), perDelivery(b.cpuSeconds, b.delivered), (n) => num(n, 0)),
+        ...pair(steadyUs(c.steady, 'cpuSeconds'), steadyUs(b.steady, 'cpuSeconds'), (n) => num(n, 0)),
+        ...pair(perDelivery(c.pgSessionCpuSeconds, c.delivered), perDelivery(b.pgSessionCpuSeconds, b.delivered), (n) => num(n, 0)),
+        ...pair(steadyUs(c.steady, 'pgSessionCpuSeconds'), steadyUs(b.steady, 'pgSessionCpuSeconds'), (n) => num(n, 0)),
+        ...pair(perDelivery(c.pgServerCpuSeconds, c.delivered), perDelivery(b.pgServerCpuSeconds, b.delivered), (n) => num(n, 0)),
+        ...pair((c.walBytes ?? NaN) / c.delivered, b.walBytes / b.delivered, int),
+        ...pair(machineUs(run, c.machineBusyPct, c.seconds, c.delivered), machineUs(run, b.machineBusyPct, b.seconds, b.delivered), (n) => num(n, 0)),
+        `${num(c.machineBusyPct, 0)}% / ${num(b.machineBusyPct, 0)}%`,
+        `${pct((c.writtenOnce ?? NaN) / of(c.store, 'deliveries').rows)} / ${pct(b.writtenOnce / of(b.store, 'deliveries').rows)}`,
+      ]);
+    }),
+    ...cases.flatMap((c) => [c.claims!.error ? `- ${caseName(c)}, claims' run: ${c.claims!.error}` : '', c.claims!.delivered < c.deliveries ? `- ${caseName(c)}, claims' run: ${int(c.claims!.delivered)} of ${int(c.deliveries)} delivered` : ''].filter(Boolean)),
+    '',
+    "Where Postgres's work goes in each: rows written per delivery in each table of the run's schema over the whole run (`pg_stat_user_tables`; the endpoints' INSERT at setup left out), inserted / updated (HOT among them) / deleted, and the store's size per delivery right after it (as in the store's table below).",
+    '',
+    '| case | consumer | run | rows per delivery, by table | store bytes/delivery | webhooks peak RSS MB |',
+    '| --- | --- | --- | --- | ---: | ---: |',
+    ...cases.flatMap((c) => {
+      const b = c.claims!;
+      return [
+        row([caseLabel(c), c.kafkaClient, 'sent first', writesPer(c.tableWrites ?? [], c.delivered), int(storeBytes(c.store)), num(c.peakRssMb, 0)]),
+        row([caseLabel(c), c.kafkaClient, 'claimed', writesPer(b.tableWrites, b.delivered), int(storeBytes(b.store)), num(b.peakRssMb, 0)]),
+      ];
+    }),
+    '',
+  ];
+}
+
+/** Rows written per `units` (deliveries, events) in each table but the endpoints' (inserted by the setup), as `table ins / upd (hot) / del`. */
+function writesPer(writes: readonly TableWrites[], units: number): string {
+  const per = (n: number) => num(n / units, n / units < 10 ? 2 : 0);
+  const tables = writes.map((t) => (t.table === 'endpoints' ? { ...t, inserted: 0 } : t)).filter((t) => t.inserted + t.updated + t.deleted >= units / 100);
+  return tables.length === 0 ? '–' : tables.map((t) => `${t.table} ${per(t.inserted)} / ${per(t.updated)} (${per(t.hotUpdated)}) / ${per(t.deleted)}`).join('; ');
+}
+
 /** Rows written per event in each table but the endpoints' (inserted by the setup), as `table ins / upd (hot) / del`. */
 function writesPerEvent(c: ThroughputCase): string {
-  const events = c.delivered / perEvent(c);
-  const per = (n: number) => num(n / events, n / events < 10 ? 2 : 0);
-  const tables = (c.tableWrites ?? []).map((t) => (t.table === 'endpoints' ? { ...t, inserted: 0 } : t)).filter((t) => t.inserted + t.updated + t.deleted >= events / 100);
-  return tables.length === 0 ? '–' : tables.map((t) => `${t.table} ${per(t.inserted)} / ${per(t.updated)} (${per(t.hotUpdated)}) / ${per(t.deleted)}`).join('; ');
+  return writesPer(c.tableWrites ?? [], c.delivered / perEvent(c));
 }
 
 /** A phase's p50 / p99 / max, and how many of its events had no first attempt, if any. */
