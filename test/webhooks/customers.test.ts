@@ -142,7 +142,7 @@ describe('webhooks per customer', () => {
     // A customer with no endpoint (a typo): refused, the event kept on the list.
     const mistyped = await cli(['webhooks', 'replay', '--without-customer', '--event-id', eventId, '--customer', 'cus_glbex'], env());
     expect(mistyped.code).toBe(1);
-    expect(mistyped.stderr).toMatch(/\[WEBHOOK_NOT_FOUND\] customer cus_glbex has no webhook endpoint/);
+    expect(mistyped.stderr).toMatch(/\[WEBHOOK_NOT_FOUND\]: customer cus_glbex has no webhook endpoint/);
     const named = await cli(['webhooks', 'replay', '--without-customer', '--event-id', eventId, '--customer', 'cus_globex'], env());
     expect(named.code, named.stderr).toBe(0);
     expect(named.stdout).toContain('1 events found their customer; 1 deliveries');
