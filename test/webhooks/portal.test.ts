@@ -1,0 +1,248 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPage, useBrowser, type PageProblems } from '../harness/browser.js';
+import { useTestOutbox } from '../harness/fixture.js';
+import { billingEvent } from '../harness/outbox.js';
+import { freePort } from '../harness/ports.js';
+import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+import { useTestWebhooks, verifiedBody, WebhookReceiver } from '../harness/webhooks.js';
+
+const PLATFORM_TOKEN = 'platform-token-of-the-portal-test';
+const CUSTOMER = 'cus_acme';
+const OTHER_CUSTOMER = 'cus_globex';
+/** What the customer's receiver answers before it is fixed: the snippet the page must show. */
+const BROKEN_ANSWER = 'ledger database is down (portal test)';
+
+interface Minted {
+  readonly token: string;
+  readonly expiresAt: string;
+  readonly portalUrl: string;
+}
+
+/**
+ * The customer portal in a real browser (Debian's chromium through puppeteer-core) against the
+ * real processes: the relay, `outbox-relay webhooks` (one attempt per delivery, so a 500 fails it
+ * at once and only a replay sends it again) and `outbox-relay webhooks api` serving the page, on
+ * real Postgres, Kafka and the registry. A customer logs in through a link the platform minted,
+ * adds an endpoint, sees its failed delivery's attempts, replays it to its fixed receiver and sees
+ * it delivered; another customer's objects never appear; an expired link is refused.
+ */
+describe('webhooks portal in a browser', () => {
+  const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
+  const webhooks = useTestWebhooks(outbox);
+  const { browser } = useBrowser();
+  const env = (extra: Record<string, string> = {}) => webhooks.env({ OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s', OUTBOX_WEBHOOK_TIMEOUT: '2s', ...extra });
+  const processes: RelayProcess[] = [];
+  let receiver: WebhookReceiver;
+  let otherReceiver: WebhookReceiver;
+  let apiBase = '';
+  let page: Page & PageProblems;
+  /** The other customer's objects: none of them may appear in the customer's page. */
+  const other = { endpointId: '', url: '', eventId: '', deliveryId: '' };
+  /** A link minted at the start with the shortest life (5 s), opened at the end. */
+  let shortLived: Minted;
+  /** What the customer's page showed and did. */
+  const shown = { endpointId: '', secret: '', eventId: '', deliveryId: '' };
+
+  function start(args: string[], extra: Record<string, string> = {}): RelayProcess {
+    const started = new RelayProcess(env(extra), args, 'webhooks').start();
+    processes.push(started);
+    return started;
+  }
+
+  /** The API as the platform's application calls it. */
+  async function platform<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await fetch(`${apiBase}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${PLATFORM_TOKEN}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
+    return JSON.parse(text) as T;
+  }
+
+  function mint(customerId: string, ttlSeconds: number): Promise<Minted> {
+    return platform<Minted>('POST', '/v1/customer-tokens', { customerId, ttlSeconds });
+  }
+
+  async function produce(customerId: string): Promise<string> {
+    const event = billingEvent(`inv-${customerId}`, Date.now() % 1_000_000, 'invoice.paid');
+    await outbox.insert([{ ...event, headers: { ...event.headers, customer_id: customerId } }]);
+    return event.eventId;
+  }
+
+  /** The text of the page's main area and every open dialog. */
+  function pageText(): Promise<string> {
+    return page.$eval('body', (body) => body.innerText as string);
+  }
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    receiver.answerWith(() => ({ status: 500, headers: { 'content-type': 'text/plain' }, body: BROKEN_ANSWER }));
+    otherReceiver = await new WebhookReceiver().start();
+    const relay = new RelayProcess(outbox.relayEnv()).start();
+    processes.push(relay);
+    const port = await freePort();
+    apiBase = `http://127.0.0.1:${port}`;
+    const api = start(['api'], {
+      OUTBOX_WEBHOOK_API_PORT: String(port),
+      OUTBOX_WEBHOOK_API_TOKEN: PLATFORM_TOKEN,
+      OUTBOX_WEBHOOK_API_SIGNING_KEY: 'signing-key-of-the-portal-test-0123456789abcdef',
+    });
+    const dispatcher = start([]);
+    await Promise.all([relay.waitActive(), dispatcher.waitForLog(/consuming and dispatching/)]);
+    await eventually('the API answers /healthz', async () => ((await fetch(`${apiBase}/healthz`).catch(() => null))?.ok ? true : undefined), 30_000, 100).catch((error: Error) => {
+      throw new Error(`${error.message}\n${api.tail()}`);
+    });
+    shortLived = await mint(CUSTOMER, 5);
+
+    // Another customer with an endpoint and a delivery; its event also makes invoice.paid an event type the stage has seen.
+    other.url = otherReceiver.url('/globex-only');
+    other.endpointId = (await webhooks.addEndpoint(other.url, 'invoice.*', ['--customer', OTHER_CUSTOMER])).id;
+    other.eventId = await produce(OTHER_CUSTOMER);
+    await eventually('the other customer got its event', async () => (otherReceiver.ids().includes(other.eventId) ? true : undefined), 30_000, 100);
+    const theirs = await platform<{ data: { id: string; eventId: string }[] }>('GET', `/v1/deliveries?customerId=${OTHER_CUSTOMER}`);
+    other.deliveryId = theirs.data.find((d) => d.eventId === other.eventId)!.id;
+
+    page = await openPage(browser);
+  });
+
+  afterAll(async () => {
+    for (const process of processes.reverse()) await process.stop().catch(() => undefined);
+    await receiver?.stop();
+    await otherReceiver?.stop();
+  });
+
+  it('logs in through a link the platform minted; the token leaves the address bar and is sent as a bearer token', async () => {
+    const link = await mint(CUSTOMER, 3600);
+    expect(link.portalUrl).toBe(`${apiBase}/portal/#token=${link.token}`);
+    const bearer: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/v1/')) bearer.push(request.headers().authorization ?? '');
+    });
+    await page.goto(link.portalUrl);
+    await page.waitForSelector('body[data-ready]');
+    expect(page.url()).toBe(`${apiBase}/portal/`);
+    expect(await page.evaluate(() => sessionStorage.getItem('outbox-relay.portal.token'))).toBe(link.token);
+    expect(await page.$eval('#who', (who) => who.textContent)).toContain(`Customer ${CUSTOMER}`);
+    expect(await page.$eval('#endpoints-empty', (empty) => empty.hidden)).toBe(false);
+    expect(new Set(bearer)).toEqual(new Set([`Bearer ${link.token}`]));
+  });
+
+  it('adds an endpoint with the keyboard, its event type chosen from those seen; the secret is shown once', async () => {
+    await page.focus('#add-endpoint');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#endpoint-dialog[open]');
+    // The dialog puts the focus in its first field.
+    expect(await page.evaluate('document.activeElement && document.activeElement.id')).toBe('endpoint-url');
+    await page.keyboard.type(receiver.url('/acme'));
+    await page.focus('input[name="eventType"][value="invoice.paid"]');
+    await page.keyboard.press('Space');
+    await page.focus('#endpoint-description');
+    await page.keyboard.type('Acme ledger');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#secret-dialog[open]');
+    shown.secret = await page.$eval('#secret-value', (input) => input.value);
+    expect(shown.secret).toMatch(/^whsec_/);
+    await page.click('#secret-close');
+    // Gone from the page once the dialog is closed.
+    expect(await page.$eval('#secret-value', (input) => input.value)).toBe('');
+    const row = await page.waitForSelector('#endpoints-body tr');
+    shown.endpointId = (await row!.evaluate((tr) => tr.getAttribute('data-id')))!;
+    expect(await row!.evaluate((tr) => tr.innerText)).toContain(receiver.url('/acme'));
+    const stored = await platform<{ data: { id: string; url: string; eventTypes: string[]; description: string | null; customerId: string }[] }>('GET', `/v1/endpoints?customerId=${CUSTOMER}`);
+    expect(stored.data).toMatchObject([{ id: shown.endpointId, url: receiver.url('/acme'), eventTypes: ['invoice.paid'], description: 'Acme ledger', customerId: CUSTOMER }]);
+  });
+
+  it("shows the failed delivery's attempt: status 500 and the receiver's answer", async () => {
+    shown.eventId = await produce(CUSTOMER);
+    await eventually('the receiver got the event', async () => (receiver.ids().includes(shown.eventId) ? true : undefined), 30_000, 100);
+    // As the customer would: Refresh until it is listed as failed.
+    const row = await eventually(
+      'the page lists the delivery as failed',
+      async () => {
+        await page.click('#refresh-deliveries');
+        await delay(300);
+        return (await page.$('#deliveries-body tr[data-status="failed"]')) ?? undefined;
+      },
+      30_000,
+      200,
+    );
+    expect(await row.evaluate((tr) => tr.innerText)).toContain(shown.eventId);
+    shown.deliveryId = (await row.evaluate((tr) => tr.getAttribute('data-id')))!;
+    await (await row.$('button[data-action="details"]'))!.click();
+    await page.waitForSelector('#delivery-dialog[open] #attempts-body tr');
+    const attempts = await page.$$eval('#attempts-body tr', (rows) => rows.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.innerText.trim())));
+    expect(attempts).toHaveLength(1);
+    const [, statusCode, latency, , snippet] = attempts[0]!;
+    expect(statusCode).toBe('500');
+    expect(latency).toMatch(/^\d+ ms$/);
+    expect(snippet).toBe(BROKEN_ANSWER);
+  });
+
+  it('Replay sends it again to the fixed receiver, signed with the secret the page showed, and the page shows it delivered', async () => {
+    receiver.answerWith(() => ({ status: 204 }));
+    await page.click('#delivery-replay');
+    await eventually('the receiver got the event again', async () => (receiver.ids().filter((id) => id === shown.eventId).length === 2 ? true : undefined), 30_000, 100);
+    verifiedBody(shown.secret, receiver.requests.at(-1)!);
+    await page.waitForFunction("document.querySelector('#delivery-facts .badge')?.textContent === 'delivered'", { timeout: 30_000 });
+    await page.waitForFunction("document.querySelectorAll('#attempts-body tr').length === 2");
+    const codes = await page.$$eval('#attempts-body tr td:nth-child(2)', (cells) => cells.map((cell) => cell.innerText.trim()));
+    expect(codes.sort()).toEqual(['204', '500']);
+    expect(await page.$eval('#delivery-status', (status) => status.textContent)).toMatch(/^Delivered/);
+    const screenshot = process.env.OUTBOX_PORTAL_SCREENSHOT;
+    if (screenshot) {
+      mkdirSync(dirname(screenshot), { recursive: true });
+      await page.screenshot({ path: screenshot as `${string}.png` });
+    }
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('#delivery-dialog:not([open])');
+    expect(await page.$eval(`#deliveries-body tr[data-id="${shown.deliveryId}"]`, (tr) => tr.getAttribute('data-status'))).toBe('delivered');
+  });
+
+  it("never shows another customer's objects, and its token cannot read them", async () => {
+    const text = await pageText();
+    const html = await page.content();
+    for (const value of [other.endpointId, other.url, other.eventId, OTHER_CUSTOMER]) {
+      expect(text).not.toContain(value);
+      expect(html).not.toContain(value);
+    }
+    const options = await page.$$eval('#filter-endpoint option', (all) => all.map((option) => option.value));
+    expect(options).toEqual(['', shown.endpointId]);
+    // With the page's own token, as a curious customer would try from the console.
+    const answers = await page.evaluate(async (paths: string[]) => {
+      const token = sessionStorage.getItem('outbox-relay.portal.token');
+      return Promise.all(paths.map(async (path) => {
+        const response = await fetch(path, { headers: { authorization: `Bearer ${token}` } });
+        return { path, status: response.status, body: await response.text() };
+      }));
+    }, [`/v1/deliveries/${other.deliveryId}`, `/v1/endpoints/${other.endpointId}`, `/v1/deliveries?endpointId=${other.endpointId}`]);
+    expect(answers[0]).toMatchObject({ status: 404 });
+    expect(answers[1]).toMatchObject({ status: 404 });
+    expect(JSON.parse(answers[0]!.body)).toMatchObject({ error: { code: 'WEBHOOK_NOT_FOUND' } });
+    for (const answer of answers) expect(answer.body).not.toContain(other.eventId);
+    expect(page.problems.filter((problem) => !/status of 404/.test(problem))).toEqual([]);
+  });
+
+  it('an expired link is refused: one clear message, no data; a tampered one too', async () => {
+    const wait = new Date(shortLived.expiresAt).getTime() - Date.now();
+    if (wait > 0) await delay(wait + 100);
+    const expired = await openPage(browser);
+    await expired.goto(shortLived.portalUrl);
+    await expired.waitForSelector('#alert:not([hidden])');
+    expect(await expired.$eval('#alert', (alert) => alert.innerText)).toContain('This link has expired — ask for a new one');
+    expect(await expired.$eval('#app', (app) => app.hidden)).toBe(true);
+    expect(await expired.$$('#endpoints-body tr, #deliveries-body tr')).toHaveLength(0);
+    expect(await expired.evaluate(() => sessionStorage.getItem('outbox-relay.portal.token'))).toBeNull();
+    expect(expired.url()).toBe(`${apiBase}/portal/`);
+    const [head, payload] = shortLived.token.split('.');
+    const tampered = await openPage(browser);
+    await tampered.goto(`${apiBase}/portal/#token=${head}.${payload}.${'A'.repeat(43)}`);
+    await tampered.waitForSelector('#alert:not([hidden])');
+    expect(await tampered.$eval('#alert', (alert) => alert.innerText)).toContain('This link is not valid — ask for a new one');
+    expect(await tampered.$eval('#app', (app) => app.hidden)).toBe(true);
+  });
+});
