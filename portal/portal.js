@@ -13,6 +13,17 @@ const FOLLOW_TIMES = 30;
 
 const EXPIRED = 'WEBHOOK_API_TOKEN_EXPIRED';
 
+/** An attempt's outcome in words (the API's codes). */
+const OUTCOMES = {
+  delivered: 'Delivered',
+  http_status: 'Error status',
+  timeout: 'Timed out',
+  connect: 'Could not connect',
+  refused_address: 'Address not allowed',
+  redirect: 'Redirect (not followed)',
+  network: 'Connection failed',
+};
+
 /** @param {string} id */
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 
@@ -447,15 +458,17 @@ async function showDelivery(id) {
     ['Attempts', String(delivery.attemptCount)],
     ['Next attempt', time(delivery.nextAttemptAt)],
     ['Created', time(delivery.createdAt)],
+    ['Finished', time(delivery.finishedAt)],
   ];
   $('delivery-facts').replaceChildren(...facts.flatMap(([term, value]) => [el('dt', {}, [term]), el('dd', {}, [value])]));
   const rows = attempts.data.map((attempt) =>
     el('tr', {}, [
-      el('td', {}, [time(attempt.at)]),
-      el('td', {}, [attempt.statusCode === null ? el('span', { class: 'muted' }, ['none']) : String(attempt.statusCode)]),
-      el('td', {}, [attempt.latencyMs === null ? '—' : `${attempt.latencyMs} ms`]),
-      el('td', {}, [attempt.error ?? '']),
-      el('td', {}, [attempt.responseSnippet ? el('pre', { class: 'snippet' }, [attempt.responseSnippet]) : el('span', { class: 'muted' }, ['(empty)'])]),
+      el('td', { class: 'at' }, [time(attempt.at)]),
+      el('td', { class: 'outcome' }, [OUTCOMES[attempt.outcome] ?? attempt.outcome ?? '']),
+      el('td', { class: 'status-code' }, [attempt.statusCode === null ? el('span', { class: 'muted' }, ['none']) : String(attempt.statusCode)]),
+      el('td', { class: 'latency' }, [attempt.latencyMs === null ? '—' : `${attempt.latencyMs} ms`]),
+      el('td', { class: 'error' }, [attempt.error ?? '']),
+      el('td', { class: 'response' }, [attempt.responseSnippet ? el('pre', { class: 'snippet' }, [attempt.responseSnippet]) : el('span', { class: 'muted' }, ['(empty)'])]),
     ]),
   );
   $('attempts-body').replaceChildren(...rows);
