@@ -233,7 +233,7 @@ function renderEndpoints() {
   const rows = state.endpoints.map((endpoint) => {
     const stateCell = endpoint.disabled
       ? el('td', {}, [badge('Disabled', 'disabled'), ...(endpoint.disabledReason ? [el('div', { class: 'help' }, [endpoint.disabledReason])] : [])])
-      : el('td', {}, [badge('Enabled', 'enabled')]);
+      : el('td', {}, [badge('Enabled', 'enabled'), ...(endpoint.failingSince ? [el('div', { class: 'help' }, ['Failing since ', time(endpoint.failingSince)])] : [])]);
     return el('tr', { 'data-id': endpoint.id }, [
       el('td', { class: 'url' }, [endpoint.url, el('div', { class: 'help mono' }, [endpoint.id])]),
       el('td', {}, [el('code', {}, [endpoint.eventTypes.join(', ')])]),
@@ -374,11 +374,11 @@ async function onEndpointAction(event) {
     }
     button.setAttribute('disabled', '');
     if (action === 'toggle') {
-      await api('POST', `${path}/${endpoint.disabled ? 'enable' : 'disable'}`, { body: {} });
+      await api('POST', `${path}/${endpoint.disabled ? 'enable' : 'disable'}`, { body: endpoint.disabled ? {} : { reason: 'disabled in the portal' } });
       await loadEndpoints();
       say(`Endpoint ${endpoint.url} ${endpoint.disabled ? 'enabled: deliveries resume' : 'disabled: nothing is sent to it until you enable it'}.`);
     } else if (action === 'rotate') {
-      if (!confirm(`Rotate the signing secret of ${endpoint.url}? Your endpoint must use the new secret to verify webhooks.`)) return;
+      if (!confirm(`Rotate the signing secret of ${endpoint.url}? Webhooks are signed with the new secret and, for 24 hours, the current one too: switch your endpoint to the new one within that time.`)) return;
       const rotated = await api('POST', `${path}/rotate-secret`, { body: {} });
       await loadEndpoints();
       showSecret({ ...endpoint, ...rotated }, `The secret of ${endpoint.url} was rotated.`);
