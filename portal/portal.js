@@ -205,6 +205,20 @@ function endpointLabel(endpointId) {
   return state.endpoints.find((e) => e.id === endpointId)?.url ?? endpointId;
 }
 
+/**
+ * Marks a button busy while its request runs; false if it was busy already (a second click).
+ * aria-disabled rather than disabled: a disabled button drops the keyboard focus to the page.
+ */
+function claim(button) {
+  if (button.getAttribute('aria-disabled') === 'true') return false;
+  button.setAttribute('aria-disabled', 'true');
+  return true;
+}
+
+function release(button) {
+  button.removeAttribute('aria-disabled');
+}
+
 /** After re-rendering a table: focus back on the same action of the same row, if it still exists. */
 function keepFocus(render) {
   const active = /** @type {HTMLElement | null} */ (document.activeElement);
@@ -303,8 +317,8 @@ async function saveEndpoint(event) {
   const eventTypes = [...new Set([...checked, ...typed])];
   const problem = !url ? 'Enter the endpoint’s URL.' : eventTypes.length === 0 ? 'Choose at least one event type.' : null;
   if (problem) return formError(problem, !url ? 'endpoint-url' : 'endpoint-patterns');
-  const save = /** @type {HTMLButtonElement} */ ($('endpoint-save'));
-  save.disabled = true;
+  const save = $('endpoint-save');
+  if (!claim(save)) return;
   try {
     if (state.editing) {
       await api('PATCH', `endpoints/${encodeURIComponent(state.editing.id)}`, { body: { url, eventTypes, description: description || null } });
@@ -320,7 +334,7 @@ async function saveEndpoint(event) {
   } catch (error) {
     if (!state.ended) formError(error instanceof Error ? error.message : String(error));
   } finally {
-    save.disabled = false;
+    release(save);
   }
 }
 
@@ -363,16 +377,14 @@ async function onEndpointAction(event) {
   if (!button || !endpoint) return;
   const path = `endpoints/${encodeURIComponent(endpoint.id)}`;
   const action = button.getAttribute('data-action');
+  if (action === 'edit') return openEndpointForm(endpoint);
+  if (action === 'deliveries') {
+    state.filter = { ...state.filter, endpointId: endpoint.id };
+    /** @type {HTMLSelectElement} */ ($('filter-endpoint')).value = endpoint.id;
+    return loadDeliveries(true).then(() => $('filter-endpoint').focus(), (error) => failed('Loading deliveries', error));
+  }
+  if (!claim(button)) return;
   try {
-    if (action === 'edit') return openEndpointForm(endpoint);
-    if (action === 'deliveries') {
-      state.filter = { ...state.filter, endpointId: endpoint.id };
-      /** @type {HTMLSelectElement} */ ($('filter-endpoint')).value = endpoint.id;
-      await loadDeliveries(true);
-      $('filter-endpoint').focus();
-      return;
-    }
-    button.setAttribute('disabled', '');
     if (action === 'toggle') {
       await api('POST', `${path}/${endpoint.disabled ? 'enable' : 'disable'}`, { body: endpoint.disabled ? {} : { reason: 'disabled in the portal' } });
       await loadEndpoints();
@@ -391,7 +403,7 @@ async function onEndpointAction(event) {
   } catch (error) {
     failed(button.textContent ?? 'The action', error);
   } finally {
-    button.removeAttribute('disabled');
+    release(button);
   }
 }
 
@@ -480,8 +492,8 @@ async function showDelivery(id) {
 async function replayOpenDelivery() {
   const id = state.openDelivery;
   if (!id) return;
-  const button = /** @type {HTMLButtonElement} */ ($('delivery-replay'));
-  button.disabled = true;
+  const button = $('delivery-replay');
+  if (!claim(button)) return;
   try {
     const before = state.deliveries.find((d) => d.id === id)?.attemptCount ?? 0;
     await api('POST', `deliveries/${encodeURIComponent(id)}/replay`, { body: {} });
@@ -490,7 +502,7 @@ async function replayOpenDelivery() {
   } catch (error) {
     failed('Replay', error);
   } finally {
-    button.disabled = false;
+    release(button);
   }
 }
 
