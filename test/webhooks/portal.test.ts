@@ -32,7 +32,7 @@ interface Minted {
 describe('webhooks portal in a browser', () => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
-  const { browser } = useBrowser();
+  const chromium = useBrowser();
   const env = (extra: Record<string, string> = {}) => webhooks.env({ OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s', OUTBOX_WEBHOOK_TIMEOUT: '2s', ...extra });
   const processes: RelayProcess[] = [];
   let receiver: WebhookReceiver;
@@ -74,6 +74,14 @@ describe('webhooks portal in a browser', () => {
     return event.eventId;
   }
 
+  /** Polls (as a reader of the page would look again) until the text at `selector` passes `check`. */
+  function untilText(selector: string, check: (text: string) => boolean, what = selector): Promise<string> {
+    return eventually(what, async () => {
+      const text = await page.$eval(selector, (node) => node.textContent as string).catch(() => null);
+      return text !== null && check(text) ? text : undefined;
+    }, 30_000, 50);
+  }
+
   /** The text of the page's main area and every open dialog. */
   function pageText(): Promise<string> {
     return page.$eval('body', (body) => body.innerText as string);
@@ -93,10 +101,7 @@ describe('webhooks portal in a browser', () => {
       OUTBOX_WEBHOOK_API_SIGNING_KEY: 'signing-key-of-the-portal-test-0123456789abcdef',
     });
     const dispatcher = start([]);
-    await Promise.all([relay.waitActive(), dispatcher.waitForLog(/consuming and dispatching/)]);
-    await eventually('the API answers /healthz', async () => ((await fetch(`${apiBase}/healthz`).catch(() => null))?.ok ? true : undefined), 30_000, 100).catch((error: Error) => {
-      throw new Error(`${error.message}\n${api.tail()}`);
-    });
+    await Promise.all([relay.waitActive(), dispatcher.waitForLog(/consuming and dispatching/), api.waitForLog(/webhooks api: listening/)]);
     shortLived = await mint(CUSTOMER, 5);
 
     // Another customer with an endpoint and a delivery; its event also makes invoice.paid an event type the stage has seen.
@@ -104,10 +109,13 @@ describe('webhooks portal in a browser', () => {
     other.endpointId = (await webhooks.addEndpoint(other.url, 'invoice.*', ['--customer', OTHER_CUSTOMER])).id;
     other.eventId = await produce(OTHER_CUSTOMER);
     await eventually('the other customer got its event', async () => (otherReceiver.ids().includes(other.eventId) ? true : undefined), 30_000, 100);
-    const theirs = await platform<{ data: { id: string; eventId: string }[] }>('GET', `/v1/deliveries?customerId=${OTHER_CUSTOMER}`);
-    other.deliveryId = theirs.data.find((d) => d.eventId === other.eventId)!.id;
+    // A first attempt is sent, then recorded: the delivery is listed a moment after the receiver got it.
+    other.deliveryId = await eventually('the other customer\'s delivery recorded', async () => {
+      const theirs = await platform<{ data: { id: string; eventId: string }[] }>('GET', `/v1/deliveries?customerId=${OTHER_CUSTOMER}`);
+      return theirs.data.find((d) => d.eventId === other.eventId)?.id;
+    }, 30_000, 100);
 
-    page = await openPage(browser);
+    page = await openPage(chromium.browser);
   });
 
   afterAll(async () => {
@@ -186,19 +194,62 @@ describe('webhooks portal in a browser', () => {
     await page.click('#delivery-replay');
     await eventually('the receiver got the event again', async () => (receiver.ids().filter((id) => id === shown.eventId).length === 2 ? true : undefined), 30_000, 100);
     verifiedBody(shown.secret, receiver.requests.at(-1)!);
-    await page.waitForFunction("document.querySelector('#delivery-facts .badge')?.textContent === 'delivered'", { timeout: 30_000 });
+    await untilText('#delivery-facts .badge', (text) => text === 'delivered');
     await page.waitForFunction("document.querySelectorAll('#attempts-body tr').length === 2");
     const codes = await page.$$eval('#attempts-body td.status-code', (cells) => cells.map((cell) => cell.innerText.trim() as string));
     expect(codes.sort()).toEqual(['204', '500']);
     expect(await page.$eval('#delivery-status', (status) => status.textContent)).toMatch(/^Delivered/);
-    const screenshot = process.env.OUTBOX_PORTAL_SCREENSHOT;
-    if (screenshot) {
-      mkdirSync(dirname(screenshot), { recursive: true });
-      await page.screenshot({ path: screenshot as `${string}.png` });
-    }
     await page.keyboard.press('Escape');
     await page.waitForSelector('#delivery-dialog:not([open])');
     expect(await page.$eval(`#deliveries-body tr[data-id="${shown.deliveryId}"]`, (tr) => tr.getAttribute('data-status'))).toBe('delivered');
+  });
+
+  it('sends a test event to the endpoint and shows it delivered', async () => {
+    const before = receiver.requests.length;
+    await page.click(`#endpoints-body tr[data-id="${shown.endpointId}"] button[data-action="test"]`);
+    const request = await eventually('the receiver got the test event', async () => receiver.requests.slice(before).find((r) => (verifiedBody(shown.secret, r) as { type: string }).type === 'webhook.test'), 30_000, 100);
+    await untilText(`#deliveries-body tr[data-status="delivered"] td:nth-child(3)`, (text) => text === request.id, 'the test delivery listed as delivered');
+    expect(await page.$$eval('#deliveries-body tr', (rows) => rows.map((tr) => tr.getAttribute('data-status')))).toEqual(['delivered', 'delivered']);
+    const screenshot = process.env.OUTBOX_PORTAL_SCREENSHOT;
+    if (screenshot) {
+      // For the docs: the replayed delivery's attempts over the endpoint and its deliveries.
+      await page.click(`#deliveries-body tr[data-id="${shown.deliveryId}"] button[data-action="details"]`);
+      await page.waitForSelector('#delivery-dialog[open] #attempts-body tr:nth-child(2)');
+      await page.setViewport({ width: 1280, height: 1240 });
+      mkdirSync(dirname(screenshot), { recursive: true });
+      // Without the empty backdrop below the dialog.
+      await page.screenshot({ path: screenshot as `${string}.png`, clip: { x: 0, y: 0, width: 1280, height: 990 } });
+      await page.setViewport({ width: 1280, height: 900 });
+      await page.keyboard.press('Escape');
+    }
+  });
+
+  it('edits, disables and enables the endpoint, and rotates its secret (shown once)', async () => {
+    const row = `#endpoints-body tr[data-id="${shown.endpointId}"]`;
+    await page.click(`${row} button[data-action="edit"]`);
+    await page.waitForSelector('#endpoint-dialog[open]');
+    expect(await page.$eval('input[name="eventType"][value="invoice.paid"]', (box) => box.checked as boolean)).toBe(true);
+    await page.$eval('#endpoint-description', (input) => (input.value = ''));
+    await page.type('#endpoint-description', 'Acme ledger (EU)');
+    await page.click('#endpoint-save');
+    await untilText(row, (text) => text.includes('Acme ledger (EU)'));
+    await page.click(`${row} button[data-action="toggle"]`);
+    await untilText(`${row} .badge`, (text) => text === 'Disabled');
+    expect(await page.$eval(row, (tr) => tr.innerText as string)).toContain('disabled in the portal');
+    // The focus stays on the button pressed, now Enable.
+    expect(await page.evaluate('document.activeElement.textContent')).toMatch(/^Enable/);
+    await page.keyboard.press('Enter');
+    await untilText(`${row} .badge`, (text) => text === 'Enabled');
+    page.once('dialog', (confirmation) => void confirmation.accept());
+    await page.click(`${row} button[data-action="rotate"]`);
+    await page.waitForSelector('#secret-dialog[open]');
+    const rotated = await page.$eval('#secret-value', (input) => input.value as string);
+    expect(rotated).toMatch(/^whsec_/);
+    expect(rotated).not.toBe(shown.secret);
+    await page.keyboard.press('Escape');
+    expect(await page.$eval('#secret-value', (input) => input.value as string)).toBe('');
+    const stored = await platform<{ description: string; disabled: boolean }>('GET', `/v1/endpoints/${shown.endpointId}`);
+    expect(stored).toMatchObject({ description: 'Acme ledger (EU)', disabled: false });
   });
 
   it("never shows another customer's objects, and its token cannot read them", async () => {
@@ -228,7 +279,7 @@ describe('webhooks portal in a browser', () => {
   it('an expired link is refused: one clear message, no data; a tampered one too', async () => {
     const wait = new Date(shortLived.expiresAt).getTime() - Date.now();
     if (wait > 0) await delay(wait + 100);
-    const expired = await openPage(browser);
+    const expired = await openPage(chromium.browser);
     await expired.goto(shortLived.portalUrl);
     await expired.waitForSelector('#alert:not([hidden])');
     expect(await expired.$eval('#alert', (alert) => alert.innerText)).toContain('This link has expired — ask for a new one');
@@ -237,7 +288,7 @@ describe('webhooks portal in a browser', () => {
     expect(await expired.evaluate(() => sessionStorage.getItem('outbox-relay.portal.token'))).toBeNull();
     expect(expired.url()).toBe(`${apiBase}/portal/`);
     const [head, payload] = shortLived.token.split('.');
-    const tampered = await openPage(browser);
+    const tampered = await openPage(chromium.browser);
     await tampered.goto(`${apiBase}/portal/#token=${head}.${payload}.${'A'.repeat(43)}`);
     await tampered.waitForSelector('#alert:not([hidden])');
     expect(await tampered.$eval('#alert', (alert) => alert.innerText)).toContain('This link is not valid — ask for a new one');
