@@ -560,7 +560,17 @@ function wire() {
   $('delivery-replay').addEventListener('click', () => void replayOpenDelivery());
   $('delivery-refresh').addEventListener('click', () => state.openDelivery && showDelivery(state.openDelivery).then(() => say('Refreshed.'), (error) => failed('Refreshing', error)));
   $('delivery-close').addEventListener('click', () => /** @type {HTMLDialogElement} */ ($('delivery-dialog')).close());
-  $('delivery-dialog').addEventListener('close', () => (state.openDelivery = null));
+  $('delivery-dialog').addEventListener('close', () => {
+    const id = state.openDelivery;
+    state.openDelivery = null;
+    // The dialog gives the focus back to its opener, unless the list was redrawn meanwhile (a
+    // replay followed): then to the same delivery's Details button in the new list.
+    setTimeout(() => {
+      if (id && (document.activeElement === document.body || document.activeElement === null)) {
+        /** @type {HTMLElement | null} */ (document.querySelector(`#deliveries-body tr[data-id="${CSS.escape(id)}"] [data-action="details"]`))?.focus();
+      }
+    });
+  });
 }
 
 async function start() {

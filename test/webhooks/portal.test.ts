@@ -202,6 +202,9 @@ describe('webhooks portal in a browser', () => {
     await page.keyboard.press('Escape');
     await page.waitForSelector('#delivery-dialog:not([open])');
     expect(await page.$eval(`#deliveries-body tr[data-id="${shown.deliveryId}"]`, (tr) => tr.getAttribute('data-status'))).toBe('delivered');
+    // The focus back on the delivery's Details button (its row redrawn while the dialog was open).
+    await untilText(':focus', (text) => text.startsWith('Details'), 'the focus back on Details');
+    expect(await page.$eval(':focus', (button) => button.closest('tr')?.getAttribute('data-id') as string | undefined)).toBe(shown.deliveryId);
   });
 
   it('sends a test event to the endpoint and shows it delivered', async () => {
