@@ -48,6 +48,8 @@ const state = {
   idempotencyKey: '',
   /** The delivery shown in the dialog. @type {string | null} */ openDelivery: null,
   ended: false,
+  /** The server's clock minus this machine's. */
+  clockOffsetMs: 0,
 };
 
 // ---- The token: from the link's fragment (never sent to a server) into this tab's storage. ----
@@ -102,6 +104,9 @@ async function api(method, path, options = {}) {
   } catch {
     throw new ApiError(0, 'NETWORK', 'The server could not be reached. Check your connection and try again.');
   }
+  // The server's clock, for the link's expiry (a second's resolution; this machine's may be off by more).
+  const serverDate = Date.parse(response.headers.get('date') ?? '');
+  if (Number.isFinite(serverDate)) state.clockOffsetMs = serverDate - Date.now();
   const text = await response.text();
   let json = null;
   try {
@@ -588,7 +593,7 @@ async function start() {
     who.replaceChildren(`Customer ${session.customerId} · link valid until `, time(session.expiresAt));
     who.hidden = false;
     // The data leaves the page when the link expires, whether or not anything is clicked.
-    const left = until.getTime() - Date.now();
+    const left = until.getTime() - (Date.now() + state.clockOffsetMs);
     if (Number.isFinite(left)) setTimeout(() => endSession(EXPIRED), Math.min(Math.max(left, 0), 2 ** 31 - 1));
     await Promise.all([loadEventTypes(), loadEndpoints()]);
     await loadDeliveries(true);

@@ -43,6 +43,7 @@ describe('webhooks portal in a browser', () => {
   const other = { endpointId: '', url: '', eventId: '', deliveryId: '' };
   /** A link minted at the start with the shortest life (5 s), opened at the end. */
   let shortLived: Minted;
+  let openUntilExpiry: Page & PageProblems;
   /** What the customer's page showed and did. */
   const shown = { endpointId: '', secret: '', eventId: '', deliveryId: '' };
 
@@ -103,6 +104,10 @@ describe('webhooks portal in a browser', () => {
     const dispatcher = start([]);
     await Promise.all([relay.waitActive(), dispatcher.waitForLog(/consuming and dispatching/), api.waitForLog(/webhooks api: listening/)]);
     shortLived = await mint(CUSTOMER, 5);
+    // Opened while the link works, and left open past its end.
+    openUntilExpiry = await openPage(chromium.browser);
+    await openUntilExpiry.goto(shortLived.portalUrl);
+    await openUntilExpiry.waitForSelector('body[data-ready]', { timeout: 4_000 });
 
     // Another customer with an endpoint and a delivery; its event also makes invoice.paid an event type the stage has seen.
     other.url = otherReceiver.url('/globex-only');
@@ -282,6 +287,11 @@ describe('webhooks portal in a browser', () => {
   it('an expired link is refused: one clear message, no data; a tampered one too', async () => {
     const wait = new Date(shortLived.expiresAt).getTime() - Date.now();
     if (wait > 0) await delay(wait + 100);
+    // The page left open: its data gone at the link's expiry, with nothing clicked.
+    await openUntilExpiry.waitForSelector('#alert:not([hidden])', { timeout: 2_000 });
+    expect(await openUntilExpiry.$eval('#alert', (alert) => alert.innerText as string)).toContain('This link has expired — ask for a new one');
+    expect(await openUntilExpiry.$eval('#app', (app) => app.hidden as boolean)).toBe(true);
+    expect(await openUntilExpiry.$$('#endpoints-body tr, #deliveries-body tr')).toHaveLength(0);
     const expired = await openPage(chromium.browser);
     await expired.goto(shortLived.portalUrl);
     await expired.waitForSelector('#alert:not([hidden])');
