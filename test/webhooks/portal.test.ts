@@ -260,6 +260,42 @@ describe('webhooks portal in a browser', () => {
     expect(stored).toMatchObject({ description: 'Acme ledger (EU)', disabled: false });
   });
 
+  it('lists deliveries newest first, a page at a time (Load more, by cursor), filtered by status and endpoint', async () => {
+    // 30 more events, every 7th refused: a page of 25 is not all of them, and some failed.
+    const events = Array.from({ length: 30 }, (_, i) => {
+      const event = billingEvent(`inv-page-${i}`, i, 'invoice.paid');
+      return { ...event, headers: { ...event.headers, customer_id: CUSTOMER } };
+    });
+    const refused = new Set(events.filter((_, i) => i % 7 === 0).map((e) => e.eventId));
+    receiver.answerWith((request) => (refused.has(request.id) ? { status: 500, body: BROKEN_ANSWER } : { status: 204 }));
+    await outbox.insert(events);
+    await eventually('the 30 deliveries recorded', async () => {
+      const listed = await platform<{ data: { status: string }[] }>('GET', `/v1/deliveries?customerId=${CUSTOMER}&limit=200`);
+      return listed.data.length === 32 && listed.data.every((d) => d.status !== 'pending') ? true : undefined;
+    }, 30_000, 200);
+    await page.click('#refresh-deliveries');
+    await eventually('the first page', async () => ((await page.$$('#deliveries-body tr')).length === 25 ? true : undefined), 10_000, 50);
+    expect(await page.$eval('#load-more', (button) => button.hidden as boolean)).toBe(false);
+    await page.click('#load-more');
+    await eventually('the second page', async () => ((await page.$$('#deliveries-body tr')).length === 32 ? true : undefined), 10_000, 50);
+    expect(await page.$eval('#load-more', (button) => button.hidden as boolean)).toBe(true);
+    // The focus on the first row of the page just loaded, where reading goes on.
+    expect(await page.$eval(':focus', (button) => button.closest('tr')?.rowIndex as number)).toBe(26);
+    const ids = await page.$$eval('#deliveries-body tr', (rows) => rows.map((tr) => Number(tr.getAttribute('data-id'))));
+    expect(ids).toEqual([...ids].sort((a, b) => b - a));
+    expect(new Set(ids).size).toBe(32);
+    await page.select('#filter-status', 'failed');
+    await page.click('#delivery-filter button[type="submit"]');
+    await untilText('#status', (text) => text === `${refused.size} deliveries shown.`);
+    const failedEvents = await page.$$eval('#deliveries-body tr', (rows) => rows.map((tr) => [tr.getAttribute('data-status'), tr.querySelector('td:nth-child(3)')?.textContent]));
+    expect(new Set(failedEvents.map(([status]) => status))).toEqual(new Set(['failed']));
+    expect(new Set(failedEvents.map(([, eventId]) => eventId))).toEqual(refused);
+    await page.select('#filter-status', '');
+    await page.select('#filter-endpoint', shown.endpointId);
+    await page.click('#delivery-filter button[type="submit"]');
+    await untilText('#status', (text) => text === '25 deliveries shown.');
+  });
+
   it("never shows another customer's objects, and its token cannot read them", async () => {
     const text = await pageText();
     const html = await page.content();
