@@ -59,6 +59,8 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   // Query strings and paths are converted (limit=50 is a number); bodies are taken as sent: "5" is no integer.
   app.setValidatorCompiler(TypeBoxValidatorCompiler);
   app.decorateRequest('caller', null);
+  // JSON only: a text body would reach the schemas as a string and be refused for its shape, not its type (415).
+  app.removeContentTypeParser('text/plain');
 
   await app.register(swagger, {
     openapi: {
