@@ -27,7 +27,9 @@ interface Minted {
  * at once and only a replay sends it again) and `outbox-relay webhooks api` serving the page, on
  * real Postgres, Kafka and the registry. A customer logs in through a link the platform minted,
  * adds an endpoint, sees its failed delivery's attempts, replays it to its fixed receiver and sees
- * it delivered; another customer's objects never appear; an expired link is refused.
+ * it delivered; sends a test event; edits, disables, enables, rotates; pages and filters its
+ * deliveries; another customer's objects never appear; an expired link is refused. The tests run
+ * in order on one page, each going on from where the one before left it.
  */
 describe('webhooks portal in a browser', () => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
@@ -321,7 +323,7 @@ describe('webhooks portal in a browser', () => {
     expect(page.problems.filter((problem) => !/status of 404/.test(problem))).toEqual([]);
   });
 
-  it('an expired link is refused: one clear message, no data; a tampered one too', async () => {
+  it('an expired link is refused, and a page left open past its expiry clears itself: one clear message, no data; a tampered link and none at all too', async () => {
     const wait = new Date(shortLived.expiresAt).getTime() - Date.now();
     if (wait > 0) await delay(wait + 100);
     // The page left open: its data gone at the link's expiry, with nothing clicked.
@@ -343,5 +345,9 @@ describe('webhooks portal in a browser', () => {
     await tampered.waitForSelector('#alert:not([hidden])');
     expect(await tampered.$eval('#alert', (alert) => alert.innerText)).toContain('This link is not valid — ask for a new one');
     expect(await tampered.$eval('#app', (app) => app.hidden)).toBe(true);
+    const bare = await openPage(chromium.browser);
+    await bare.goto(`${apiBase}/portal/`);
+    await bare.waitForSelector('#alert:not([hidden])');
+    expect(await bare.$eval('#alert', (alert) => alert.innerText)).toContain('No access link.');
   });
 });
