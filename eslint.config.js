@@ -25,7 +25,7 @@ export default tseslint.config(
       ...tseslint.configs.disableTypeChecked.languageOptions,
       sourceType: 'module',
       globals: Object.fromEntries(
-        ['window', 'document', 'location', 'history', 'navigator', 'sessionStorage', 'fetch', 'URL', 'URLSearchParams', 'crypto', 'CSS', 'confirm', 'requestAnimationFrame', 'setTimeout', 'HTMLElement'].map((name) => [name, 'readonly']),
+        ['window', 'document', 'location', 'history', 'navigator', 'sessionStorage', 'fetch', 'URL', 'URLSearchParams', 'crypto', 'CSS', 'confirm', 'setTimeout', 'HTMLElement'].map((name) => [name, 'readonly']),
       ),
     },
   },

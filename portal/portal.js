@@ -137,8 +137,9 @@ function say(message) {
   const open = /** @type {HTMLDialogElement | null} */ (document.querySelector('dialog[open]'));
   const region = open?.querySelector('[role="status"]') ?? $('status');
   region.textContent = '';
-  // A fresh text node: a repeated message is announced again.
-  requestAnimationFrame(() => (region.textContent = message));
+  // Emptied, then written a moment later: a repeated message is announced again (a timer, not
+  // requestAnimationFrame, which waits while the tab is in the background).
+  setTimeout(() => (region.textContent = message), 30);
 }
 
 /** An action's failure, said where the user is; a 401 has ended the session already. */
