@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Page } from 'puppeteer-core';
+import type { Page, SerializedAXNode } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPage, useBrowser, type PageProblems } from '../harness/browser.js';
 import { useTestOutbox } from '../harness/fixture.js';
@@ -297,6 +297,37 @@ describe('webhooks portal in a browser', () => {
     await page.select('#filter-endpoint', shown.endpointId);
     await page.click('#delivery-filter button[type="submit"]');
     await untilText('#status', (text) => text === '25 deliveries shown.');
+  });
+
+  it("names every control for assistive technology (Chromium's accessibility tree), the page and the add form", async () => {
+    const nodes = async (): Promise<SerializedAXNode[]> => {
+      const all: SerializedAXNode[] = [];
+      const walk = (node: SerializedAXNode | null | undefined): void => {
+        if (!node) return;
+        all.push(node);
+        node.children?.forEach(walk);
+      };
+      walk(await page.accessibility.snapshot());
+      return all;
+    };
+    const unnamed = (all: SerializedAXNode[]) => all.filter((node) => ['button', 'textbox', 'checkbox', 'combobox', 'link', 'dialog'].includes(node.role) && !node.name?.trim()).map((node) => node.role);
+    const onPage = await nodes();
+    expect(unnamed(onPage)).toEqual([]);
+    // A row's button says which row: the visible "Details" and, for a screen reader, the delivery.
+    expect(onPage).toContainEqual(expect.objectContaining({ role: 'button', name: expect.stringMatching(/^Details of delivery \d+$/) }));
+    expect(onPage).toContainEqual(expect.objectContaining({ role: 'button', name: `Rotate secret ${receiver.url('/acme')}` }));
+    expect(onPage).toContainEqual(expect.objectContaining({ role: 'combobox', name: 'Status' }));
+    await page.click('#add-endpoint');
+    await page.waitForSelector('#endpoint-dialog[open]');
+    const inDialog = await nodes();
+    expect(unnamed(inDialog)).toEqual([]);
+    // Modal: the page behind it is out of the tree, the dialog named by its heading.
+    expect(inDialog).toContainEqual(expect.objectContaining({ role: 'dialog', name: 'Add endpoint', modal: true }));
+    expect(inDialog).toContainEqual(expect.objectContaining({ role: 'textbox', name: 'URL', required: true, focused: true }));
+    expect(inDialog).toContainEqual(expect.objectContaining({ role: 'checkbox', name: 'invoice.paid' }));
+    expect(inDialog.some((node) => node.name === 'Deliveries')).toBe(false);
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('#endpoint-dialog:not([open])');
   });
 
   it("never shows another customer's objects, and its token cannot read them", async () => {
