@@ -43,7 +43,7 @@ describe('webhooks portal in a browser', () => {
   let page: Page & PageProblems;
   /** The other customer's objects: none of them may appear in the customer's page. */
   const other = { endpointId: '', url: '', eventId: '', deliveryId: '' };
-  /** A link minted at the start with the shortest life (5 s), opened at the end. */
+  /** A link with the shortest life (5 s): its page opened at the start and left open, the link opened again at the end. */
   let shortLived: Minted;
   let openUntilExpiry: Page & PageProblems;
   /** What the customer's page showed and did. */
