@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # outbox-relay image: `docker build -t outbox-relay .`
-# One image for every command: run (default), setup, prune --every 60s, status, replay, drop-slot.
+# One image for every command: run (default), setup, prune --every 60s, status, replay, drop-slot,
+# webhooks, webhooks api (with the customer portal's files).
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 
@@ -31,7 +32,9 @@ RUN apt-get update \
 ENV NODE_ENV=production \
     # In a container the metrics/health server must listen beyond loopback.
     OUTBOX_HTTP_HOST=0.0.0.0 \
-    OUTBOX_HTTP_PORT=9464
+    OUTBOX_HTTP_PORT=9464 \
+    # So must `webhooks api` (its port: OUTBOX_WEBHOOK_API_PORT, 8088).
+    OUTBOX_WEBHOOK_API_HOST=0.0.0.0
 WORKDIR /app
 # Owned by root and not writable by the runtime user: the process needs no writes
 # (works with a read-only root filesystem).
@@ -40,12 +43,18 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY sql ./sql
 COPY schemas ./schemas
+# The customer portal's static files, which `webhooks api` serves at /portal/ (read once at its
+# start from /app/portal/, beside dist/: without them every /portal/ page is a 404).
+COPY portal ./portal
 # The `node` user of the base image, numeric so that Kubernetes runAsNonRoot can verify it.
 USER 1000:1000
-EXPOSE 9464
-# Liveness for plain `docker run`; compose and Kubernetes define their own probes.
+# Metrics and health of run, prune and webhooks (OUTBOX_HTTP_PORT); `webhooks api` (OUTBOX_WEBHOOK_API_PORT).
+EXPOSE 9464 8088
+# Liveness for plain `docker run`; compose and Kubernetes define their own probes. /healthz on
+# OUTBOX_HTTP_PORT (run, prune, webhooks) or on OUTBOX_WEBHOOK_API_PORT (webhooks api): a container
+# runs one command, so whichever answers is its own.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.OUTBOX_HTTP_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "Promise.any([process.env.OUTBOX_HTTP_PORT||9464,process.env.OUTBOX_WEBHOOK_API_PORT||8088].map(p=>fetch('http://127.0.0.1:'+p+'/healthz').then(r=>r.ok||Promise.reject()))).then(()=>process.exit(0),()=>process.exit(1))"]
 # Node is PID 1 and handles SIGTERM itself (drain, confirm, exit 0). 16 MB semi-spaces: with
 # Node 24's default young generation a relay draining a backlog peaked at ~300 MB RSS, with
 # these at ~150 MB, for the same CPU (README: Performance). Every way of starting it sets this.

@@ -17,4 +17,16 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  {
+    // The portal's page script: plain JavaScript run by the browser, outside the TypeScript project.
+    files: ['portal/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        ['window', 'document', 'location', 'history', 'navigator', 'sessionStorage', 'fetch', 'URL', 'URLSearchParams', 'crypto', 'CSS', 'confirm', 'setTimeout', 'HTMLElement'].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
 );

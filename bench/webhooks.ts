@@ -76,6 +76,7 @@ import { TOPIC_ROOT } from './lib/load.js';
 import { CpuWatch, PostgresCpu } from './lib/pg-cpu.js';
 import { int } from './lib/format.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, processUsage, progress, run, sleep } from './lib/proc.js';
+import { sourceState } from './lib/source-state.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import type { CeilingArgs } from './lib/webhook-ceiling.js';
 import type { DurableLoopArgs } from './lib/webhook-durable-loop.js';
@@ -248,7 +249,7 @@ async function main(): Promise<void> {
       machine: machineDescription(),
       cores: availableParallelism(),
       postgres: await db.description(),
-      source: await sourceState(),
+      source: await sourceState(REPO),
       concurrency: CONCURRENCY,
       maxInFlight: MAX_IN_FLIGHT,
       payloadBytes: PAYLOAD_BYTES,
@@ -641,13 +642,6 @@ async function storeSize(bench: Bench, schema: string): Promise<StoreSize[]> {
     sizes.push({ table, ...row! });
   }
   return sizes;
-}
-
-/** The commit dist/ was built from, and what of src/ and sql/ differs from it (dist/ is built from the working tree). */
-async function sourceState(): Promise<string> {
-  const commit = (await run('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO })).trim();
-  const changed = (await run('git', ['status', '--porcelain', '--', 'src', 'sql'], { cwd: REPO })).split('\n').filter(Boolean).map((line) => line.slice(3));
-  return changed.length === 0 ? commit : `${commit} with uncommitted changes to ${changed.join(', ')}`;
 }
 
 /** (2): the case's deliveries through bench/lib/webhook-ceiling.ts, with the receiver's CPU meanwhile. */

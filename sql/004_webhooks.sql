@@ -97,6 +97,22 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.events (
   recorded_at    timestamptz NOT NULL DEFAULT now()
 );
 
+-- The event types the stage has seen, each with its first event (`GET /v1/event-types` skips
+-- through it, one entry per type, rather than reading every event).
+CREATE INDEX IF NOT EXISTS events_type_idx ON outbox_webhooks.events (event_type, produced_at);
+
+-- The answers of `webhooks api` creates given an Idempotency-Key: the same key and body get the
+-- same answer again (an endpoint's secret included: it is in the endpoints table already), for
+-- a day. The key is kept as a digest with the caller's identity, never as given.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.api_idempotency (
+  key_digest     text        PRIMARY KEY,
+  request_digest text        NOT NULL,
+  -- Null while the first request runs.
+  status_code    integer,
+  response       jsonb,
+  created_at     timestamptz NOT NULL DEFAULT now()
+);
+
 -- Events whose customer the rule (OUTBOX_WEBHOOK_CUSTOMER_FROM) could not find: a missing
 -- header, a null field. No customer's endpoint was owed them (platform-wide ones were, as
 -- deliveries). Kept until `webhooks replay --without-customer` finds their customer (the rule
@@ -159,9 +175,14 @@ ALTER TABLE outbox_webhooks.deliveries
 -- (endpoint, time, id): a claim takes an endpoint's due deliveries in exactly this order.
 CREATE INDEX IF NOT EXISTS deliveries_due_idx ON outbox_webhooks.deliveries (endpoint_id, next_attempt_at, id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS deliveries_ordering_idx ON outbox_webhooks.deliveries (endpoint_id, ordering_key, id) WHERE status = 'pending' AND ordering_key IS NOT NULL;
--- Pruning by age. (Every index is written again at each claim and completion, which change
--- indexed columns: the operator's listings make do with these rather than add one.)
+-- Pruning by age.
 CREATE INDEX IF NOT EXISTS deliveries_finished_idx ON outbox_webhooks.deliveries (finished_at) WHERE status <> 'pending';
+-- An endpoint's deliveries, newest first: the API's and the portal's listings (a customer's
+-- latest page reads each of its endpoints' newest entries and merges them), and the cascade of
+-- an endpoint's removal. The one index of every delivery beside the primary key and the
+-- (event, endpoint) key: every index is written again at each claim and completion, which
+-- change indexed columns (its cost on the hot path: docs/performance.md, the webhooks API).
+CREATE INDEX IF NOT EXISTS deliveries_endpoint_idx ON outbox_webhooks.deliveries (endpoint_id, id);
 
 -- Deliveries in flight per (endpoint, process), as two counters that only grow: `taken` here (by
 -- a claim, or the consumer recording deliveries leased, in the transaction that leases them) and

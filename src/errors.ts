@@ -265,6 +265,41 @@ export const ERROR_CODES = {
     meaning: 'A record on a topic the webhooks consumer reads is not an outbox event (no event_id header, a value that does not decode, Avro without SCHEMA_REGISTRY_URL): counted, skipped, and left in Kafka.',
     action: 'Find the producer of the record (its topic, partition and offset are logged) or narrow OUTBOX_WEBHOOK_TOPICS; for Avro, set SCHEMA_REGISTRY_URL, then publish the events again with `outbox-relay replay`.',
   },
+  WEBHOOK_API_UNAUTHORIZED: {
+    retriable: false, poison: false,
+    meaning: 'A request to `webhooks api` carried no bearer token, or one that is neither the platform token nor a customer token signed with OUTBOX_WEBHOOK_API_SIGNING_KEY (401).',
+    action: 'Send `Authorization: Bearer <token>`: the platform token (OUTBOX_WEBHOOK_API_TOKEN), or a customer token minted by `POST /v1/customer-tokens` with the signing key the API runs with now.',
+  },
+  WEBHOOK_API_TOKEN_EXPIRED: {
+    retriable: false, poison: false,
+    meaning: 'A customer token given to `webhooks api` is past its expiry (401): customer tokens are short-lived on purpose.',
+    action: "Mint a new one (`POST /v1/customer-tokens`, platform token) and hand the customer a new portal link.",
+  },
+  WEBHOOK_API_FORBIDDEN: {
+    retriable: false, poison: false,
+    meaning: "A customer token asked `webhooks api` for what only the platform may do (403): mint tokens, list customers, add a platform-wide endpoint.",
+    action: "Make the call from the platform's application with the platform token.",
+  },
+  WEBHOOK_API_INVALID_REQUEST: {
+    retriable: false, poison: false,
+    meaning: 'A request to `webhooks api` is malformed: JSON that does not parse, a field of the wrong type or out of range, a field the route does not take, a missing one (400); or its body is over the limit (413), or its route does not exist (404).',
+    action: 'Correct what the message names (the field and what was expected; docs/openapi.json has every route\'s schema); nothing was changed.',
+  },
+  WEBHOOK_API_INVALID_CURSOR: {
+    retriable: false, poison: false,
+    meaning: "A listing's cursor given to `webhooks api` is not one the API handed out (400).",
+    action: "Pass the `nextCursor` of the previous page as it was given, or leave `cursor` out for the first page.",
+  },
+  WEBHOOK_API_IDEMPOTENCY_CONFLICT: {
+    retriable: false, poison: false,
+    meaning: 'An `Idempotency-Key` given to `webhooks api` was used before with another request body (422), or its first request is still running (409).',
+    action: 'Use a new key for a new request; for 409, retry once the first request has answered: the same key and body then get its answer.',
+  },
+  WEBHOOK_API_RATE_LIMITED: {
+    retriable: true, poison: false,
+    meaning: 'A token made more requests to `webhooks api` than OUTBOX_WEBHOOK_API_RATE_LIMIT allows per minute (429, with Retry-After).',
+    action: 'Wait for Retry-After seconds; if the load is legitimate, raise OUTBOX_WEBHOOK_API_RATE_LIMIT.',
+  },
   INTERNAL: {
     retriable: false, poison: false,
     meaning: "A broken invariant of the relay's own, or an error nobody classified: a bug. The process stops instead of looping; nothing is lost (the slot keeps every event after the confirmed position).",

@@ -3,6 +3,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { openApiDocument, openApiText } from '../../src/webhooks/api/openapi.js';
 import { withBlock } from './markdown.js';
 import { PAGES } from './pages.js';
 
@@ -22,5 +23,16 @@ for (const page of PAGES) {
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, wanted);
   console.log(`${page.path}: written`);
+}
+// The webhooks API's OpenAPI document, as `webhooks api` serves it at /openapi.json.
+const openApiFile = join(ROOT, 'docs/openapi.json');
+const openApi = openApiText(await openApiDocument());
+if (!existsSync(openApiFile) || readFileSync(openApiFile, 'utf8') !== openApi) {
+  stale += 1;
+  if (check) console.log('docs/openapi.json: stale (npm run docs)');
+  else {
+    writeFileSync(openApiFile, openApi);
+    console.log('docs/openapi.json: written');
+  }
 }
 if (check && stale > 0) process.exit(1);

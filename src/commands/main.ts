@@ -41,6 +41,7 @@ const ACTIONS: { readonly [C in CommandName]: Command } = {
   'webhooks attempts': attemptsCommand,
   'webhooks replay': webhooksReplayCommand,
   'webhooks without-customer': withoutCustomerCommand,
+  'webhooks api': loadedWhenRun(async () => (await import('./webhooks-api.js')).webhooksApiCommand),
 };
 
 /**

@@ -319,6 +319,10 @@ export const COMMANDS = {
     options: [...WEBHOOK_STORE],
     args: { limit: { description: 'at most this many (default 50)', parser: p.integer(1, 100_000) }, ...JSON_OUTPUT },
   }),
+  'webhooks api': declared({
+    summary: "Serve the webhooks HTTP API (customers, endpoints, event types, deliveries, attempts, replay; OpenAPI at /openapi.json), the customer portal at /portal/, /metrics and /healthz until SIGTERM.",
+    options: [...WEBHOOK_STORE, 'webhookAllowAddresses', 'webhookApiHost', 'webhookApiPort', 'webhookApiToken', 'webhookApiSigningKey', 'webhookApiPublicUrl', 'webhookApiRateLimit', 'schemasDir', 'shutdownTimeout', 'logLevel'],
+  }),
   'schemas check': declared({
     summary: 'Parse and compile every Avro schema; list problems with file and path (exit 1 if any).',
     options: ['schemasDir', 'keySchema'],

@@ -101,6 +101,24 @@ const postgresUrl: p.Parser<string> = {
   },
 };
 
+/** A token or key long enough not to be guessed. */
+const longSecret: p.Parser<string> = {
+  expected: 'at least 32 characters, e.g. from `openssl rand -base64 32`',
+  parse: (raw) => {
+    if (raw.length < 32) throw new Error(`has ${raw.length} characters`);
+    return raw;
+  },
+};
+
+const publicUrl: p.Parser<string> = {
+  expected: 'an http:// or https:// URL without a path, e.g. https://webhooks.billing.example.com',
+  parse: (raw) => {
+    const url = new URL(raw.trim());
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`is a ${url.protocol} URL`);
+    return url.origin;
+  },
+};
+
 /** Checked here, with every other option, rather than when the relay first routes an event. */
 const topicTemplate: p.Parser<string> = {
   expected: `a topic name with placeholders among ${Object.keys(PLACEHOLDERS).map((key) => `{${key}}`).join(', ')}, e.g. outbox.{aggregate_type}`,
@@ -243,6 +261,12 @@ export const OPTIONS = {
   webhookRetention: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_RETENTION', parser: p.age, default: '7d', description: 'Delivered deliveries (and their attempts) are deleted after this long; pending and failed ones are kept.' }),
   webhookPoll: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_POLL', parser: p.durationAtLeast(10, '10ms'), default: '250ms', description: "How often a process looks for due deliveries when nothing woke it (its own consumer wakes it at once; this bounds the wait for retries and for other processes' events)." }),
   webhookResponseSnippet: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_RESPONSE_SNIPPET', parser: p.integer(0, 65_536), default: '1024', description: "Bytes of an endpoint's answer kept with each attempt (for `webhooks attempts`)." }),
+  webhookApiHost: option({ group: 'webhooks', importance: 'expert', env: 'OUTBOX_WEBHOOK_API_HOST', parser: p.text, default: '127.0.0.1', description: 'Address `webhooks api` listens on: the HTTP API, /openapi.json, the portal, /metrics and /healthz (0.0.0.0 in a container).' }),
+  webhookApiPort: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_API_PORT', parser: p.integer(0, 65_535), default: '8088', description: 'Port of `webhooks api` (0: any free port, logged at start).' }),
+  webhookApiToken: secret({ group: 'webhooks', importance: 'required', summary: 'webhooks api: the platform token (full access); OUTBOX_WEBHOOK_API_TOKEN_FILE in a container.', env: 'OUTBOX_WEBHOOK_API_TOKEN', parser: longSecret, description: "The platform's token for `webhooks api` (`Authorization: Bearer <token>`): every customer's objects, and minting customer tokens. Compared by its SHA-256 digest in constant time; read again at each request from its file." }),
+  webhookApiSigningKey: secret({ group: 'webhooks', importance: 'required', summary: 'webhooks api: the key customer tokens are signed with (HMAC-SHA256).', env: 'OUTBOX_WEBHOOK_API_SIGNING_KEY', parser: longSecret, description: "Key of the HMAC-SHA256 signature of customer tokens (minted by `POST /v1/customer-tokens`, never stored). Changing it ends every customer token at once; every `webhooks api` replica needs the same one." }),
+  webhookApiPublicUrl: option({ group: 'webhooks', importance: 'expert', env: 'OUTBOX_WEBHOOK_API_PUBLIC_URL', parser: p.optional(publicUrl), default: '', description: "Base URL of `webhooks api` as the platform's customers reach it (e.g. https://webhooks.billing.example.com), for the portal links of minted tokens; empty: the request's own origin." }),
+  webhookApiRateLimit: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_API_RATE_LIMIT', parser: p.integer(1, 1_000_000), default: '600', description: 'Requests per minute a token may make to `webhooks api` (per replica), beyond which it is answered 429 with Retry-After.' }),
 } as const;
 
 export type OptionKey = keyof typeof OPTIONS;

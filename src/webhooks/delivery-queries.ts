@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { RelayError } from '../errors.js';
+import type { CustomerScope } from './endpoint-store.js';
 import type { WebhookTables } from './webhook-tables.js';
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
@@ -10,6 +11,8 @@ export interface DeliveryRow {
   readonly eventId: string;
   readonly eventType: string;
   readonly endpointId: string;
+  /** The customer of its endpoint; null: a platform-wide endpoint's. */
+  readonly customerId: string | null;
   readonly status: DeliveryStatus;
   readonly attempts: number;
   readonly failures: number;
@@ -17,6 +20,7 @@ export interface DeliveryRow {
   readonly createdAt: Date;
   readonly finishedAt: Date | null;
   readonly lastError: string | null;
+  readonly lastAttempt: AttemptRow | null;
 }
 
 export interface AttemptRow {
@@ -35,8 +39,14 @@ export interface DeliveryFilter {
   readonly customerId?: string;
   readonly endpointId?: string;
   readonly eventId?: string;
+  readonly deliveryId?: string;
   readonly status?: DeliveryStatus;
+  /** Recorded at or after. */
   readonly since?: Date;
+  /** Recorded before. */
+  readonly until?: Date;
+  /** Only deliveries older than this one (the next page of a listing). */
+  readonly beforeId?: string;
   readonly limit: number;
 }
 
@@ -60,28 +70,51 @@ export interface StoreGauges {
   readonly storeBytes: number;
 }
 
-/** The delivery store as the operator sees it: listings, replay, pruning, the gauges. */
+/**
+ * The delivery store as the operator and the API see it: listings, replay, pruning, the gauges.
+ * Scoped to a customer, every listing, read and replay has the customer in its WHERE: another
+ * customer's delivery is not found, exactly as a missing one.
+ */
 export class DeliveryQueries {
   constructor(
     private readonly pool: pg.Pool,
     private readonly tables: WebhookTables,
+    private readonly scope: CustomerScope = null,
   ) {}
 
+  /**
+   * Newest first. Of one customer or one endpoint, it walks each of their endpoints' newest
+   * deliveries (deliveries_endpoint_idx, a LATERAL per endpoint) and merges them: a customer's
+   * latest page costs its endpoints' index reads, however many deliveries the store holds.
+   */
   async list(filter: DeliveryFilter): Promise<DeliveryRow[]> {
+    const customerId = this.customerOf(filter.customerId);
+    const byEndpoint = customerId !== null || filter.endpointId !== undefined;
+    const conditions = `($1::text IS NULL OR d.event_id = $1) AND ($2::text IS NULL OR d.status = $2) AND ($3::timestamptz IS NULL OR d.created_at >= $3)
+           AND ($4::timestamptz IS NULL OR d.created_at < $4) AND ($5::bigint IS NULL OR d.id < $5) AND ($6::bigint IS NULL OR d.id = $6)`;
+    const picked = byEndpoint
+      ? `SELECT d.*, e.customer_id FROM ${this.tables.endpoints} e CROSS JOIN LATERAL (
+           SELECT d.* FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND ${conditions} ORDER BY d.id DESC LIMIT $7) d
+         WHERE ($8::text IS NULL OR e.customer_id = $8) AND ($9::text IS NULL OR e.id = $9)`
+      : `SELECT d.*, e.customer_id FROM ${this.tables.deliveries} d JOIN ${this.tables.endpoints} e ON e.id = d.endpoint_id WHERE ${conditions} AND $8::text IS NULL AND $9::text IS NULL`;
     const { rows } = await this.pool.query(
-      `SELECT d.id::text AS id, d.event_id, ev.event_type, d.endpoint_id, d.status, d.attempts, d.failures,
-         CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_attempt_at, d.created_at, d.finished_at, d.last_error
-       FROM ${this.tables.deliveries} d JOIN ${this.tables.events} ev ON ev.event_id = d.event_id
-       WHERE ($1::text IS NULL OR d.endpoint_id = $1) AND ($2::text IS NULL OR d.event_id = $2) AND ($3::text IS NULL OR d.status = $3) AND ($4::timestamptz IS NULL OR d.created_at >= $4)
-         AND ($6::text IS NULL OR d.endpoint_id IN (SELECT id FROM ${this.tables.endpoints} WHERE customer_id = $6))
-       ORDER BY d.id DESC LIMIT $5`,
-      [filter.endpointId ?? null, filter.eventId ?? null, filter.status ?? null, filter.since ?? null, filter.limit, filter.customerId ?? null],
+      `SELECT d.id::text AS id, d.event_id, ev.event_type, d.endpoint_id, d.customer_id, d.status, d.attempts, d.failures,
+         CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_attempt_at, d.created_at, d.finished_at, d.last_error, to_jsonb(a) AS last_attempt
+       FROM (${picked} ORDER BY d.id DESC LIMIT $7) d
+       JOIN ${this.tables.events} ev ON ev.event_id = d.event_id
+       LEFT JOIN LATERAL (SELECT * FROM ${this.tables.allAttempts} a WHERE a.delivery_id = d.id ORDER BY a.attempt DESC LIMIT 1) a ON true
+       ORDER BY d.id DESC`,
+      [
+        filter.eventId ?? null, filter.status ?? null, filter.since ?? null, filter.until ?? null, filter.beforeId ?? null,
+        filter.deliveryId === undefined ? null : deliveryIdOf(filter.deliveryId), filter.limit, customerId, filter.endpointId ?? null,
+      ],
     );
     return rows.map((row) => ({
       id: row.id,
       eventId: row.event_id,
       eventType: row.event_type,
       endpointId: row.endpoint_id,
+      customerId: row.customer_id,
       status: row.status,
       attempts: row.attempts,
       failures: row.failures,
@@ -89,23 +122,31 @@ export class DeliveryQueries {
       createdAt: row.created_at,
       finishedAt: row.finished_at,
       lastError: row.last_error,
+      lastAttempt: row.last_attempt === null ? null : attemptFrom({ ...row.last_attempt, started_at: new Date(row.last_attempt.started_at) }),
     }));
   }
 
+  /**
+   * The event types the store holds events of, each with its first event's time: one index
+   * probe per type (events_type_idx, a skip scan), not a read of every event.
+   */
+  async seenEventTypes(): Promise<{ readonly name: string; readonly firstSeenAt: Date }[]> {
+    const { rows } = await this.pool.query<{ event_type: string; first: Date }>(
+      `WITH RECURSIVE seen(event_type) AS (
+         (SELECT event_type FROM ${this.tables.events} ORDER BY event_type LIMIT 1)
+         UNION ALL
+         SELECT (SELECT ev.event_type FROM ${this.tables.events} ev WHERE ev.event_type > seen.event_type ORDER BY ev.event_type LIMIT 1) FROM seen WHERE seen.event_type IS NOT NULL
+       )
+       SELECT event_type, (SELECT min(produced_at) FROM ${this.tables.events} ev WHERE ev.event_type = seen.event_type) AS first FROM seen WHERE event_type IS NOT NULL ORDER BY event_type`,
+    );
+    return rows.map((row) => ({ name: row.event_type, firstSeenAt: row.first }));
+  }
+
   async attempts(deliveryId: string): Promise<AttemptRow[]> {
-    const { rows: found } = await this.pool.query(`SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryIdOf(deliveryId)]);
+    const { rows: found } = await this.pool.query(`SELECT 1 FROM ${this.tables.deliveries} d WHERE id = $1 AND ${this.scoped(2)}`, [deliveryIdOf(deliveryId), this.scope]);
     if (found.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `no webhook delivery ${deliveryId}; \`outbox-relay webhooks deliveries list\` shows them`);
     const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.allAttempts} WHERE delivery_id = $1 ORDER BY attempt`, [deliveryId]);
-    return rows.map((row) => ({
-      attempt: row.attempt,
-      startedAt: row.started_at,
-      latencyMs: row.latency_ms,
-      statusCode: row.status_code,
-      outcome: row.outcome,
-      error: row.error,
-      response: row.response,
-      process: row.process,
-    }));
+    return rows.map(attemptFrom);
   }
 
   /**
@@ -114,6 +155,7 @@ export class DeliveryQueries {
    * that had them can tell). Pending ones are left as they are: they are on their way.
    */
   async replay(selection: ReplaySelection, now: Date): Promise<number> {
+    if ('customerId' in selection) this.customerOf(selection.customerId);
     const where =
       'deliveryId' in selection
         ? { sql: 'd.id = $2', params: [deliveryIdOf(selection.deliveryId)] }
@@ -124,24 +166,36 @@ export class DeliveryQueries {
             : { sql: 'd.event_id = $2 AND ($3::text IS NULL OR d.endpoint_id = $3)', params: [selection.eventId, selection.endpointId ?? null] };
     const { rowCount } = await this.pool.query(
       `UPDATE ${this.tables.deliveries} d SET status = 'pending', failures = 0, next_attempt_at = $1, lease_owner = NULL, finished_at = NULL
-       WHERE ${where.sql} AND d.status <> 'pending'`,
-      [now, ...where.params],
+       WHERE ${where.sql} AND d.status <> 'pending' AND ${this.scoped(where.params.length + 2)}`,
+      [now, ...where.params, this.scope],
     );
     if (!rowCount) await this.requireExisting(selection);
     return rowCount ?? 0;
   }
 
+  /** The customer a listing or replay is of: the scope's, whatever else is asked (another customer's is not found). */
+  private customerOf(asked: string | undefined): string | null {
+    if (this.scope !== null && asked !== undefined && asked !== this.scope) throw new RelayError('WEBHOOK_NOT_FOUND', `customer ${asked} has no webhook endpoint`);
+    return this.scope ?? asked ?? null;
+  }
+
+  /** The scope's condition on a delivery `d`, its customer given as parameter $n (null: every delivery). */
+  private scoped(n: number): string {
+    return `($${n}::text IS NULL OR d.endpoint_id IN (SELECT id FROM ${this.tables.endpoints} WHERE customer_id = $${n}))`;
+  }
+
   /** WEBHOOK_NOT_FOUND when a replay replayed nothing because what it names does not exist (a typo is not "0 due again"). */
   private async requireExisting(selection: ReplaySelection): Promise<void> {
-    const [what, sql, params]: [string, string, unknown[]] =
+    const ofScope = '($2::text IS NULL OR customer_id = $2)';
+    const [what, sql, value]: [string, string, string] =
       'deliveryId' in selection
-        ? [`no webhook delivery ${selection.deliveryId}`, `SELECT 1 FROM ${this.tables.deliveries} WHERE id = $1`, [deliveryIdOf(selection.deliveryId)]]
+        ? [`no webhook delivery ${selection.deliveryId}`, `SELECT 1 FROM ${this.tables.deliveries} d WHERE id = $1 AND ${this.scoped(2)}`, deliveryIdOf(selection.deliveryId)]
         : 'customerId' in selection
-          ? [`customer ${selection.customerId} has no webhook endpoint`, `SELECT 1 FROM ${this.tables.endpoints} WHERE customer_id = $1`, [selection.customerId]]
+          ? [`customer ${selection.customerId} has no webhook endpoint`, `SELECT 1 FROM ${this.tables.endpoints} WHERE customer_id = $1 AND ${ofScope}`, selection.customerId]
           : 'since' in selection || selection.endpointId !== undefined
-            ? [`no webhook endpoint with id "${selection.endpointId}"`, `SELECT 1 FROM ${this.tables.endpoints} WHERE id = $1`, [selection.endpointId]]
-            : [`event ${selection.eventId} has no webhook delivery`, `SELECT 1 FROM ${this.tables.deliveries} WHERE event_id = $1`, [selection.eventId]];
-    const { rows } = await this.pool.query(sql, params);
+            ? [`no webhook endpoint with id "${selection.endpointId}"`, `SELECT 1 FROM ${this.tables.endpoints} WHERE id = $1 AND ${ofScope}`, selection.endpointId!]
+            : [`event ${selection.eventId} has no webhook delivery`, `SELECT 1 FROM ${this.tables.deliveries} d WHERE event_id = $1 AND ${this.scoped(2)}`, selection.eventId];
+    const { rows } = await this.pool.query(sql, [value, this.scope]);
     if (rows.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `${what}; \`outbox-relay webhooks deliveries list\` and \`webhooks endpoint list\` show what there is`);
   }
 
@@ -212,6 +266,20 @@ export class DeliveryQueries {
       oldestPending: oldest.map((o) => ({ endpointId: o.endpoint_id, ageSeconds: Math.max(0, o.age) })),
     };
   }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a row of all_attempts, typed here once
+function attemptFrom(row: any): AttemptRow {
+  return {
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    latencyMs: row.latency_ms,
+    statusCode: row.status_code,
+    outcome: row.outcome,
+    error: row.error,
+    response: row.response,
+    process: row.process,
+  };
 }
 
 /** A delivery id as the store keys it; text that is no id matches no delivery (rather than failing the query). */

@@ -46,6 +46,12 @@ export interface Endpoint extends EndpointSettings {
   readonly createdAt: Date;
 }
 
+export interface CustomerSummary {
+  readonly customerId: string;
+  readonly endpointCount: number;
+  readonly firstEndpointAt: Date;
+}
+
 export const ENDPOINT_DEFAULTS = { headers: {}, maxInFlight: 10, rateLimit: null, ordered: false, description: null } as const satisfies Partial<EndpointSettings>;
 
 const ID = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -53,12 +59,20 @@ const ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const RESERVED_HEADERS = new Set(['webhook-id', 'webhook-timestamp', 'webhook-signature', 'content-type', 'content-length', 'host', 'user-agent', 'transfer-encoding', 'connection']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
-/** Endpoints and subscriptions, as the CLI manages them. */
+/** Whose objects a store reads and changes: one customer's (the API's customer tokens), or everyone's (null). */
+export type CustomerScope = string | null;
+
+/**
+ * Endpoints and subscriptions, as the CLI and the API manage them. A store scoped to a customer
+ * has the customer in the WHERE of every statement: another customer's endpoint is not found,
+ * exactly as a missing one.
+ */
 export class EndpointStore {
   constructor(
     private readonly pool: pg.Pool,
     private readonly tables: WebhookTables,
     private readonly guard: AddressGuard,
+    private readonly scope: CustomerScope = null,
   ) {}
 
   /** Checks everything, then adds; returns the endpoint with its signing secret. */
@@ -71,6 +85,7 @@ export class EndpointStore {
     if ((settings.customerId === null) === !settings.platformWide) {
       throw invalid(settings.platformWide ? '--customer and --platform-wide exclude each other: an endpoint receives one customer\'s events, or (platform-wide) every customer\'s' : 'whose endpoint is it? Give --customer <id> (the customer whose events it receives, e.g. cus_123), or --platform-wide for an internal consumer of every customer\'s events');
     }
+    if (this.scope !== null && (settings.customerId !== this.scope || settings.platformWide)) throw notFound(settings.customerId ?? 'platform-wide');
     await this.checkSettings(settings);
     const { rows } = await this.pool.query(
       `INSERT INTO ${this.tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, rate_limit, ordered, description, deliver_from, customer_id, platform_wide)
@@ -82,16 +97,38 @@ export class EndpointStore {
     return endpointFrom(rows[0]);
   }
 
-  /** Every endpoint, or one customer's. */
-  async list(filter: { readonly customerId?: string } = {}): Promise<Endpoint[]> {
-    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} WHERE $1::text IS NULL OR customer_id = $1 ORDER BY created_at, id`, [filter.customerId ?? null]);
+  /** Every endpoint, or one customer's, oldest first; a page of them: those after the endpoint `after`, at most `limit`. */
+  async list(filter: { readonly customerId?: string; readonly after?: string; readonly limit?: number } = {}): Promise<Endpoint[]> {
+    const { rows } = await this.pool.query(
+      `SELECT * FROM ${this.tables.endpoints} WHERE ($1::text IS NULL OR customer_id = $1) AND ${this.scoped(2)}
+         AND ($3::text IS NULL OR (created_at, id) > (SELECT created_at, id FROM ${this.tables.endpoints} WHERE id = $3))
+       ORDER BY created_at, id LIMIT $4`,
+      [filter.customerId ?? null, this.scope, filter.after ?? null, filter.limit ?? null],
+    );
     return rows.map(endpointFrom);
   }
 
+  /** The customers the endpoints name (a customer is known by its endpoints), by id; those after `after`, at most `limit`. */
+  async customers(filter: { readonly customerId?: string; readonly after?: string; readonly limit: number }): Promise<CustomerSummary[]> {
+    const { rows } = await this.pool.query<{ customer_id: string; endpoints: number; first: Date }>(
+      `SELECT customer_id, count(*)::int AS endpoints, min(created_at) AS first FROM ${this.tables.endpoints}
+       WHERE customer_id IS NOT NULL AND ($1::text IS NULL OR customer_id = $1) AND ${this.scoped(2)} AND ($3::text IS NULL OR customer_id > $3)
+       GROUP BY customer_id ORDER BY customer_id LIMIT $4`,
+      [filter.customerId ?? null, this.scope, filter.after ?? null, filter.limit],
+    );
+    return rows.map((row) => ({ customerId: row.customer_id, endpointCount: row.endpoints, firstEndpointAt: row.first }));
+  }
+
   async get(id: string): Promise<Endpoint> {
-    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} WHERE id = $1`, [id]);
+    const { rows } = await this.pool.query(`SELECT * FROM ${this.tables.endpoints} WHERE id = $1 AND ${this.scoped(2)}`, [id, this.scope]);
     if (rows.length === 0) throw notFound(id);
     return endpointFrom(rows[0]);
+  }
+
+  /** Removes it, and its deliveries and their attempts with it (ON DELETE CASCADE and the store's trigger). */
+  async remove(id: string): Promise<void> {
+    const { rowCount } = await this.pool.query(`DELETE FROM ${this.tables.endpoints} WHERE id = $1 AND ${this.scoped(2)}`, [id, this.scope]);
+    if (!rowCount) throw notFound(id);
   }
 
   /**
@@ -111,8 +148,8 @@ export class EndpointStore {
     const { rows } = await this.pool.query(
       `UPDATE ${this.tables.endpoints} SET url = $2, event_types = $3, headers = $4, max_in_flight = $5, rate_limit = $6, ordered = $7, description = $8,
          deliver_from = COALESCE($9::timestamptz, '-infinity'), customer_id = $10, platform_wide = $11, updated_at = now()
-       WHERE id = $1 RETURNING *`,
-      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom ?? null, settings.customerId, settings.platformWide],
+       WHERE id = $1 AND ${this.scoped(12)} RETURNING *`,
+      [id, settings.url, settings.eventTypes, JSON.stringify(settings.headers), settings.maxInFlight, settings.rateLimit, settings.ordered, settings.description, settings.deliverFrom ?? null, settings.customerId, settings.platformWide, this.scope],
     );
     if (rows.length === 0) throw notFound(id);
     return endpointFrom(rows[0]);
@@ -120,7 +157,7 @@ export class EndpointStore {
 
   /** Nothing is sent to it; its deliveries are held (still recorded) until `enable`. */
   async disable(id: string, reason: string): Promise<Endpoint> {
-    const { rows } = await this.pool.query(`UPDATE ${this.tables.endpoints} SET disabled_at = COALESCE(disabled_at, now()), disabled_reason = $2, updated_at = now() WHERE id = $1 RETURNING *`, [id, reason]);
+    const { rows } = await this.pool.query(`UPDATE ${this.tables.endpoints} SET disabled_at = COALESCE(disabled_at, now()), disabled_reason = $2, updated_at = now() WHERE id = $1 AND ${this.scoped(3)} RETURNING *`, [id, reason, this.scope]);
     if (rows.length === 0) throw notFound(id);
     return endpointFrom(rows[0]);
   }
@@ -129,8 +166,8 @@ export class EndpointStore {
   async enable(id: string): Promise<{ readonly endpoint: Endpoint; readonly released: number }> {
     return inTransaction(this.pool, async (client) => {
       const { rows } = await client.query(
-        `UPDATE ${this.tables.endpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, consecutive_failures = 0, paused_until = NULL, updated_at = now() WHERE id = $1 RETURNING *`,
-        [id],
+        `UPDATE ${this.tables.endpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, consecutive_failures = 0, paused_until = NULL, updated_at = now() WHERE id = $1 AND ${this.scoped(2)} RETURNING *`,
+        [id, this.scope],
       );
       if (rows.length === 0) throw notFound(id);
       const released = await client.query(`UPDATE ${this.tables.deliveries} SET next_attempt_at = now() WHERE endpoint_id = $1 AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > now()`, [id]);
@@ -152,11 +189,16 @@ export class EndpointStore {
            jsonb_build_object('secret', s->>'secret', 'expires_at', COALESCE(s->>'expires_at', to_jsonb(now() + make_interval(secs => $3 / 1000.0))->>0))), '[]'::jsonb)
          FROM jsonb_array_elements(secrets) AS s
          WHERE s->>'expires_at' IS NULL OR (s->>'expires_at')::timestamptz > now()
-       ), updated_at = now() WHERE id = $1 RETURNING *`,
-      [id, secret, keepOldMs],
+       ), updated_at = now() WHERE id = $1 AND ${this.scoped(4)} RETURNING *`,
+      [id, secret, keepOldMs, this.scope],
     );
     if (rows.length === 0) throw notFound(id);
     return { endpoint: endpointFrom(rows[0]), secret };
+  }
+
+  /** The scope's condition, its customer given as parameter $n (null: every endpoint). */
+  private scoped(n: number): string {
+    return `($${n}::text IS NULL OR customer_id = $${n})`;
   }
 
   private async checkSettings(settings: EndpointSettings): Promise<void> {

@@ -21,6 +21,8 @@ export class WebhookTables {
   readonly endpointSlots: string;
   readonly endpointSlotsReturned: string;
   readonly subscriptionsVersion: string;
+  /** The answers of the API's creates, by their Idempotency-Key's digest. */
+  readonly apiIdempotency: string;
 
   constructor(readonly schema: string) {
     const table = (name: string) => `${pg.escapeIdentifier(schema)}.${name}`;
@@ -33,6 +35,7 @@ export class WebhookTables {
     this.endpointSlots = table('endpoint_slots');
     this.endpointSlotsReturned = table('endpoint_slots_returned');
     this.subscriptionsVersion = table('subscriptions_version');
+    this.apiIdempotency = table('api_idempotency');
   }
 }
 
@@ -44,8 +47,8 @@ export class WebhookTables {
  * burst after 15 s quiet at p99 176 ms to the first attempt, against 52 ms with them kept
  * (bench/webhooks.ts, "after a quiet spell"). At most `max` sessions are held.
  */
-export function webhookPool(database: DatabaseAccess, applicationName: string, max: number): pg.Pool {
-  const pool = new pg.Pool({ ...pgConnectionConfig(database, applicationName), max, idleTimeoutMillis: 0 });
+export function webhookPool(database: DatabaseAccess, applicationName: string, max: number, extra: Pick<pg.PoolConfig, 'statement_timeout'> = {}): pg.Pool {
+  const pool = new pg.Pool({ ...pgConnectionConfig(database, applicationName), ...extra, max, idleTimeoutMillis: 0 });
   // A broken idle client (a Postgres restart) is dropped by the pool; the next query reconnects.
   pool.on('error', () => undefined);
   // A client checked out between two statements hears the restart as an 'error' event, which
@@ -66,7 +69,7 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
 
 /** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view and tables of this version's setup). */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion];
+  const names = [tables.endpoints, tables.events, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion, tables.apiIdempotency];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {
