@@ -399,8 +399,10 @@ for (const { where, doc } of workloads) {
       checkLoad(cw, c.args ?? [], envValues(env), files, fail);
     }
     const portNames = new Map((c.ports ?? []).map((p: Json) => [p.name, p.containerPort]));
-    if (c.ports?.length && env.OUTBOX_HTTP_PORT && !(c.ports ?? []).some((p: Json) => String(p.containerPort) === String(env.OUTBOX_HTTP_PORT))) {
-      fail(cw, `no containerPort equals OUTBOX_HTTP_PORT=${env.OUTBOX_HTTP_PORT}`);
+    // `webhooks api` serves /metrics and its probes on the API's own port, not OUTBOX_HTTP_PORT.
+    const portVariable = commandOf(c.args ?? []) === 'webhooks api' ? 'OUTBOX_WEBHOOK_API_PORT' : 'OUTBOX_HTTP_PORT';
+    if (c.ports?.length && env[portVariable] && !(c.ports ?? []).some((p: Json) => String(p.containerPort) === String(env[portVariable]))) {
+      fail(cw, `no containerPort equals ${portVariable}=${env[portVariable]}`);
     }
     for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
       const port = c[probe]?.httpGet?.port;
