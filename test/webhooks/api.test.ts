@@ -169,6 +169,21 @@ describe('webhooks api', () => {
       expect((await platform('GET', '/v1/customers/cus_page_1')).body).toMatchObject({ id: 'cus_page_1', endpointCount: 1 });
     });
 
+    it("refuses an endpoints cursor naming another customer's endpoint exactly as one naming no endpoint", async () => {
+      const foreign = await addEndpoint(A);
+      await addEndpoint(B);
+      const cursorOf = (id: string) => Buffer.from(JSON.stringify(['endpoints', id])).toString('base64url');
+      const missingId = 'ep_0000000000000000';
+      const viaForeign = await call('GET', `/v1/endpoints?cursor=${cursorOf(foreign.id)}`, tokens.other);
+      const viaMissing = await call('GET', `/v1/endpoints?cursor=${cursorOf(missingId)}`, tokens.other);
+      expect(viaForeign.status).toBe(400);
+      expect(viaForeign.body.error.code).toBe('WEBHOOK_API_INVALID_CURSOR');
+      expect({ status: viaMissing.status, body: viaMissing.body }).toEqual({ status: 400, body: JSON.parse(JSON.stringify(viaForeign.body).replaceAll(cursorOf(foreign.id).slice(0, 40), cursorOf(missingId).slice(0, 40))) });
+      // Its own endpoint's id still pages.
+      const own = await call('GET', '/v1/endpoints?limit=1', tokens.other);
+      expect((await call('GET', `/v1/endpoints?cursor=${own.body.nextCursor ?? cursorOf(own.body.data[0].id)}`, tokens.other)).status).toBe(200);
+    });
+
     it('lists the event types the store holds, with their Avro schema where OUTBOX_SCHEMAS_DIR has one', async () => {
       await addEndpoint(A);
       await outbox.insert([{ ...billingEvent('inv-types', 1, 'invoice.paid'), headers: { customer_id: A } }]);
@@ -414,7 +429,7 @@ describe('webhooks api', () => {
     });
   });
 
-  it('answers a token over its rate limit 429 with Retry-After', async () => {
+  it('answers a caller over its rate limit 429 with Retry-After, whichever of its tokens it uses', async () => {
     const limited = new RelayProcess(
       webhooks.env({ OUTBOX_WEBHOOK_API_PORT: '0', OUTBOX_WEBHOOK_API_TOKEN: PLATFORM_TOKEN, OUTBOX_WEBHOOK_API_SIGNING_KEY: SIGNING_KEY, OUTBOX_WEBHOOK_API_RATE_LIMIT: '3' }),
       ['api'],
@@ -431,7 +446,10 @@ describe('webhooks api', () => {
     expect(statuses).toEqual([200, 200, 200, 429]);
     expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await last!.json()).toEqual({ error: { code: 'WEBHOOK_API_RATE_LIMITED', message: expect.any(String) } });
-    // Another token has its own budget.
-    expect((await fetch(`${address}/v1/session`, { headers: { authorization: `Bearer ${tokens.own}` } })).status).toBe(200);
+    // Another caller has its own budget; every token of one customer shares the customer's, and an altered token is no token.
+    const session = async (token: string) => (await fetch(`${address}/v1/session`, { headers: { authorization: `Bearer ${token}` } })).status;
+    const another = authority.mint(A, 601).token;
+    expect(another).not.toBe(tokens.own);
+    expect([await session(tokens.own), await session(another), await session(`${tokens.own}.0`), await session(tokens.own), await session(another)]).toEqual([200, 200, 401, 200, 429]);
   });
 });
