@@ -77,10 +77,10 @@ function secret(spec: SecretSpec): OptionSpec<Secret> {
     secret: true,
     parser: { expected: parser.expected, parse: (raw) => Secret.fromValue(env, parser.parse(raw)) },
     file: (path) => {
-      const value = Secret.fromFile(`${env}_FILE`, path);
-      // Checked like a value given directly (its content is never shown).
-      parser.parse(value.reveal());
-      return value;
+      // Checked like a value given directly (its content is never shown), at start and at every re-read.
+      return Secret.fromFile(`${env}_FILE`, path, (value) => {
+        parser.parse(value);
+      });
     },
   };
 }
