@@ -192,6 +192,12 @@ describe('webhooks api', () => {
         const paid = types.body.data.find((t: { name: string }) => t.name === 'invoice.paid');
         expect(paid?.schema).toMatchObject({ type: 'record' });
       }, 30_000);
+      expect((await platform('GET', '/v1/event-types')).body.data.find((t: { name: string }) => t.name === 'invoice.paid').firstSeenAt).toEqual(expect.any(String));
+      // Another customer sees the catalogue of names (its portal offers them), never when another customer's events were produced.
+      const seenByOther = await call('GET', '/v1/event-types', tokens.other);
+      expect(seenByOther.status).toBe(200);
+      expect(seenByOther.body.data.find((t: { name: string }) => t.name === 'invoice.paid')).toMatchObject({ firstSeenAt: null, schema: { type: 'record' } });
+      expect(seenByOther.body.data.filter((t: { firstSeenAt: unknown }) => t.firstSeenAt !== null)).toEqual([]);
     });
 
     it("lists deliveries newest first, by filters and cursor; a delivery, its attempts", async () => {
