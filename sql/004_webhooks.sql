@@ -183,6 +183,10 @@ CREATE INDEX IF NOT EXISTS deliveries_finished_idx ON outbox_webhooks.deliveries
 -- (event, endpoint) key: every index is written again at each claim and completion, which
 -- change indexed columns (its cost on the hot path: docs/performance.md, the webhooks API).
 CREATE INDEX IF NOT EXISTS deliveries_endpoint_idx ON outbox_webhooks.deliveries (endpoint_id, id);
+-- An endpoint's failed deliveries, newest first: the listings' status=failed without reading
+-- the delivered ones. A row enters it only when it fails for good (rare), and leaves it on
+-- replay: a delivered or pending delivery is never in it, so the hot path writes nothing to it.
+CREATE INDEX IF NOT EXISTS deliveries_failed_idx ON outbox_webhooks.deliveries (endpoint_id, id) WHERE status = 'failed';
 
 -- Deliveries in flight per (endpoint, process), as two counters that only grow: `taken` here (by
 -- a claim, or the consumer recording deliveries leased, in the transaction that leases them) and

@@ -297,7 +297,7 @@ export const ERROR_CODES = {
   },
   WEBHOOK_API_RATE_LIMITED: {
     retriable: true, poison: false,
-    meaning: 'A token made more requests to `webhooks api` than OUTBOX_WEBHOOK_API_RATE_LIMIT allows per minute (429, with Retry-After).',
+    meaning: 'A caller (the platform, or one customer with any of its tokens) made more requests to `webhooks api` than OUTBOX_WEBHOOK_API_RATE_LIMIT allows per minute (429, with Retry-After).',
     action: 'Wait for Retry-After seconds; if the load is legitimate, raise OUTBOX_WEBHOOK_API_RATE_LIMIT.',
   },
   INTERNAL: {

@@ -77,10 +77,10 @@ function secret(spec: SecretSpec): OptionSpec<Secret> {
     secret: true,
     parser: { expected: parser.expected, parse: (raw) => Secret.fromValue(env, parser.parse(raw)) },
     file: (path) => {
-      const value = Secret.fromFile(`${env}_FILE`, path);
-      // Checked like a value given directly (its content is never shown).
-      parser.parse(value.reveal());
-      return value;
+      // Checked like a value given directly (its content is never shown), at start and at every re-read.
+      return Secret.fromFile(`${env}_FILE`, path, (value) => {
+        parser.parse(value);
+      });
     },
   };
 }
@@ -266,7 +266,7 @@ export const OPTIONS = {
   webhookApiToken: secret({ group: 'webhooks', importance: 'required', summary: 'webhooks api: the platform token (full access); OUTBOX_WEBHOOK_API_TOKEN_FILE in a container.', env: 'OUTBOX_WEBHOOK_API_TOKEN', parser: longSecret, description: "The platform's token for `webhooks api` (`Authorization: Bearer <token>`): every customer's objects, and minting customer tokens. Compared by its SHA-256 digest in constant time; read again at each request from its file." }),
   webhookApiSigningKey: secret({ group: 'webhooks', importance: 'required', summary: 'webhooks api: the key customer tokens are signed with (HMAC-SHA256).', env: 'OUTBOX_WEBHOOK_API_SIGNING_KEY', parser: longSecret, description: "Key of the HMAC-SHA256 signature of customer tokens (minted by `POST /v1/customer-tokens`, never stored). Changing it ends every customer token at once; every `webhooks api` replica needs the same one." }),
   webhookApiPublicUrl: option({ group: 'webhooks', importance: 'expert', env: 'OUTBOX_WEBHOOK_API_PUBLIC_URL', parser: p.optional(publicUrl), default: '', description: "Base URL of `webhooks api` as the platform's customers reach it (e.g. https://webhooks.billing.example.com), for the portal links of minted tokens; empty: the request's own origin." }),
-  webhookApiRateLimit: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_API_RATE_LIMIT', parser: p.integer(1, 1_000_000), default: '600', description: 'Requests per minute a token may make to `webhooks api` (per replica), beyond which it is answered 429 with Retry-After.' }),
+  webhookApiRateLimit: option({ group: 'webhooks', importance: 'tuning', env: 'OUTBOX_WEBHOOK_API_RATE_LIMIT', parser: p.integer(1, 1_000_000), default: '600', description: 'Requests per minute a caller may make to `webhooks api` (per replica): the platform, or one customer whichever of its tokens it uses, or an address for requests without a valid token; beyond it, 429 with Retry-After.' }),
 } as const;
 
 export type OptionKey = keyof typeof OPTIONS;

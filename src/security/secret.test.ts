@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { inspect } from 'node:util';
@@ -22,6 +22,32 @@ describe('Secret', () => {
     writeFileSync(file, 'rotated');
     expect(secret.reveal()).toBe('rotated');
     expect(JSON.stringify(secret)).toBe(`"(redacted) from ${file}"`);
+  });
+
+  it("from a file: a rotated value its check refuses, or a file gone, keeps the last good value with a warning", async () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'secret-')), 'key');
+    writeFileSync(file, 'a-key-long-enough-0123456789abcdef');
+    const atLeast32 = (value: string) => {
+      if (value.length < 32) throw new Error(`has ${value.length} characters`);
+    };
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    try {
+      const secret = Secret.fromFile('OUTBOX_WEBHOOK_API_SIGNING_KEY_FILE', file, atLeast32);
+      writeFileSync(file, 'short');
+      expect(secret.reveal()).toBe('a-key-long-enough-0123456789abcdef');
+      expect(secret.reveal()).toBe('a-key-long-enough-0123456789abcdef');
+      rmSync(file);
+      expect(secret.reveal()).toBe('a-key-long-enough-0123456789abcdef');
+      writeFileSync(file, 'a-rotated-key-long-enough-0123456789');
+      expect(secret.reveal()).toBe('a-rotated-key-long-enough-0123456789');
+      expect(() => Secret.fromFile('OUTBOX_WEBHOOK_API_SIGNING_KEY_FILE', (writeFileSync(file, 'short'), file), atLeast32)).toThrow(/has 5 characters/);
+    } finally {
+      await new Promise((resolve) => setImmediate(resolve));
+      process.off('warning', onWarning);
+    }
+    expect(warnings).toEqual([expect.stringMatching(/refuses \(has 5 characters\); the last good value is kept/), expect.stringMatching(/cannot read .* \(ENOENT\).*; the last good value is kept/)]);
   });
 
   it('a missing or empty file is a configuration error naming the variable and the file', () => {

@@ -9,7 +9,8 @@ const REDACTED = '(redacted)';
  * by accident; `reveal()` is the one way to the value, called where a connection is made.
  *
  * From a file (`<NAME>_FILE`, the Docker and Kubernetes secret convention) it is read again at
- * every `reveal()`: a rotated secret takes effect at the next connection, without a restart.
+ * every `reveal()`: a rotated secret takes effect at the next connection, without a restart; a
+ * rotated value its option refuses, or a file that cannot be read, keeps the last good value.
  */
 export class Secret {
   private constructor(
@@ -24,10 +25,33 @@ export class Secret {
     return new Secret(source, () => value, null);
   }
 
-  static fromFile(source: string, file: string): Secret {
-    const secret = new Secret(source, () => readSecretFile(source, file), file);
-    secret.reveal();
-    return secret;
+  /**
+   * `check` (the option's parser) throws for a value it refuses: at the first read the error
+   * goes to the caller (the start fails); at a later read the value is refused with a warning
+   * and the last good one kept, as it is when the file cannot be read (a rotation half done).
+   */
+  static fromFile(source: string, file: string, check: (value: string) => void = () => {}): Secret {
+    let good = readSecretFile(source, file);
+    check(good);
+    let warned: string | null = null;
+    return new Secret(
+      source,
+      () => {
+        try {
+          const value = readSecretFile(source, file);
+          check(value);
+          good = value;
+          warned = null;
+        } catch (error) {
+          const reason = error instanceof RelayError ? error.message : `${source}: ${file} holds a value its option refuses (${(error as Error).message})`;
+          // Once per reason, not at every read.
+          if (reason !== warned) process.emitWarning(`${reason}; the last good value is kept`, { type: 'SecretFileWarning', code: 'CONFIG_INVALID' });
+          warned = reason;
+        }
+        return good;
+      },
+      file,
+    );
   }
 
   reveal(): string {

@@ -84,32 +84,53 @@ export class DeliveryQueries {
 
   /**
    * Newest first. Of one customer or one endpoint, it walks each of their endpoints' newest
-   * deliveries (deliveries_endpoint_idx, a LATERAL per endpoint) and merges them: a customer's
-   * latest page costs its endpoints' index reads, however many deliveries the store holds.
+   * deliveries (deliveries_endpoint_idx, or deliveries_failed_idx for status=failed, a LATERAL
+   * per endpoint) and merges them: a customer's latest page costs its endpoints' index reads,
+   * however many deliveries the store holds. With `scanCap`, a filter that skips rows (event,
+   * times, status pending or delivered) examines at most that many per endpoint (per listing
+   * without endpoints); `resumeBefore` is then where the next page continues, found or not.
    */
   async list(filter: DeliveryFilter): Promise<DeliveryRow[]> {
+    return (await this.page(filter)).rows;
+  }
+
+  async page(filter: DeliveryFilter & { readonly scanCap?: number }): Promise<{ readonly rows: DeliveryRow[]; readonly resumeBefore: string | null }> {
     const customerId = this.customerOf(filter.customerId);
     const byEndpoint = customerId !== null || filter.endpointId !== undefined;
-    const conditions = `($1::text IS NULL OR d.event_id = $1) AND ($2::text IS NULL OR d.status = $2) AND ($3::timestamptz IS NULL OR d.created_at >= $3)
-           AND ($4::timestamptz IS NULL OR d.created_at < $4) AND ($5::bigint IS NULL OR d.id < $5) AND ($6::bigint IS NULL OR d.id = $6)`;
-    const picked = byEndpoint
-      ? `SELECT d.*, e.customer_id FROM ${this.tables.endpoints} e CROSS JOIN LATERAL (
-           SELECT d.* FROM ${this.tables.deliveries} d WHERE d.endpoint_id = e.id AND ${conditions} ORDER BY d.id DESC LIMIT $7) d
-         WHERE ($8::text IS NULL OR e.customer_id = $8) AND ($9::text IS NULL OR e.id = $9)`
-      : `SELECT d.*, e.customer_id FROM ${this.tables.deliveries} d JOIN ${this.tables.endpoints} e ON e.id = d.endpoint_id WHERE ${conditions} AND $8::text IS NULL AND $9::text IS NULL`;
-    const { rows } = await this.pool.query(
-      `SELECT d.id::text AS id, d.event_id, ev.event_type, d.endpoint_id, d.customer_id, d.status, d.attempts, d.failures,
-         CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_attempt_at, d.created_at, d.finished_at, d.last_error, to_jsonb(a) AS last_attempt
-       FROM (${picked} ORDER BY d.id DESC LIMIT $7) d
-       JOIN ${this.tables.events} ev ON ev.event_id = d.event_id
-       LEFT JOIN LATERAL (SELECT * FROM ${this.tables.allAttempts} a WHERE a.delivery_id = d.id ORDER BY a.attempt DESC LIMIT 1) a ON true
-       ORDER BY d.id DESC`,
+    const failed = filter.status === 'failed';
+    const skipping = filter.eventId !== undefined || filter.since !== undefined || filter.until !== undefined || (filter.status !== undefined && !failed);
+    const capped = skipping && filter.scanCap !== undefined;
+    // The rows examined, newest first: every one a match without a skipping filter, so `limit` of them are enough.
+    const conditions = `($1::text IS NULL OR d.event_id = $1) AND ($2::text IS NULL OR d.status = $2) AND ($3::timestamptz IS NULL OR d.created_at >= $3) AND ($4::timestamptz IS NULL OR d.created_at < $4)`;
+    // Uncapped (the CLI), the filters stop the walk at `limit` matches, however far that is.
+    const scan = (endpoint: string) =>
+      `SELECT d.* FROM ${this.tables.deliveries} d WHERE ${endpoint} ${failed ? "d.status = 'failed' AND" : ''} ${capped ? '' : `${conditions} AND`} ($5::bigint IS NULL OR d.id < $5) AND ($6::bigint IS NULL OR d.id = $6)
+       ORDER BY d.id DESC LIMIT ${capped ? '$10' : '$7'}`;
+    const scanned = byEndpoint
+      ? `SELECT d.*, e.customer_id, count(*) OVER w AS examined, min(d.id) OVER w AS lowest FROM ${this.tables.endpoints} e CROSS JOIN LATERAL (${scan('d.endpoint_id = e.id AND')}) d
+         WHERE ($8::text IS NULL OR e.customer_id = $8) AND ($9::text IS NULL OR e.id = $9) WINDOW w AS (PARTITION BY e.id)`
+      : `SELECT d.*, e.customer_id, count(*) OVER () AS examined, min(d.id) OVER () AS lowest FROM (${scan('')}) d JOIN ${this.tables.endpoints} e ON e.id = d.endpoint_id WHERE $8::text IS NULL AND $9::text IS NULL`;
+    // Where an endpoint stopped at the cap, the rows below it are not known yet: the page ends there (its highest such stop).
+    const { rows: found } = await this.pool.query(
+      `WITH scanned AS MATERIALIZED (${scanned}),
+         resume AS (SELECT max(lowest) AS before FROM scanned WHERE $11 AND examined >= $10)
+       SELECT r.before::text AS resume_before, x.* FROM resume r LEFT JOIN LATERAL (
+         SELECT d.id::text AS id, d.event_id, ev.event_type, d.endpoint_id, d.customer_id, d.status, d.attempts, d.failures,
+           CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_attempt_at, d.created_at, d.finished_at, d.last_error, to_jsonb(a) AS last_attempt
+         FROM (SELECT * FROM scanned d WHERE ${conditions} AND (r.before IS NULL OR d.id >= r.before) ORDER BY d.id DESC LIMIT $7) d
+         JOIN ${this.tables.events} ev ON ev.event_id = d.event_id
+         LEFT JOIN LATERAL (SELECT * FROM ${this.tables.allAttempts} a WHERE a.delivery_id = d.id ORDER BY a.attempt DESC LIMIT 1) a ON true
+       ) x ON true
+       ORDER BY x.id::bigint DESC`,
       [
         filter.eventId ?? null, filter.status ?? null, filter.since ?? null, filter.until ?? null, filter.beforeId ?? null,
         filter.deliveryId === undefined ? null : deliveryIdOf(filter.deliveryId), filter.limit, customerId, filter.endpointId ?? null,
+        filter.scanCap ?? 0, capped,
       ],
     );
-    return rows.map((row) => ({
+    const resumeBefore: string | null = found[0]?.resume_before ?? null;
+    const rows = found.filter((row) => row.id !== null);
+    return { resumeBefore, rows: rows.map((row) => ({
       id: row.id,
       eventId: row.event_id,
       eventType: row.event_type,
@@ -123,7 +144,7 @@ export class DeliveryQueries {
       finishedAt: row.finished_at,
       lastError: row.last_error,
       lastAttempt: row.last_attempt === null ? null : attemptFrom({ ...row.last_attempt, started_at: new Date(row.last_attempt.started_at) }),
-    }));
+    })) };
   }
 
   /**

@@ -99,13 +99,20 @@ export class EndpointStore {
 
   /** Every endpoint, or one customer's, oldest first; a page of them: those after the endpoint `after`, at most `limit`. */
   async list(filter: { readonly customerId?: string; readonly after?: string; readonly limit?: number } = {}): Promise<Endpoint[]> {
+    // The position is looked up within the scope: another customer's endpoint is no position, exactly as a missing one.
     const { rows } = await this.pool.query(
-      `SELECT * FROM ${this.tables.endpoints} WHERE ($1::text IS NULL OR customer_id = $1) AND ${this.scoped(2)}
-         AND ($3::text IS NULL OR (created_at, id) > (SELECT created_at, id FROM ${this.tables.endpoints} WHERE id = $3))
-       ORDER BY created_at, id LIMIT $4`,
+      `WITH position AS (SELECT created_at, id FROM ${this.tables.endpoints} WHERE id = $3 AND ${this.scoped(2)})
+       SELECT e.*, (SELECT count(*) FROM position)::int AS position_found FROM (SELECT 1) one
+       LEFT JOIN LATERAL (
+         SELECT * FROM ${this.tables.endpoints} WHERE ($1::text IS NULL OR customer_id = $1) AND ${this.scoped(2)}
+           AND ($3::text IS NULL OR (created_at, id) > (SELECT created_at, id FROM position))
+         ORDER BY created_at, id LIMIT $4) e ON true`,
       [filter.customerId ?? null, this.scope, filter.after ?? null, filter.limit ?? null],
     );
-    return rows.map(endpointFrom);
+    if (filter.after !== undefined && rows[0]?.position_found !== 1) {
+      throw new RelayError('WEBHOOK_API_INVALID_CURSOR', 'the cursor names no endpoint of this listing: pass the nextCursor of the previous page as given');
+    }
+    return rows.filter((row) => row.id !== null).map(endpointFrom);
   }
 
   /** The customers the endpoints name (a customer is known by its endpoints), by id; those after `after`, at most `limit`. */

@@ -169,6 +169,22 @@ describe('webhooks api', () => {
       expect((await platform('GET', '/v1/customers/cus_page_1')).body).toMatchObject({ id: 'cus_page_1', endpointCount: 1 });
     });
 
+    it("refuses an endpoints cursor naming another customer's endpoint exactly as one naming no endpoint", async () => {
+      // Subscribed to no event the other tests produce: their deliveries stay as they count them.
+      const foreign = await addEndpoint(A, receiver.url(), ['cursor.none']);
+      await addEndpoint(B, receiver.url(), ['cursor.none']);
+      const cursorOf = (id: string) => Buffer.from(JSON.stringify(['endpoints', id])).toString('base64url');
+      const missingId = 'ep_0000000000000000';
+      const viaForeign = await call('GET', `/v1/endpoints?cursor=${cursorOf(foreign.id)}`, tokens.other);
+      const viaMissing = await call('GET', `/v1/endpoints?cursor=${cursorOf(missingId)}`, tokens.other);
+      expect(viaForeign.status).toBe(400);
+      expect(viaForeign.body.error.code).toBe('WEBHOOK_API_INVALID_CURSOR');
+      expect({ status: viaMissing.status, body: viaMissing.body }).toEqual({ status: 400, body: JSON.parse(JSON.stringify(viaForeign.body).replaceAll(cursorOf(foreign.id).slice(0, 40), cursorOf(missingId).slice(0, 40))) });
+      // Its own endpoint's id still pages.
+      const own = await call('GET', '/v1/endpoints?limit=1', tokens.other);
+      expect((await call('GET', `/v1/endpoints?cursor=${own.body.nextCursor ?? cursorOf(own.body.data[0].id)}`, tokens.other)).status).toBe(200);
+    });
+
     it('lists the event types the store holds, with their Avro schema where OUTBOX_SCHEMAS_DIR has one', async () => {
       await addEndpoint(A);
       await outbox.insert([{ ...billingEvent('inv-types', 1, 'invoice.paid'), headers: { customer_id: A } }]);
@@ -177,6 +193,12 @@ describe('webhooks api', () => {
         const paid = types.body.data.find((t: { name: string }) => t.name === 'invoice.paid');
         expect(paid?.schema).toMatchObject({ type: 'record' });
       }, 30_000);
+      expect((await platform('GET', '/v1/event-types')).body.data.find((t: { name: string }) => t.name === 'invoice.paid').firstSeenAt).toEqual(expect.any(String));
+      // Another customer sees the catalogue of names (its portal offers them), never when another customer's events were produced.
+      const seenByOther = await call('GET', '/v1/event-types', tokens.other);
+      expect(seenByOther.status).toBe(200);
+      expect(seenByOther.body.data.find((t: { name: string }) => t.name === 'invoice.paid')).toMatchObject({ firstSeenAt: null, schema: { type: 'record' } });
+      expect(seenByOther.body.data.filter((t: { firstSeenAt: unknown }) => t.firstSeenAt !== null)).toEqual([]);
     });
 
     it("lists deliveries newest first, by filters and cursor; a delivery, its attempts", async () => {
@@ -203,6 +225,53 @@ describe('webhooks api', () => {
       expect((await platform('GET', `/v1/deliveries?endpointId=${endpoint.id}&since=${since}&until=${new Date(Date.now() + 60_000).toISOString()}`)).body.data).toHaveLength(5);
       expect((await platform('GET', `/v1/deliveries?endpointId=${endpoint.id}&until=${since}`)).body.data).toHaveLength(0);
       expect((await platform('GET', `/v1/deliveries?endpointId=${endpoint.id}&status=failed`)).body.data).toHaveLength(0);
+    });
+
+    it('bounds the work of one filtered deliveries listing: past the cap, a page ends with a nextCursor; following them finds every match once', async () => {
+      const big = 'cus_api_big';
+      const endpoint = await addEndpoint(big);
+      // 12,000 delivered deliveries (more than twice the cap of one request); every 2,500th recorded in 2001.
+      await webhooks.query(`INSERT INTO wh.events (event_id, event_type, body, produced_at) SELECT 'big-' || i, 'invoice.big', '{}', now() FROM generate_series(1, 12000) i`);
+      await webhooks.query(
+        `INSERT INTO wh.deliveries (event_id, endpoint_id, status, next_attempt_at, created_at, finished_at)
+         SELECT 'big-' || i, $1, 'delivered', now(), CASE WHEN i % 2500 = 0 THEN timestamptz '2001-06-01' ELSE now() END, now() FROM generate_series(1, 12000) i`,
+        [endpoint.id],
+      );
+      await webhooks.query('ANALYZE wh.deliveries');
+      const token = authority.mint(big, 600).token;
+      async function follow(query: string): Promise<{ ids: string[]; pages: number; slowestMs: number }> {
+        const ids: string[] = [];
+        let cursor: string | null = null;
+        let pages = 0;
+        let slowestMs = 0;
+        do {
+          const started = performance.now();
+          const page: Answer = await call('GET', `/v1/deliveries?${query}${cursor ? `&cursor=${cursor}` : ''}`, token);
+          slowestMs = Math.max(slowestMs, performance.now() - started);
+          expect(page.status, JSON.stringify(page.body)).toBe(200);
+          ids.push(...page.body.data.map((d: { id: string }) => d.id));
+          cursor = page.body.nextCursor;
+          pages += 1;
+        } while (cursor !== null && pages < 10);
+        expect(cursor).toBeNull();
+        return { ids, pages, slowestMs };
+      }
+      const none = await call('GET', '/v1/deliveries?until=2000-01-01T00:00:00Z', token);
+      expect(none.status).toBe(200);
+      expect(none.body.data).toEqual([]);
+      expect(none.body.nextCursor).toEqual(expect.any(String));
+      const empty = await follow('until=2000-01-01T00:00:00Z');
+      expect(empty.ids).toEqual([]);
+      expect(empty.pages).toBe(3);
+      const spread = await follow('until=2002-01-01T00:00:00Z&limit=2');
+      expect(spread.ids).toHaveLength(4);
+      expect(new Set(spread.ids).size).toBe(4);
+      expect(spread.ids).toEqual([...spread.ids].sort((a, b) => Number(b) - Number(a)));
+      const [expected] = await webhooks.query(`SELECT count(*)::int AS n FROM wh.deliveries WHERE endpoint_id = $1 AND created_at < '2002-01-01'`, [endpoint.id]);
+      expect(expected).toEqual({ n: 4 });
+      // status=failed reads the failed ones only (deliveries_failed_idx): none, at once.
+      expect((await call('GET', '/v1/deliveries?status=failed', token)).body).toEqual({ data: [], nextCursor: null });
+      console.log(`deliveries listing, 12,000 of one endpoint: until matching none in ${empty.pages} pages, slowest ${Math.round(empty.slowestMs)} ms; 4 matches in ${spread.pages} pages, slowest ${Math.round(spread.slowestMs)} ms`);
     });
 
     it('sends a test event through the running webhooks process, signed with the secret shown once', async () => {
@@ -414,7 +483,7 @@ describe('webhooks api', () => {
     });
   });
 
-  it('answers a token over its rate limit 429 with Retry-After', async () => {
+  it('answers a caller over its rate limit 429 with Retry-After, whichever of its tokens it uses', async () => {
     const limited = new RelayProcess(
       webhooks.env({ OUTBOX_WEBHOOK_API_PORT: '0', OUTBOX_WEBHOOK_API_TOKEN: PLATFORM_TOKEN, OUTBOX_WEBHOOK_API_SIGNING_KEY: SIGNING_KEY, OUTBOX_WEBHOOK_API_RATE_LIMIT: '3' }),
       ['api'],
@@ -431,7 +500,10 @@ describe('webhooks api', () => {
     expect(statuses).toEqual([200, 200, 200, 429]);
     expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await last!.json()).toEqual({ error: { code: 'WEBHOOK_API_RATE_LIMITED', message: expect.any(String) } });
-    // Another token has its own budget.
-    expect((await fetch(`${address}/v1/session`, { headers: { authorization: `Bearer ${tokens.own}` } })).status).toBe(200);
+    // Another caller has its own budget; every token of one customer shares the customer's, and an altered token is no token.
+    const session = async (token: string) => (await fetch(`${address}/v1/session`, { headers: { authorization: `Bearer ${token}` } })).status;
+    const another = authority.mint(A, 601).token;
+    expect(another).not.toBe(tokens.own);
+    expect([await session(tokens.own), await session(another), await session(`${tokens.own}.0`), await session(tokens.own), await session(another)]).toEqual([200, 200, 401, 200, 429]);
   });
 });

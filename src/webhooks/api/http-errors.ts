@@ -24,7 +24,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
 /**
  * Fastify's own refusals (validation, JSON that does not parse, a body over the limit, a media
  * type it cannot read) become WEBHOOK_API_INVALID_REQUEST with Fastify's status; the relay's
- * errors keep their code; anything else is INTERNAL, its detail logged and not shown.
+ * errors the API expects keep their code and status; anything else (an unexpected code included) is
+ * 500 INTERNAL, its detail logged and not shown.
  */
 export function errorAnswer(error: unknown): ErrorAnswer {
   const fastify = error as Partial<FastifyError> & { readonly validationContext?: string };
@@ -40,7 +41,9 @@ export function errorAnswer(error: unknown): ErrorAnswer {
   }
   const code = errorCode(error);
   if (code === 'WEBHOOK_API_IDEMPOTENCY_CONFLICT') return answer(((error as { details?: { status?: number } }).details?.status) ?? 409, code, errorMessage(error));
-  if (code !== 'INTERNAL') return answer(STATUS[code] ?? 400, code, errorMessage(error));
+  const status = STATUS[code];
+  if (status !== undefined) return answer(status, code, errorMessage(error));
+  // Any other code (CONFIG_INVALID from a secret file, ...) is a fault of the server, not of the request: its message may name a path, so it is logged, not shown.
   // A statement past the pool's statement_timeout: the store is slow, not the request wrong.
   if (sqlState(error) === '57014') return answer(503, 'SOURCE_DISCONNECTED', 'the store did not answer in time; retry');
   return answer(500, 'INTERNAL', 'an internal error; it is logged');

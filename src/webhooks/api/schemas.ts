@@ -46,7 +46,7 @@ export const Customer = closed({
 
 export const EventType = closed({
   name: Type.String(),
-  firstSeenAt: time('The first event of this type the store holds was produced then'),
+  firstSeenAt: nullable(time("The first event of this type the store holds was produced then; null for a customer token (another customer's events are not its to time)")),
   schema: nullable(Type.Unknown({ description: 'Its Avro schema (JSON), when OUTBOX_SCHEMAS_DIR has one' })),
 });
 
@@ -122,7 +122,7 @@ export const DeliveriesQuery = closed({
   limit: Type.Optional(Limit),
 });
 
-export const page = <T extends TSchema>(item: T) => closed({ data: Type.Array(item), nextCursor: nullable(Type.String()) });
+export const page = <T extends TSchema>(item: T) => closed({ data: Type.Array(item), nextCursor: nullable(Type.String({ description: "The next page's cursor (pass it as cursor); null: the last page. A deliveries listing with a filter that skips rows (eventId, since, until, status pending or delivered) examines at most 5,000 deliveries per endpoint per request, so a page may hold fewer than limit items, even none, with a nextCursor: follow it until it is null" })) });
 export const list = <T extends TSchema>(item: T) => closed({ data: Type.Array(item) });
 export const Replayed = closed({ replayed: Type.Integer({ minimum: 0, description: 'Deliveries due again now (pending ones are left on their way)' }) });
 export const TestSent = closed({ deliveryId: Type.String({ description: 'The webhook.test delivery, due now' }) });

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import { TypeBoxValidatorCompiler, registerAjvFormats, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -6,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { RelayError, errorMessage } from '../../errors.js';
 import type { ApiApp, ApiServices } from './app.js';
 import { errorAnswer } from './http-errors.js';
+import { callerKey } from './tokens.js';
 import type { ApiMetrics } from './metrics.js';
 import type { PortalFile } from './portal-files.js';
 import { accountRoutes } from './routes/account.js';
@@ -33,7 +33,7 @@ export interface ApiServerOptions {
   readonly metrics: ApiMetrics;
   readonly logger: FastifyBaseLogger;
   readonly portalFiles: ReadonlyMap<string, PortalFile>;
-  /** Requests per minute per token. */
+  /** Requests per minute per caller (the platform, or one customer); per address without a valid token. */
   readonly rateLimitPerMinute: number;
   /** Whether the store answers, for /readyz. */
   readonly ready: () => Promise<boolean>;
@@ -78,10 +78,16 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   await app.register(rateLimit, {
     max: options.rateLimitPerMinute,
     timeWindow: 60_000,
-    // Per token (its digest: the token itself is never kept), or per address without one.
-    keyGenerator: (request) => (request.headers.authorization ? createHash('sha256').update(request.headers.authorization).digest('hex') : `ip:${request.ip}`),
+    // Per verified caller (every token of one customer shares its budget), or per address for a request without a valid token.
+    keyGenerator: (request) => {
+      try {
+        return callerKey(options.services.tokens.verify(request.headers.authorization));
+      } catch {
+        return `ip:${request.ip}`;
+      }
+    },
     allowList: (request) => !request.url.startsWith('/v1/'),
-    errorResponseBuilder: (_request, context) => new RelayError('WEBHOOK_API_RATE_LIMITED', `more than ${context.max} requests a minute with this token: retry in ${context.after}`),
+    errorResponseBuilder: (_request, context) => new RelayError('WEBHOOK_API_RATE_LIMITED', `more than ${context.max} requests a minute from this caller: retry in ${context.after}`),
   });
 
   app.addHook('onRoute', (route) => {

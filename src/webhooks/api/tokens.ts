@@ -38,7 +38,10 @@ export class TokenAuthority {
   }
 
   private customer(token: string): Caller {
-    const [, claims, signature] = token.split('.');
+    // Exactly three segments: a fourth would leave the signature valid and make another token of the same caller.
+    const segments = token.split('.');
+    if (segments.length !== 3) throw unauthorized('the customer token is not whc1.<claims>.<signature>');
+    const [, claims, signature] = segments;
     const expected = this.sign(`${PREFIX}.${claims}`);
     if (signature === undefined || !timingSafeEqual(digest(signature), digest(expected))) throw unauthorized('the customer token is not signed with the signing key the API runs with');
     let parsed: { sub?: unknown; exp?: unknown };

@@ -43,9 +43,13 @@ export function accountRoutes(app: ApiApp, services: ApiServices): void {
     return reply.code(202).send({ replayed });
   });
 
-  app.get('/v1/event-types', { schema: { tags: ['event types'], summary: 'Event types the store holds events of, with their Avro schema where OUTBOX_SCHEMAS_DIR has one', response: { 200: s.list(s.EventType) } } }, async (request) => {
-    const types = await storesFor(services, callerOf(request)).deliveries.seenEventTypes();
-    return { data: types.map((t) => ({ name: t.name, firstSeenAt: t.firstSeenAt.toISOString(), schema: services.eventSchemas.get(t.name) ?? null })) };
+  app.get('/v1/event-types', { schema: { tags: ['event types'], summary: "Event types the store holds events of, with their Avro schema where OUTBOX_SCHEMAS_DIR has one (a customer token: the catalogue of names, and those with a schema, without another customer's times)", response: { 200: s.list(s.EventType) } } }, async (request) => {
+    const caller = callerOf(request);
+    const types = await storesFor(services, caller).deliveries.seenEventTypes();
+    if (caller.kind === 'platform') return { data: types.map((t) => ({ name: t.name, firstSeenAt: t.firstSeenAt.toISOString(), schema: services.eventSchemas.get(t.name) ?? null })) };
+    // Type names are the platform's catalogue (a new customer's portal offers them); when another customer's events were produced is not.
+    const names = [...new Set([...types.map((t) => t.name), ...services.eventSchemas.keys()])].sort();
+    return { data: names.map((name) => ({ name, firstSeenAt: null, schema: services.eventSchemas.get(name) ?? null })) };
   });
 }
 

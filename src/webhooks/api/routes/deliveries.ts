@@ -1,9 +1,16 @@
 import { RelayError } from '../../../errors.js';
 import type { AttemptRow, DeliveryRow } from '../../delivery-queries.js';
 import { callerOf, storesFor, type ApiApp, type ApiServices } from '../app.js';
-import { decodeCursor, nextCursor } from '../cursor.js';
+import { decodeCursor, encodeCursor, nextCursor } from '../cursor.js';
 import * as s from '../schemas.js';
 import { customerAsked } from './endpoints.js';
+
+/**
+ * The deliveries one listing request may examine per endpoint (per request without a customer
+ * or endpoint) for a filter that skips rows (event, since, until, status pending or delivered):
+ * the work of one request is bounded, and the page may hold fewer than `limit` with a nextCursor.
+ */
+export const LISTING_SCAN_CAP = 5_000;
 
 /** Deliveries (newest first, filtered, by cursor), their attempts, and replay. */
 export function deliveryRoutes(app: ApiApp, services: ApiServices): void {
@@ -14,7 +21,7 @@ export function deliveryRoutes(app: ApiApp, services: ApiServices): void {
     const q = request.query;
     const limit = q.limit ?? 50;
     const customerId = customerAsked(caller.kind === 'customer' ? caller.customerId : null, q.customerId);
-    const deliveries = await storesFor(services, caller).deliveries.list({
+    const { rows: deliveries, resumeBefore } = await storesFor(services, caller).deliveries.page({
       ...(customerId !== undefined && { customerId }),
       ...(q.endpointId !== undefined && { endpointId: q.endpointId }),
       ...(q.eventId !== undefined && { eventId: q.eventId }),
@@ -23,8 +30,11 @@ export function deliveryRoutes(app: ApiApp, services: ApiServices): void {
       ...(q.until !== undefined && { until: new Date(q.until) }),
       beforeId: decodeCursor('deliveries', q.cursor, (after) => /^[0-9]{1,18}$/.test(after)),
       limit,
+      scanCap: LISTING_SCAN_CAP,
     });
-    return { data: deliveries.map(deliveryJson), nextCursor: nextCursor('deliveries', deliveries, limit, (d) => d.id) };
+    // A page that stopped at the cap continues below the rows it examined, whatever it found.
+    const next = nextCursor('deliveries', deliveries, limit, (d) => d.id) ?? (resumeBefore === null ? null : encodeCursor('deliveries', resumeBefore));
+    return { data: deliveries.map(deliveryJson), nextCursor: next };
   });
 
   app.get('/v1/deliveries/:deliveryId', { schema: { tags, summary: 'One delivery, with its last attempt', params: s.DeliveryParams, response: { 200: s.Delivery } } }, async (request) => {
