@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
@@ -26,8 +27,9 @@ interface Endpoint {
  * to no customer, is listed and replayable; endpoints of an earlier setup that belong to nobody
  * keep the process from starting until assigned. The customer is the outbox row's `customer_id`
  * header (OUTBOX_WEBHOOK_CUSTOMER_FROM=header:customer_id), as the relay carries it to Kafka.
+ * On each Kafka client the consumer can run on (OUTBOX_KAFKA_CLIENT).
  */
-describe('webhooks per customer', () => {
+describe.each(KAFKA_CLIENTS)('webhooks per customer (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const endpoints: Endpoint[] = [];
@@ -36,7 +38,7 @@ describe('webhooks per customer', () => {
   const customerOf = new Map<string, string | null>();
   let relay: RelayProcess;
   // 1 s attempts: a killed process's leases run out after 4 × 1 s + 5 s.
-  const env = () => webhooks.env({ OUTBOX_WEBHOOK_CUSTOMER_FROM: 'header:customer_id', OUTBOX_WEBHOOK_TIMEOUT: '1s', OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s,200ms,500ms,1s,2s,5s' });
+  const env = () => webhooks.env({ OUTBOX_KAFKA_CLIENT: kafkaClient, OUTBOX_WEBHOOK_CUSTOMER_FROM: 'header:customer_id', OUTBOX_WEBHOOK_TIMEOUT: '1s', OUTBOX_WEBHOOK_RETRY_SCHEDULE: '0s,200ms,500ms,1s,2s,5s' });
 
   function startWebhooks(): RelayProcess {
     const started = new RelayProcess(env(), [], 'webhooks').start();
@@ -128,7 +130,7 @@ describe('webhooks per customer', () => {
     expect(new Set(listedEvents.map((e) => e.eventId))).toEqual(new Set(withoutCustomer));
     expect(listedEvents[0]!.reason).toBe('no header customer_id');
     const owedInAll = endpoints.reduce((sum, e) => sum + owed(e).length, 0);
-    console.info(`customers: ${rows.length} events (${withoutCustomer.length} without a customer), ${owedInAll} deliveries owed over ${endpoints.length} endpoints, ${requests} requests, ${crossCustomer} to another customer, 0 missing, ${duplicates} duplicates (same webhook-id, after the kill -9)`);
+    console.info(`customers on ${kafkaClient}: ${rows.length} events (${withoutCustomer.length} without a customer), ${owedInAll} deliveries owed over ${endpoints.length} endpoints, ${requests} requests, ${crossCustomer} to another customer, 0 missing, ${duplicates} duplicates (same webhook-id, after the kill -9)`);
   });
 
   it('an event without a customer is delivered once its customer is named, to that customer only', async () => {
