@@ -569,7 +569,7 @@ function records(prefix: string, from: number, to: number, spec: CaseSpec): Mess
     const customer = customerOfEvent(spec, i);
     const payload = { invoice_id: `inv-${i}`, customer_id: customer, amount_cents: (i * 7919) % 1_000_000, currency: 'EUR', method: 'card', note: NOTE };
     const event: OutboxEvent = { eventId: `${prefix}-${i}`, aggregateType: 'invoice', aggregateId: `acct-${i % 1000}`, eventType: EVENT_TYPE, payload, headers: { customer_id: customer }, createdAt: now.toISOString() };
-    messages.push({ key: event.aggregateId, value: JSON.stringify(payload), headers: eventHeaders(event, COMMIT_LSN), timestamp: String(now.getTime()) });
+    messages.push({ key: event.aggregateId, value: JSON.stringify(payload), headers: eventHeaders(event, COMMIT_LSN, 'public.event_outbox'), timestamp: String(now.getTime()) });
   }
   return messages;
 }

@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { DeliveryOptions } from './config/compile.js';
-import type { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import type { RelayError } from './errors.js';
 import type { OutgoingMessage } from './sink/record.js';
@@ -15,13 +14,13 @@ import type { RecordProducer } from './sink/producer.js';
 import type { ResumePoint } from './sink/progress.js';
 import { TopicCatalog } from './sink/topic-catalog.js';
 import { RecordBuilder } from './transform/record-builder.js';
-import type { TopicRouter } from './transform/topic-router.js';
+import type { OutboxRoutes } from './transform/outbox-routes.js';
 
 /** What the chain is made of, besides the options: the stages a caller keeps across sessions, and where acknowledgements go. */
 export interface DeliveryChainParts {
   readonly delivery: DeliveryOptions;
-  readonly decoder: RowDecoder;
-  readonly router: TopicRouter;
+  /** The outboxes' routes, kept across sessions (each router caches the topics it built). */
+  readonly routes: OutboxRoutes;
   readonly encoder: PayloadEncoder;
   readonly metrics: RelayMetrics;
   /** The transactional producer's settings (run: with its progress record; replay, recover: without); null: at-least-once. */
@@ -39,7 +38,7 @@ export interface DeliveryChainParts {
 }
 
 /**
- * Row -> record -> Kafka, the one way every command publishes (`run` from the WAL; `replay`,
+ * Row or message -> record -> Kafka, the one way every command publishes (`run` from the WAL; `replay`,
  * `recover` and `cutover` from the table): producer on the chosen client, topic catalogue,
  * sink, record builder, pipeline. Acknowledged batches reach the checkpointer first, so that
  * nothing is confirmed before Kafka has it.
@@ -67,7 +66,7 @@ export class DeliveryChain {
       },
       ...(parts.onFailure && { onFailure: parts.onFailure }),
     });
-    this.builder = new RecordBuilder(delivery.builder, { topics, decoder: parts.decoder, router: parts.router, encoder: parts.encoder, metrics, logger: parts.pipelineLogger });
+    this.builder = new RecordBuilder(delivery.builder, { topics, encoder: parts.encoder, metrics, logger: parts.pipelineLogger });
   }
 
   /** Connects the producer (exactly-once: fencing every earlier one). */
@@ -77,8 +76,8 @@ export class DeliveryChain {
 
   /** The pipeline feeding the sink; exactly-once, `resumeAfter` is where Kafka's committed progress says to go on from. */
   pipeline(resumeAfter: ResumePoint | null = null): Pipeline {
-    const { delivery, checkpointer, tracker, pipelineLogger } = this.parts;
-    return new Pipeline(delivery.pipeline, { checkpointer, tracker, builder: this.builder, sink: this.sink, logger: pipelineLogger, resumeAfter });
+    const { delivery, checkpointer, tracker, pipelineLogger, routes } = this.parts;
+    return new Pipeline(delivery.pipeline, { checkpointer, tracker, routes, builder: this.builder, sink: this.sink, logger: pipelineLogger, resumeAfter });
   }
 
   async stop(): Promise<void> {

@@ -140,6 +140,21 @@ export const ERROR_CODES = {
     meaning: 'A column of an outbox row holds what the relay cannot publish: an empty id or type, a null payload, headers that are not a JSON object, a bad timestamp, or with avro a text payload that is not JSON.',
     action: 'Fix the writer that made the row (the dead-letter headers name the column); correct the row if it must still go out, then `outbox-relay replay` it.',
   },
+  DECODE_BAD_MESSAGE: {
+    retriable: false, poison: true,
+    meaning: "A logical decoding message with a declared prefix (OUTBOX_SOURCES) whose content is not the JSON object of an event's fields (event_id, aggregate_type, aggregate_id, event_type, payload; headers and created_at optional), or lacks one of them.",
+    action: "Fix the writer that emitted it (the dead letter holds the content and names the field); a message outbox has no table to replay from: emit the corrected event again.",
+  },
+  SOURCE_MESSAGE_NOT_TRANSACTIONAL: {
+    retriable: false, poison: true,
+    meaning: "A non-transactional logical decoding message (pg_logical_emit_message(false, ...)) reached the relay: it is written whether or not the business change commits, so it is not an outbox event.",
+    action: "Emit outbox events with pg_logical_emit_message(true, ...) inside the transaction of the business change; the dead letter holds the content.",
+  },
+  SOURCE_MESSAGE_UNDECLARED: {
+    retriable: false, poison: true,
+    meaning: 'A transactional logical decoding message whose prefix no message outbox in OUTBOX_SOURCES declares (a typo in the writer, or another tool emitting messages in the same database).',
+    action: "Declare the prefix in OUTBOX_SOURCES, or fix the writer's prefix; the dead letter holds the content, to emit again once fixed.",
+  },
   ROUTE_BAD_TOPIC: {
     retriable: false, poison: true,
     meaning: "OUTBOX_TOPIC_TEMPLATE made an illegal Kafka topic name from the event's values (characters other than letters, digits, . _ -, or over 249 of them).",

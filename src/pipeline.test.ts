@@ -3,7 +3,6 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
-import { RowDecoder } from './decode/row-decoder.js';
 import { JsonEncoder } from './encode/json-encoder.js';
 import { RelayError } from './errors.js';
 import type { OutgoingMessage } from './sink/record.js';
@@ -13,7 +12,7 @@ import { Pipeline } from './pipeline.js';
 import type { EventSink } from './sink/kafka-sink.js';
 import type { ResumePoint } from './sink/progress.js';
 import { RecordBuilder, type RecordBuilderOptions } from './transform/record-builder.js';
-import { compileTopicTemplate } from './transform/topic-router.js';
+import { OutboxRoutes } from './transform/outbox-routes.js';
 import type { SourceMessage } from './source/messages.js';
 
 const at = (n: number) => BigInt(n) as Lsn;
@@ -40,19 +39,21 @@ class RecordingSink implements EventSink {
   }
 }
 
-function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: number; resumeAfter?: ResumePoint } = {}) {
+const OUTBOXES = new OutboxRoutes([{ kind: 'table', table: TABLE, columns: COLUMNS, topicTemplate: 'outbox.{aggregate_type}' }]);
+
+function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: number; resumeAfter?: ResumePoint; routes?: OutboxRoutes } = {}) {
   const sink = new RecordingSink();
   const tracker = new CommitTracker(at(0));
   const statuses: Lsn[] = [];
   const logger = pino({ level: 'silent' });
   const metrics = createRelayMetrics(new Registry());
   const builder = new RecordBuilder(
-    { tableName: 'public.event_outbox', deadLetterTopic: 'outbox.dead-letter', onPoison: 'dead-letter', maxMessageBytes: 1_000_000, columns: { eventId: 'event_id', aggregateId: 'aggregate_id' }, ...options },
-    { decoder: new RowDecoder(COLUMNS), router: compileTopicTemplate('outbox.{aggregate_type}'), topics: { recordLimit: () => options.recordLimit ?? 1_000_000 }, encoder: new JsonEncoder(), metrics, logger },
+    { deadLetterTopic: 'outbox.dead-letter', onPoison: 'dead-letter', maxMessageBytes: 1_000_000, ...options },
+    { topics: { recordLimit: () => options.recordLimit ?? 1_000_000 }, encoder: new JsonEncoder(), metrics, logger },
   );
   const pipeline = new Pipeline(
-    { table: TABLE, onUnexpectedChange: 'warn', maxBufferedEvents: 10_000 },
-    { checkpointer: new Checkpointer(tracker, { sendStatus: (lsn) => statuses.push(lsn) }, 0), tracker, builder, sink, logger, resumeAfter: options.resumeAfter ?? null },
+    { onUnexpectedChange: 'warn', maxBufferedEvents: 10_000 },
+    { checkpointer: new Checkpointer(tracker, { sendStatus: (lsn) => statuses.push(lsn) }, 0), tracker, routes: options.routes ?? OUTBOXES, builder, sink, logger, resumeAfter: options.resumeAfter ?? null },
   );
   return { pipeline, sink, tracker, metrics, statuses };
 }
@@ -134,5 +135,49 @@ describe('Pipeline', () => {
     expect(tracker.confirmed).toBe(at(60));
     for (const message of sink.sent) tracker.acknowledge(message.transaction);
     expect(tracker.confirmed).toBe(at(210));
+  });
+
+  describe('with several outboxes', () => {
+    const OTHER = { schema: 'payments', name: 'outbox' };
+    const routes = new OutboxRoutes([
+      { kind: 'table', table: TABLE, columns: COLUMNS, topicTemplate: 'outbox.{aggregate_type}' },
+      { kind: 'table', table: OTHER, columns: { ...COLUMNS, eventId: 'id' }, topicTemplate: 'payments.{event_type}' },
+      { kind: 'messages', prefix: 'outbox', topicTemplate: 'events.{aggregate_type}' },
+    ]);
+    const content = (id: string) => Buffer.from(JSON.stringify({ event_id: id, aggregate_type: 'invoice', aggregate_id: 'inv-1', event_type: 'invoice.paid', payload: { n: 1 } }));
+    const message = (id: string, transactional = true, prefix = 'outbox', lsn = 150): SourceMessage => ({ kind: 'message', transactional, lsn: at(lsn), prefix, content: content(id) });
+
+    it("routes each row by its table and each message by its prefix, numbered in the transaction's order", async () => {
+      const { pipeline, sink } = pipelineWith({ routes });
+      const { event_id: _id, ...other } = row('unused');
+      await feed(pipeline, [
+        { kind: 'begin', commitLsn: at(100), commitTime: new Date() },
+        { kind: 'insert', relation: TABLE, row: row('e1') },
+        message('e2'),
+        { kind: 'insert', relation: OTHER, row: { ...other, id: 'e3' } },
+        { kind: 'commit', commitLsn: at(100), endLsn: at(110), commitTime: new Date() },
+      ]);
+      expect(sink.sent.map((m) => [m.topic, m.headers.event_id, m.headers.outbox_source, m.position])).toEqual([
+        ['outbox.invoice', 'e1', 'public.event_outbox', 1],
+        ['events.invoice', 'e2', 'message:outbox', 2],
+        ['payments.invoice.paid', 'e3', 'payments.outbox', 3],
+      ]);
+    });
+
+    it('dead-letters a message of an undeclared prefix, and tracks a non-transactional one at its own LSN, confirmed just past it', async () => {
+      const { pipeline, sink, tracker } = pipelineWith({ routes });
+      await feed(pipeline, [message('loose', false, 'outbox', 150), ...transaction(200, [row('e1')])]);
+      await feed(pipeline, [{ kind: 'begin', commitLsn: at(300), commitTime: new Date() }, message('typo', true, 'outbx'), { kind: 'commit', commitLsn: at(300), endLsn: at(310), commitTime: new Date() }]);
+      expect(sink.sent.map((m) => [m.topic, m.headers.dead_letter_code ?? 'published', m.headers.dead_letter_source_table, m.headers.event_id])).toEqual([
+        ['outbox.dead-letter', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL', 'message:outbox', 'loose'],
+        ['outbox.invoice', 'published', undefined, 'e1'],
+        ['outbox.dead-letter', 'SOURCE_MESSAGE_UNDECLARED', 'message:outbx', 'typo'],
+      ]);
+      tracker.acknowledge(sink.sent[0]!.transaction);
+      // Past the message, never at it: a restart would decode it again from its own LSN.
+      expect(tracker.confirmed).toBe(at(151));
+      for (const sent of sink.sent.slice(1)) tracker.acknowledge(sent.transaction);
+      expect(tracker.confirmed).toBe(at(310));
+    });
   });
 });

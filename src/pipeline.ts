@@ -2,15 +2,15 @@ import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
 import { RelayError } from './errors.js';
-import { formatLsn } from './lsn.js';
+import { formatLsn, type Lsn } from './lsn.js';
 import type { OutgoingMessage } from './sink/record.js';
 import type { RelationRef, RowValues, SourceMessage } from './source/messages.js';
+import type { OutboxRoute, OutboxRoutes } from './transform/outbox-routes.js';
 import type { EventSink } from './sink/kafka-sink.js';
 import { covers, type ResumePoint } from './sink/progress.js';
 import { PoisonStop, type RecordBuilder } from './transform/record-builder.js';
 
 export interface PipelineOptions {
-  readonly table: RelationRef;
   readonly onUnexpectedChange: 'warn' | 'fail';
   readonly maxBufferedEvents: number;
 }
@@ -20,7 +20,9 @@ export interface PipelineStages {
   readonly checkpointer: Checkpointer;
   /** Transactions and their events are registered here before they reach the sink. */
   readonly tracker: CommitTracker;
-  /** Row -> record or dead letter. */
+  /** Which outbox a row or message belongs to, and how its events become records. */
+  readonly routes: OutboxRoutes;
+  /** Row or message -> record or dead letter. */
   readonly builder: RecordBuilder;
   readonly sink: EventSink;
   readonly logger: Logger;
@@ -38,18 +40,15 @@ export interface PipelineStages {
  */
 export class Pipeline {
   private transaction: TrackedTransaction | null = null;
-  /** Outbox rows seen in the open transaction: the next row's place is this plus one. */
-  private rowsInTransaction = 0;
+  /** Events (rows of every outbox, messages) seen in the open transaction: the next one's place is this plus one. */
+  private eventsInTransaction = 0;
   /** Events skipped as already in Kafka (exactly-once), reported once the stream passes them. */
   private skipped = 0;
-  private readonly tableName: string;
 
   constructor(
     private readonly options: PipelineOptions,
     private readonly stages: PipelineStages,
-  ) {
-    this.tableName = `${options.table.schema}.${options.table.name}`;
-  }
+  ) {}
 
   /**
    * Handles one message in commit order. Returns a promise only when the caller must wait
@@ -61,17 +60,20 @@ export class Pipeline {
     switch (message.kind) {
       case 'begin':
         this.transaction = tracker.begin(message.commitLsn, message.commitTime);
-        this.rowsInTransaction = 0;
+        this.eventsInTransaction = 0;
         return;
-      case 'insert':
-        if (this.isOutbox(message.relation)) {
-          const transaction = this.requireTransaction();
-          const position = ++this.rowsInTransaction;
-          if (this.alreadyPublished(transaction, position)) return;
-          return this.publish(message.row, transaction, position);
-        }
+      case 'insert': {
+        const outbox = this.stages.routes.forRelation(message.relation);
+        if (outbox) return this.event(outbox, message.row);
         this.unexpected('insert', message.relation);
         return;
+      }
+      case 'message': {
+        const outbox = this.stages.routes.forMessage(message.prefix, message.transactional);
+        const values = { prefix: message.prefix, content: message.content } as unknown as RowValues;
+        if (this.transaction) return this.event(outbox, values);
+        return this.messageOnItsOwn(outbox, values, message.lsn);
+      }
       case 'change':
         this.unexpected(message.operation, message.relation);
         return;
@@ -83,6 +85,30 @@ export class Pipeline {
         checkpointer.keepalive(message.lsn, message.replyRequested);
         return;
     }
+  }
+
+  private event(outbox: OutboxRoute, values: RowValues): Promise<void> | undefined {
+    const transaction = this.requireTransaction();
+    const position = ++this.eventsInTransaction;
+    if (this.alreadyPublished(transaction, position)) return;
+    return this.publish(outbox, values, transaction, position);
+  }
+
+  /**
+   * A message outside any transaction (non-transactional: its dead letter) is tracked as a
+   * transaction of its own at its LSN, ending just past it: once Kafka has its dead letter,
+   * that point is confirmed, and a restart decodes from after it (Postgres skips a message
+   * whose LSN is before the confirmed position).
+   */
+  private messageOnItsOwn(outbox: OutboxRoute, values: RowValues, lsn: Lsn): Promise<void> | undefined {
+    const { tracker } = this.stages;
+    const transaction = tracker.begin(lsn, new Date());
+    this.transaction = transaction;
+    this.eventsInTransaction = 0;
+    const published = this.event(outbox, values);
+    tracker.commit(transaction, (lsn + 1n) as Lsn);
+    this.transaction = null;
+    return published;
   }
 
   /** Exactly-once: whether a committed Kafka transaction already holds this event. */
@@ -100,10 +126,10 @@ export class Pipeline {
     return false;
   }
 
-  private publish(row: RowValues, transaction: TrackedTransaction, position: number): Promise<void> | undefined {
+  private publish(outbox: OutboxRoute, values: RowValues, transaction: TrackedTransaction, position: number): Promise<void> | undefined {
     let built;
     try {
-      built = this.stages.builder.build(row, transaction, position);
+      built = this.stages.builder.build(outbox, values, transaction, position);
     } catch (error) {
       return this.stopAtPoison(error);
     }
@@ -133,13 +159,9 @@ export class Pipeline {
   private unexpected(operation: string, relation: RelationRef): void {
     const what = `${operation} on ${relation.schema}.${relation.name}`;
     if (this.options.onUnexpectedChange === 'fail') {
-      throw new RelayError('SOURCE_UNEXPECTED_CHANGE', `unexpected ${what}: the publication should publish only inserts into ${this.tableName}`);
+      throw new RelayError('SOURCE_UNEXPECTED_CHANGE', `unexpected ${what}: the publication should publish only inserts into ${this.stages.routes.tableNames.join(', ')}`);
     }
     this.stages.logger.warn({ operation, relation: `${relation.schema}.${relation.name}` }, 'ignoring a change the relay does not publish (check the publication)');
-  }
-
-  private isOutbox(relation: RelationRef): boolean {
-    return relation.name === this.options.table.name && relation.schema === this.options.table.schema;
   }
 
   private requireTransaction(): TrackedTransaction {

@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { RelayOptions } from './config/compile.js';
-import { RowDecoder } from './decode/row-decoder.js';
 import type { PayloadEncoder } from './encode/encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './sink/record.js';
@@ -14,7 +13,7 @@ import { DeliveryChain } from './delivery-chain.js';
 import type { KafkaProducerOptions, ProgressRecordOptions } from './sink/kafka-client.js';
 import type { RecordProducer } from './sink/producer.js';
 import type { KafkaSink } from './sink/kafka-sink.js';
-import { compileTopicTemplate, type TopicRouter } from './transform/topic-router.js';
+import { OutboxRoutes } from './transform/outbox-routes.js';
 import { sessionFailure } from './session-failure.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
 import type { SourceOrigin, SourceStream } from './source/source.js';
@@ -49,13 +48,11 @@ export class Relay {
   private readonly progress = new ProgressWatch();
   /** Events (dead letters included) Kafka acknowledged since the relay started. */
   private publishedEvents = 0;
-  private readonly router: TopicRouter;
-  private readonly decoder: RowDecoder;
+  private readonly routes: OutboxRoutes;
 
   constructor(private readonly deps: RelayDependencies) {
     const { delivery } = deps.options;
-    this.router = compileTopicTemplate(delivery.topicTemplate);
-    this.decoder = new RowDecoder(delivery.columns);
+    this.routes = new OutboxRoutes(delivery.outboxes);
     this.lifecycle = new RelayLifecycle((state) => setState(deps.metrics, state));
     initReasons(deps.metrics);
   }
@@ -168,8 +165,7 @@ export class Relay {
       const pipelineLogger = logger.child({ stage: 'pipeline' });
       const sessionChain = new DeliveryChain({
         delivery,
-        decoder: this.decoder,
-        router: this.router,
+        routes: this.routes,
         encoder,
         metrics,
         exactlyOnce,

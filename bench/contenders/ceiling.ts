@@ -24,7 +24,9 @@ const stream = new ReplicationStream({
   highWaterMessages: 2_000,
   silenceTimeoutMs: 60_000,
   logger: pino({ level: 'warn' }),
-  columnParsers: { table: { schema, name }, parserFor: columnParsersFor({ format: 'json', columnPayload: columns.payload, columnCreatedAt: columns.createdAt }) },
+  tables: [{ schema, name }],
+  columnParsers: ({ schema: relationSchema, name: relationName }) => (relationSchema === schema && relationName === name ? columnParsersFor({ format: 'json', columnPayload: columns.payload, columnCreatedAt: columns.createdAt }) : undefined),
+  messages: false,
 });
 
 let inserts = 0;

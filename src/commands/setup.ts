@@ -7,7 +7,7 @@ import { command, EXIT } from './command.js';
 export const setupCommand = command(COMMANDS.setup, async (config) => {
   const target = setupTarget(config);
   if (config.printRoles) {
-    process.stdout.write(await rolesSql(target.table));
+    for (const { table } of target.outboxes) process.stdout.write(await rolesSql(table));
     return EXIT.ok;
   }
   for (const action of await setup(target)) process.stdout.write(`${action}\n`);

@@ -84,6 +84,17 @@ const ENDPOINT_ARGS = {
 const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list` shows them)', parser: p.text } } as const;
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
 
+/** replay, recover, cutover, handback: they read rows of one outbox table, or mark them. */
+function oneTable(command: string): Check<{ readonly sources: RelayConfig['sources'] }> {
+  return {
+    uses: ['sources'],
+    problem: (values, name) =>
+      values.sources !== null && (values.sources.length > 1 || values.sources.some((entry) => 'messages' in entry))
+        ? `${command} works on one outbox table, and ${name('sources')} names ${values.sources.length} outboxes${values.sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}: run it with ${name('sources')} holding only the table's entry (or unset, with OUTBOX_TABLE)`
+        : null,
+  };
+}
+
 function required<const N extends string>(command: string, ...names: N[]): Check<Record<N, unknown>> {
   return { uses: names, problem: (values, name) => (names.some((key) => values[key] === undefined) ? `${command} needs ${names.map(name).join(' and ')}` : null) };
 }
@@ -97,14 +108,14 @@ export const COMMANDS = {
   run: declared({
     summary: 'Stream outbox inserts from the WAL to Kafka until SIGTERM.',
     options: [
-      ...DATABASE, ...KAFKA, ...DELIVERY, 'progressTopic', ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
+      ...DATABASE, 'sources', ...KAFKA, ...DELIVERY, 'progressTopic', ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', 'onUnexpectedChange', ...ENCODING, ...BATCHING,
       'setup', 'slotFailover', 'statusInterval', 'shutdownTimeout', 'replicationTimeout', 'stallTimeout', ...RETRY, 'standbyPoll', 'logLevel', 'httpHost', 'httpPort', 'slotPollInterval',
     ],
   }),
   setup: declared({
     summary: 'Create the outbox table, publication and slot if missing (idempotent); print what it did.',
     // The column mapping and the payload column's type are checked and reported.
-    options: [...DATABASE, ...COLUMNS, 'slotFailover'],
+    options: [...DATABASE, 'sources', 'topicTemplate', ...COLUMNS, 'slotFailover'],
     args: {
       printRoles: { description: 'print the SQL of least-privilege roles for the relay, the pruner and writers (sql/003_roles.sql for this table) and exit', switch: true },
       createRoles: { description: 'apply that SQL (as a superuser) after creating the table, publication and slot', switch: true },
@@ -127,7 +138,7 @@ export const COMMANDS = {
     summary: 'Publish retained outbox rows again (by time range, event type or event id), with their original event_id.',
     // Rows come from the table, not the slot: no slot, publication or stream timing. The
     // pipeline sees inserts only, so OUTBOX_ON_UNEXPECTED_CHANGE never applies.
-    options: [...DATABASE_ACCESS, 'table', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', 'sources', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', 'onPoison', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: {
       since: { description: 'created_at at or after this ISO time', parser: p.time },
       until: { description: 'created_at before this ISO time', parser: p.time },
@@ -135,6 +146,7 @@ export const COMMANDS = {
       eventId: { description: 'comma-separated event ids', parser: p.commaList('evt_1,evt_2') },
     },
     checks: [
+      oneTable('replay'),
       {
         uses: REPLAY_FILTERS,
         problem: (args, name) =>
@@ -148,28 +160,30 @@ export const COMMANDS = {
     summary: 'After the slot was lost or dropped: create it again and publish every retained row it cannot prove delivered, so that nothing is skipped.',
     // replay's options, and the slot it re-creates (the publication must exist: run checks it).
     // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
-    options: [...DATABASE_ACCESS, 'table', 'slot', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', 'sources', 'slot', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
+    checks: [oneTable('recover')],
   }),
   cutover: declared({
     summary: "Take over a table a polling relay fills (it may keep running meanwhile): create the slot with a snapshot, publish the rows the poller has not sent, then `run` streams what commits after.",
     // setup's and recover's: it makes the publication and slot, and publishes through the stream's path.
-    options: [...DATABASE, 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE, 'sources', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: {
       pending: { description: "SQL condition, true of the rows the polling relay has not sent (e.g. \"status = 'pending'\" or \"NOT published\")", parser: p.text },
       dryRun: { description: 'say how many rows would be published, and their time range; change nothing', switch: true },
     },
-    checks: [{ uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
+    checks: [oneTable('cutover'), { uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
   }),
   handback: declared({
     summary: 'The way back to polling, with the relay stopped: mark sent every pending row the relay confirmed, then drop the slot.',
-    options: [...DATABASE, 'columnEventId', 'logLevel'],
+    options: [...DATABASE, 'sources', 'columnEventId', 'logLevel'],
     args: {
       pending: { description: "SQL condition of the rows the poller has not sent, as given to cutover (e.g. \"status = 'pending'\")", parser: p.text },
       markSent: { description: "SQL SET clause that marks a row sent for the poller (e.g. \"status = 'sent', sent_at = now()\")", parser: p.text },
       dryRun: { description: 'say how many rows would be marked sent and how many stay pending; change nothing', switch: true },
     },
     checks: [
+      oneTable('handback'),
       {
         uses: ['pending', 'markSent'],
         problem: (values, name) => (values.pending === undefined || values.markSent === undefined ? `handback needs ${name('pending')} (which rows the poller would send) and ${name('markSent')} (how a row is marked sent)` : null),

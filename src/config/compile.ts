@@ -6,6 +6,8 @@ import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
+import { completeOutbox, qualifiedName, type Outbox, type TableOutbox } from '../outboxes.js';
+import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
@@ -32,10 +34,14 @@ import type { RelayConfig } from './options.js';
 
 /** How outbox rows become Kafka records: the same for `run` (from the WAL) and `replay` (from the table). */
 export interface DeliveryOptions {
-  readonly columns: ColumnMap;
-  /** The relay's own parsers of the payload and created_at columns. */
-  readonly columnParsers: ColumnParserFor;
-  readonly topicTemplate: string;
+  /** Every outbox the relay streams (OUTBOX_SOURCES, or OUTBOX_TABLE alone). */
+  readonly outboxes: readonly Outbox[];
+  /**
+   * The one outbox table, with the relay's own parsers of its payload and created_at columns,
+   * when the configuration has no other outbox: what `replay`, `recover` and `cutover` read
+   * rows from. Null with several outboxes (those commands refuse).
+   */
+  readonly table: TableReading | null;
   readonly builder: RecordBuilderOptions;
   readonly pipeline: PipelineOptions;
   readonly producer: Pick<KafkaProducerOptions, 'client' | 'brokers' | 'clientId' | 'fastEncoder' | 'compression' | 'maxMessageBytes' | 'autoCreateTopics' | 'security'>;
@@ -43,6 +49,12 @@ export interface DeliveryOptions {
   readonly topics: Omit<TopicCatalogOptions, 'logger'>;
   /** OUTBOX_DELIVERY=exactly-once; null: at-least-once. */
   readonly exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number } | null;
+}
+
+/** An outbox table as a command reads its rows: each column parsed as the stream parses it. */
+export interface TableReading {
+  readonly outbox: TableOutbox;
+  readonly columnParsers: ColumnParserFor;
 }
 
 export interface RelayOptions {
@@ -98,7 +110,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
         slot: config.slot,
         publication: config.publication,
         silenceTimeoutMs: config.replicationTimeout,
-        columnParsers: { table: config.table, parserFor: columnParsers(config) },
+        ...sourceReading(config),
       },
       delivery: deliveryOptions(config, { clientId: config.kafkaClientId, onUnexpectedChange: config.onUnexpectedChange, onPoison: config.onPoison, transactionalId: streamTransactionalId(config) }),
       progressTopic: config.progressTopic,
@@ -123,7 +135,7 @@ export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
     // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
     // inserts reach its pipeline: there is no unexpected change to fail on.
     // Exactly-once: its own transactional id, so that it never fences the stream (it republishes on purpose).
-    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison, transactionalId: `${config.transactionalId ?? `outbox-relay.${config.table.schema}.${config.table.name}`}.replay` }),
+    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison, transactionalId: `${config.transactionalId ?? `outbox-relay.${qualifiedName(soleTable(config).table)}`}.replay` }),
   });
 }
 
@@ -176,7 +188,7 @@ export function compileHandback(config: CommandConfig<'handback'>): { readonly l
   return frozen({
     logLevel: config.logLevel,
     // CHECKS: both required.
-    handback: { database: database(config), table: config.table, eventIdColumn: config.columnEventId, slot: config.slot, publication: config.publication, pending: config.pending!, markSent: config.markSent! },
+    handback: { database: database(config), table: soleTable(config).table, eventIdColumn: soleTable(config).columns.eventId ?? config.columnEventId, slot: config.slot, publication: config.publication, pending: config.pending!, markSent: config.markSent! },
     dryRun: config.dryRun,
   });
 }
@@ -259,8 +271,14 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   });
 }
 
-export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'table' | 'publication' | 'slot' | ColumnKey | 'slotFailover'>): SetupTarget {
-  return frozen({ database: database(config), table: config.table, publication: config.publication, slot: config.slot, columns: columnMap(config), failover: config.slotFailover });
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'publication' | 'slot' | 'slotFailover'> & OutboxesConfig): SetupTarget {
+  return frozen({ database: database(config), outboxes: tableOutboxes(config), publication: config.publication, slot: config.slot, failover: config.slotFailover });
+}
+
+/** The one outbox table of a command that works on one (CHECKS: oneTable), as OUTBOX_SOURCES or OUTBOX_TABLE names it. */
+function soleTable(config: Pick<RelayConfig, 'sources' | 'table'>): { readonly table: RelationRef; readonly columns: Partial<Record<keyof ColumnMap, string | null>> } {
+  const entry = config.sources?.[0];
+  return entry && 'table' in entry ? entry : { table: config.table, columns: {} };
 }
 
 type ColumnKey = 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt';
@@ -279,7 +297,7 @@ function columnMap(config: Pick<RelayConfig, ColumnKey>): ColumnMap {
 
 type DeliveryConfig = Pick<
   RelayConfig,
-  | 'table' | 'kafkaBrokers' | 'kafkaClient' | 'kafkaCompression' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
+  | 'sources' | 'table' | 'kafkaBrokers' | 'kafkaClient' | 'kafkaCompression' | 'kafkaFastEncoder' | 'kafkaAutoCreateTopics' | KafkaSecurityKey | 'topicTemplate' | 'deadLetterTopic' | 'format'
   | ColumnKey
   | 'linger' | 'batchMaxEvents' | 'maxMessageBytes' | 'maxBufferedEvents' | 'delivery' | 'transactionTimeout'
 >;
@@ -298,18 +316,17 @@ function streamTransactionalId(config: Pick<RelayConfig, 'transactionalId' | 'sl
 }
 
 function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOptions {
+  const all = outboxes(config);
+  const [first] = all;
   return {
-    columns: columnMap(config),
-    columnParsers: columnParsers(config),
-    topicTemplate: config.topicTemplate,
+    outboxes: all,
+    table: all.length === 1 && first?.kind === 'table' ? { outbox: first, columnParsers: columnParsers(config.format, first) } : null,
     builder: {
-      tableName: `${config.table.schema}.${config.table.name}`,
       deadLetterTopic: config.deadLetterTopic,
       onPoison: own.onPoison,
       maxMessageBytes: config.maxMessageBytes,
-      columns: { eventId: config.columnEventId, aggregateId: config.columnAggregateId },
     },
-    pipeline: { table: config.table, onUnexpectedChange: own.onUnexpectedChange, maxBufferedEvents: config.maxBufferedEvents },
+    pipeline: { onUnexpectedChange: own.onUnexpectedChange, maxBufferedEvents: config.maxBufferedEvents },
     producer: { client: config.kafkaClient, brokers: config.kafkaBrokers, clientId: own.clientId, fastEncoder: config.kafkaFastEncoder, compression: config.kafkaCompression, maxMessageBytes: config.maxMessageBytes, autoCreateTopics: config.kafkaAutoCreateTopics, security: kafkaSecurity(config) },
     // A request is bounded like a record: the broker refuses a partition's batch above max.message.bytes.
     sink: { batchMaxEvents: config.batchMaxEvents, batchMaxBytes: config.maxMessageBytes, lingerMs: config.linger },
@@ -324,11 +341,36 @@ function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOpti
   };
 }
 
-function columnParsers(config: Pick<RelayConfig, 'format' | 'columnPayload' | 'columnCreatedAt'>): ColumnParserFor {
-  return columnParsersFor({ format: config.format, columnPayload: config.columnPayload, columnCreatedAt: config.columnCreatedAt });
+function columnParsers(format: RelayConfig['format'], outbox: TableOutbox): ColumnParserFor {
+  return columnParsersFor({ format, columnPayload: outbox.columns.payload, columnCreatedAt: outbox.columns.createdAt });
 }
 
-function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemaRegistryCaFile' | 'schemaRegistryUsername' | 'schemaRegistryPassword' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'topicTemplate' | 'reconnectMin' | 'reconnectMax'>): EncoderOptions {
+type OutboxesConfig = Pick<RelayConfig, 'sources' | 'table' | 'topicTemplate' | ColumnKey>;
+
+/** OUTBOX_SOURCES made whole, or the one table of OUTBOX_TABLE: each with its columns and topic template. */
+export function outboxes(config: OutboxesConfig): Outbox[] {
+  const defaults = { columns: columnMap(config), topicTemplate: config.topicTemplate };
+  return (config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }]).map((entry) => completeOutbox(entry, defaults));
+}
+
+export function tableOutboxes(config: OutboxesConfig): TableOutbox[] {
+  return outboxes(config).filter((outbox): outbox is TableOutbox => outbox.kind === 'table');
+}
+
+/** What the replication stream needs of the outboxes: each table's column parsers, and whether messages are streamed. */
+function sourceReading(config: OutboxesConfig & Pick<RelayConfig, 'format'>): Pick<ReplicationStreamOptions, 'tables' | 'columnParsers' | 'messages'> {
+  const all = outboxes(config);
+  const parsers = new Map<string, ColumnParserFor>();
+  const tables: RelationRef[] = [];
+  for (const outbox of all) {
+    if (outbox.kind !== 'table') continue;
+    tables.push(outbox.table);
+    parsers.set(qualifiedName(outbox.table), columnParsers(config.format, outbox));
+  }
+  return { tables, columnParsers: (relation) => parsers.get(qualifiedName(relation)), messages: all.some((outbox) => outbox.kind === 'messages') };
+}
+
+function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemaRegistryCaFile' | 'schemaRegistryUsername' | 'schemaRegistryPassword' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'reconnectMin' | 'reconnectMax'> & OutboxesConfig): EncoderOptions {
   if (config.format === 'json') return { format: 'json' };
   return {
     format: 'avro',
@@ -337,7 +379,7 @@ function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl'
     subjectStrategy: config.subjectStrategy,
     autoRegister: config.autoRegister,
     keySchema: config.keySchema,
-    topicTemplate: config.topicTemplate,
+    topicTemplates: outboxes(config).map((outbox) => outbox.topicTemplate),
     retryMinMs: config.reconnectMin,
     retryMaxMs: config.reconnectMax,
   };

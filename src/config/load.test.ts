@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, type Args, type CommandSpec } from './commands.js';
-import { compileRun } from './compile.js';
+import { compileReplay, compileRun } from './compile.js';
 import { load, redactedConfig, type ConfigSources } from './load.js';
 import type { OptionKey } from './options.js';
 
@@ -210,9 +210,74 @@ describe('compiled options', () => {
     const options = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_LINGER: '20ms', OUTBOX_SHUTDOWN_TIMEOUT: '1m' } }));
     expect(options.relay.delivery.sink.lingerMs).toBe(20);
     expect(options.relay.shutdownTimeoutMs).toBe(60_000);
-    expect(Object.isFrozen(options.relay.delivery.builder.columns)).toBe(true);
+    expect(Object.isFrozen(options.relay.delivery.outboxes[0])).toBe(true);
     expect(Object.isFrozen(options.relay.delivery.producer.brokers)).toBe(true);
     expect(options.http).toEqual({ host: '127.0.0.1', port: 9464 });
     expect(compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_HTTP_PORT: '0' } })).http).toBeNull();
+  });
+});
+
+describe('OUTBOX_SOURCES', () => {
+  it('makes each entry whole with OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE, {schema} and {table} filled in', () => {
+    const sources = JSON.stringify([
+      { table: 'billing.outbox' },
+      { table: 'payments.outbox', columns: { eventId: 'id', aggregateType: null }, topicTemplate: '{schema}.{table}.{event_type}' },
+      { messages: 'outbox', topicTemplate: 'events.{aggregate_type}' },
+    ]);
+    const { relay } = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: sources, OUTBOX_COLUMN_PAYLOAD: 'body' } }));
+    expect(relay.delivery.outboxes).toEqual([
+      { kind: 'table', table: { schema: 'billing', name: 'outbox' }, columns: expect.objectContaining({ eventId: 'event_id', aggregateType: 'aggregate_type', payload: 'body' }), topicTemplate: 'outbox.{aggregate_type}' },
+      { kind: 'table', table: { schema: 'payments', name: 'outbox' }, columns: expect.objectContaining({ eventId: 'id', aggregateType: null, payload: 'body' }), topicTemplate: 'payments.outbox.{event_type}' },
+      { kind: 'messages', prefix: 'outbox', topicTemplate: 'events.{aggregate_type}' },
+    ]);
+    // The stream asks for messages, and parses each table's own payload column.
+    expect(relay.source.messages).toBe(true);
+    expect(relay.source.tables).toEqual([{ schema: 'billing', name: 'outbox' }, { schema: 'payments', name: 'outbox' }]);
+    expect(relay.source.columnParsers?.({ schema: 'payments', name: 'outbox' })?.({ name: 'body', typeOid: 3802 })).toBeDefined();
+    expect(relay.source.columnParsers?.({ schema: 'public', name: 'other' })).toBeUndefined();
+    // Replay and the other one-table commands have no single table to read.
+    expect(relay.delivery.table).toBeNull();
+  });
+
+  it('unset, streams OUTBOX_TABLE alone as before, without asking for messages', () => {
+    const { relay } = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_TABLE: 'billing.event_outbox', OUTBOX_TOPIC_TEMPLATE: '{schema}.{aggregate_type}' } }));
+    expect(relay.delivery.outboxes).toEqual([{ kind: 'table', table: { schema: 'billing', name: 'event_outbox' }, columns: expect.objectContaining({ eventId: 'event_id' }), topicTemplate: 'billing.{aggregate_type}' }]);
+    expect(relay.delivery.table?.outbox.table).toEqual({ schema: 'billing', name: 'event_outbox' });
+    expect(relay.source.messages).toBe(false);
+  });
+
+  it('refuses each malformed entry, naming it and what was expected', () => {
+    const cases: [unknown, RegExp][] = [
+      ['not json', /OUTBOX_SOURCES="not json" is not JSON/],
+      [[], /is not a non-empty JSON array/],
+      [[{ table: 'billing.outbox', messages: 'x' }], /entry 1 has neither "table" nor "messages" \(exactly one of them\)/],
+      [[{ table: 'billing.outbox', topic: 'x' }], /entry 1 has unknown keys "topic" \(expected "table", "columns", "topicTemplate"\)/],
+      [[{ table: 'outbox' }], /entry 1 "table" is not a schema-qualified table name/],
+      [[{ table: 'billing.outbox' }, { table: 'billing.outbox' }], /entry 2 repeats the table billing\.outbox/],
+      [[{ table: 'billing.outbox', columns: { id: 'x' } }], /entry 1 "columns" has an unknown role "id"/],
+      [[{ table: 'billing.outbox', columns: { eventId: 'a b' } }], /entry 1 "columns"\."eventId" is not a plain SQL identifier/],
+      [[{ table: 'billing.outbox', topicTemplate: 'x.{tenant}' }], /has an unknown placeholder \{tenant\}/],
+      [[{ messages: 'outbox', topicTemplate: 'x.{table}' }], /entry 1: a message outbox has no table, so its "topicTemplate" cannot use \{schema\} or \{table\}/],
+      [[{ messages: '' }], /entry 1 "messages" is not a non-empty string/],
+      [[{ table: 'billing.outbox', columns: { aggregateType: null } }], /the entry of billing\.outbox routes by \{aggregate_type\}, but that table has no aggregate type column/],
+    ];
+    for (const [value, expected] of cases) expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: typeof value === 'string' ? value : JSON.stringify(value) } })).toMatch(expected);
+  });
+
+  it('comes from OUTBOX_SOURCES_FILE, a mounted file, checked the same way', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sources-'));
+    const file = path.join(dir, 'sources.json');
+    writeFileSync(file, JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]));
+    expect(compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES_FILE: file } })).relay.delivery.outboxes).toHaveLength(2);
+    writeFileSync(file, JSON.stringify([{ table: 'outbox' }]));
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES_FILE: file } })).toContain(`OUTBOX_SOURCES_FILE="${file}": entry 1 "table" is not a schema-qualified table name`);
+  });
+
+  it('with several outboxes, refuses the commands that read one table, and takes the one table an entry names', () => {
+    const several = JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]);
+    expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several }, flags: { since: '2026-01-01T00:00:00Z' } })).toMatch(/replay works on one outbox table, and OUTBOX_SOURCES names 2 outboxes \(a message outbox has no table to read\)/);
+    const one = JSON.stringify([{ table: 'billing.outbox', columns: { eventId: 'id' } }]);
+    const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: one }, flags: { since: '2026-01-01T00:00:00Z' } }));
+    expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });
   });
 });

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { DEFAULT_COLUMNS } from '../outbox-table.js';
+import { OUTBOX_SOURCES_EXAMPLE, parseOutboxEntries, TABLE_PLACEHOLDERS, type OutboxEntry } from '../outboxes.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../transform/topic-router.js';
@@ -120,14 +122,21 @@ const publicUrl: p.Parser<string> = {
 };
 
 /** Checked here, with every other option, rather than when the relay first routes an event. */
+const TEMPLATE_PLACEHOLDERS: readonly string[] = [...Object.keys(PLACEHOLDERS), ...TABLE_PLACEHOLDERS];
+
 const topicTemplate: p.Parser<string> = {
-  expected: `a topic name with placeholders among ${Object.keys(PLACEHOLDERS).map((key) => `{${key}}`).join(', ')}, e.g. outbox.{aggregate_type}`,
+  expected: `a topic name with placeholders among ${TEMPLATE_PLACEHOLDERS.map((key) => `{${key}}`).join(', ')}, e.g. outbox.{aggregate_type}`,
   parse: (raw) => {
     const template = raw.trim();
     if (template === '') throw new Error('is empty');
-    for (const [, name] of template.matchAll(/\{([^}]*)\}/g)) if (!(name! in PLACEHOLDERS)) throw new Error(`has an unknown placeholder {${name}}`);
+    for (const [, name] of template.matchAll(/\{([^}]*)\}/g)) if (!TEMPLATE_PLACEHOLDERS.includes(name!)) throw new Error(`has an unknown placeholder {${name}}`);
     return template;
   },
+};
+
+const outboxSources: p.Parser<OutboxEntry[]> = {
+  expected: `a JSON array of outboxes, each {"table": "schema.name"} (optional "columns": {role: column} overriding OUTBOX_COLUMN_*, and "topicTemplate") or {"messages": "<prefix>"} (optional "topicTemplate"), e.g. ${OUTBOX_SOURCES_EXAMPLE}`,
+  parse: (raw) => parseOutboxEntries(raw, (template) => topicTemplate.parse(template)),
 };
 
 const httpUrl: p.Parser<string> = {
@@ -182,6 +191,21 @@ export const OPTIONS = {
   databaseUrl: secret({ group: 'database', importance: 'required', summary: 'Postgres connection string, as a role with REPLICATION (the table\'s owner for `setup`).', env: 'DATABASE_URL', parser: postgresUrl, description: "Postgres connection string (a role with REPLICATION; the table's owner for `setup`). TLS as libpq spells it: sslmode (up to verify-full), sslrootcert, sslcert, sslkey (file paths). Several hosts, as libpq takes them (postgres://relay@db1:5432,db2:5432/billing), are tried in order and the first primary is kept (target_session_attrs primary, the default, or read-write), at every connection: the relay follows a promotion (docs/operations.md#postgres-failover)." }),
   databasePassword: optionalSecret({ group: 'database', importance: 'common', summary: 'DATABASE_URL\'s password kept out of the URL; DATABASE_PASSWORD_FILE in a container.', env: 'DATABASE_PASSWORD', parser: p.text, description: "Password of DATABASE_URL's user, when the URL has none; read at every connection (as DATABASE_PASSWORD_FILE, a rotated password needs no restart)." }),
   table: option({ group: 'database', importance: 'common', summary: 'The outbox table the relay streams.', env: 'OUTBOX_TABLE', parser: p.qualifiedTable, default: 'public.event_outbox', description: 'The outbox table.' }),
+  sources: option({
+    group: 'database',
+    importance: 'expert',
+    env: 'OUTBOX_SOURCES',
+    parser: p.optional(outboxSources),
+    default: '',
+    file: (path) => {
+      try {
+        return outboxSources.parse(readFileSync(path, 'utf8'));
+      } catch (error) {
+        throw new Error(`OUTBOX_SOURCES_FILE=${JSON.stringify(path)}: ${(error as Error).message}`, { cause: error });
+      }
+    },
+    description: "Several outboxes through the one slot and publication, in commit order: tables, each with its own column names and topic template where they differ from OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE ({schema} and {table} name the table), and table-less events written with pg_logical_emit_message(true, '<prefix>', <JSON>) (docs/outboxes.md). Or OUTBOX_SOURCES_FILE naming a JSON file. Empty: OUTBOX_TABLE alone.",
+  }),
   slot: option({ group: 'database', importance: 'expert', env: 'OUTBOX_SLOT', parser: p.identifier, default: 'outbox_relay', description: 'Logical replication slot (pgoutput).' }),
   slotFailover: option({ group: 'database', importance: 'expert', env: 'OUTBOX_SLOT_FAILOVER', parser: p.oneOf('auto', 'true', 'false'), default: 'auto', description: "Whether the slot `setup` (and `recover`) creates is a failover slot (Postgres 17+): a standby with sync_replication_slots keeps a copy, and the relay streams on from it after a promotion (docs/operations.md#postgres-failover). auto: yes on 17 and later, a plain slot before; true: refuse a server before 17; false: a plain slot. `setup` alters an existing slot to match while no relay reads it; `run` says at start when it does not." }),
   publication: option({ group: 'database', importance: 'expert', env: 'OUTBOX_PUBLICATION', parser: p.identifier, default: 'outbox_relay', description: "Publication covering only the outbox table, publish = 'insert'." }),
@@ -213,7 +237,7 @@ export const OPTIONS = {
   columnPayload: option({ group: 'columns', importance: 'expert', env: 'OUTBOX_COLUMN_PAYLOAD', parser: p.identifier, default: DEFAULT_COLUMNS.payload, description: 'Column holding the payload: json or jsonb (published as Postgres stores it), text or varchar (its bytes), bytea (its raw bytes).' }),
   columnHeaders: option({ group: 'columns', importance: 'expert', env: 'OUTBOX_COLUMN_HEADERS', parser: p.identifier, default: DEFAULT_COLUMNS.headers, description: 'Column holding extra headers (jsonb object, optional).' }),
   columnCreatedAt: option({ group: 'columns', importance: 'expert', env: 'OUTBOX_COLUMN_CREATED_AT', parser: p.identifier, default: DEFAULT_COLUMNS.createdAt, description: 'Column holding the creation time.' }),
-  topicTemplate: option({ group: 'routing', importance: 'common', summary: 'The topic of each event, e.g. outbox.{aggregate_type}.', env: 'OUTBOX_TOPIC_TEMPLATE', parser: topicTemplate, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}.' }),
+  topicTemplate: option({ group: 'routing', importance: 'common', summary: 'The topic of each event, e.g. outbox.{aggregate_type}.', env: 'OUTBOX_TOPIC_TEMPLATE', parser: topicTemplate, default: 'outbox.{aggregate_type}', description: 'Topic per event; placeholders {aggregate_type}, {event_type}, and the outbox table\'s {schema} and {table}.' }),
   deadLetterTopic: option({ group: 'routing', importance: 'common', summary: 'Where an event that cannot be published goes, with the reason.', env: 'OUTBOX_DEAD_LETTER_TOPIC', parser: p.text, default: 'outbox.dead-letter', description: 'Where events that cannot be decoded, routed or encoded go.' }),
   onPoison: option({ group: 'routing', importance: 'expert', env: 'OUTBOX_ON_POISON', parser: p.oneOf('dead-letter', 'fail'), default: 'dead-letter', description: 'A poison event goes to the dead-letter topic, or stops the relay (`fail`).' }),
   onUnexpectedChange: option({ group: 'routing', importance: 'expert', env: 'OUTBOX_ON_UNEXPECTED_CHANGE', parser: p.oneOf('warn', 'fail'), default: 'warn', description: 'An UPDATE, DELETE or TRUNCATE reaching the relay is logged, or stops it.' }),
@@ -294,6 +318,10 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['kafkaClient', 'kafkaCompression'], (c, name) => (c.kafkaClient === 'kafkajs' && !KAFKAJS_COMPRESSIONS.has(c.kafkaCompression) ? `${name('kafkaCompression')}=${c.kafkaCompression} needs ${name('kafkaClient')}=librdkafka: kafkajs compresses with gzip only (expected none or gzip)` : null)),
   // Refused at start, not as a dead letter per event: every event would route to "null".
   check(['topicTemplate', 'columnAggregateType'], (c, name) => (c.columnAggregateType === null && c.topicTemplate.includes('{aggregate_type}') ? `${name('topicTemplate')} "${c.topicTemplate}" uses {aggregate_type}, but ${name('columnAggregateType')} is empty (the table has no aggregate type): route by {event_type} or a fixed name, e.g. billing.{event_type}` : null)),
+  check(['sources', 'topicTemplate', 'columnAggregateType'], (c, name) => {
+    const without = (c.sources ?? []).find((entry) => 'table' in entry && (entry.columns.aggregateType === undefined ? c.columnAggregateType : entry.columns.aggregateType) === null && (entry.topicTemplate ?? c.topicTemplate).includes('{aggregate_type}'));
+    return without && 'table' in without ? `${name('sources')}: the entry of ${without.table.schema}.${without.table.name} routes by {aggregate_type}, but that table has no aggregate type column: route by {event_type} or a fixed name` : null;
+  }),
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
   // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.
   check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),

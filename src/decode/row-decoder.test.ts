@@ -18,9 +18,10 @@ describe('RowDecoder', () => {
     const event = decoder.decode({ ...row, headers });
     expect(Object.keys(event.headers).sort()).toEqual(['__proto__', '__proto__x', 'constructor', 'hasOwnProperty', 'ok', 'toString', 'valueOf']);
     expect(event.headers.__proto__).toBe('p');
-    const published = eventHeaders(event, '0/1');
+    const published = eventHeaders(event, '0/1', 'public.event_outbox');
     expect(Object.entries(published).filter(([name]) => name in headers || name === '__proto__')).toEqual(Object.entries(headers));
-    expect(Object.keys(published)).toEqual(['event_id', 'event_type', 'aggregate_type', 'outbox_commit_lsn', 'created_at', ...Object.keys(headers)]);
+    expect(Object.keys(published)).toEqual(['event_id', 'event_type', 'aggregate_type', 'outbox_commit_lsn', 'outbox_source', 'created_at', ...Object.keys(headers)]);
+    expect(published.outbox_source).toBe('public.event_outbox');
   });
 
   it('reads no aggregate type from a table that has none, and publishes no aggregate_type header', () => {
@@ -28,8 +29,8 @@ describe('RowDecoder', () => {
     const { aggregate_type: _omitted, ...shapeOne } = row;
     const event = withoutType.decode(shapeOne);
     expect(event.aggregateType).toBeNull();
-    expect(Object.keys(eventHeaders(event, '0/1'))).toEqual(['event_id', 'event_type', 'outbox_commit_lsn', 'created_at', 'traceparent', 'retry']);
-    expect(Object.keys(eventHeaders({ ...event, createdAt: null }, '0/1'))).toEqual(['event_id', 'event_type', 'outbox_commit_lsn', 'traceparent', 'retry']);
+    expect(Object.keys(eventHeaders(event, '0/1', 'billing.outbox'))).toEqual(['event_id', 'event_type', 'outbox_commit_lsn', 'outbox_source', 'created_at', 'traceparent', 'retry']);
+    expect(Object.keys(eventHeaders({ ...event, createdAt: null }, '0/1', 'billing.outbox'))).toEqual(['event_id', 'event_type', 'outbox_commit_lsn', 'outbox_source', 'traceparent', 'retry']);
   });
 
   it('maps columns to an event, headers as strings', () => {

@@ -3,12 +3,30 @@ import { NO_HEADERS, type OutboxEvent } from '../event.js';
 import type { ColumnMap } from '../outbox-table.js';
 import type { RowValues } from '../source/messages.js';
 
+/** Where the values come from, for the errors: an outbox row's columns, or a message's fields. */
+export interface ValueSource {
+  /** `column "payload"`, `message field "payload"`. */
+  readonly noun: string;
+  readonly badValue: 'DECODE_BAD_VALUE' | 'DECODE_BAD_MESSAGE';
+  readonly missing: (name: string) => PoisonEventError;
+}
+
+export const TABLE_ROW: ValueSource = {
+  noun: 'column',
+  badValue: 'DECODE_BAD_VALUE',
+  missing: (column) => new PoisonEventError('DECODE_MISSING_COLUMN', `column "${column}" is not in the row; check the OUTBOX_COLUMN_* settings (or the table's "columns" in OUTBOX_SOURCES) against the table`, { details: { column } }),
+};
+
 /**
- * pgoutput row -> OutboxEvent. A row that does not fit is a poison event (thrown as
- * PoisonEventError naming the column and what was expected), never a crash of the stream.
+ * pgoutput row (or a message's fields) -> OutboxEvent. Values that do not fit make a poison
+ * event (thrown as PoisonEventError naming the column and what was expected), never a crash
+ * of the stream.
  */
 export class RowDecoder {
-  constructor(private readonly columns: ColumnMap) {}
+  constructor(
+    private readonly columns: ColumnMap,
+    private readonly source: ValueSource = TABLE_ROW,
+  ) {}
 
   decode(row: RowValues): OutboxEvent {
     const c = this.columns;
@@ -23,22 +41,26 @@ export class RowDecoder {
     };
   }
 
+  private bad(message: string, options: { readonly details: Readonly<Record<string, unknown>> }): PoisonEventError {
+    return new PoisonEventError(this.source.badValue, message, options);
+  }
+
   private requiredText(row: RowValues, column: string): string {
     const value = row[column];
-    if (value === undefined) throw missing(column);
+    if (value === undefined) throw this.source.missing(column);
     // int8, numeric and uuid columns arrive as strings; int4 as a number.
     if (typeof value === 'number' && Number.isFinite(value)) return String(value);
     if (typeof value !== 'string' || value === '') {
-      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a non-empty text value, got ${describe(value)}`, { details: { column } });
+      throw this.bad(`${this.source.noun} "${column}": expected a non-empty text value, got ${describe(value)}`, { details: { column } });
     }
     return value;
   }
 
   private payload(row: RowValues): unknown {
     const value = row[this.columns.payload];
-    if (value === undefined) throw missing(this.columns.payload);
+    if (value === undefined) throw this.source.missing(this.columns.payload);
     if (value === null) {
-      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${this.columns.payload}": expected a JSON payload, got null`, { details: { column: this.columns.payload } });
+      throw this.bad(`${this.source.noun} "${this.columns.payload}": expected a JSON payload, got null`, { details: { column: this.columns.payload } });
     }
     return value;
   }
@@ -48,7 +70,7 @@ export class RowDecoder {
     const value = row[column];
     if (value === undefined || value === null) return NO_HEADERS;
     if (typeof value !== 'object' || Array.isArray(value)) {
-      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a JSON object of headers, got ${describe(value)}`, { details: { column } });
+      throw this.bad(`${this.source.noun} "${column}": expected a JSON object of headers, got ${describe(value)}`, { details: { column } });
     }
     // No prototype: a header named "constructor" or "__proto__" is a header like any other.
     const headers: Record<string, string> = Object.create(null) as Record<string, string>;
@@ -67,7 +89,7 @@ export class RowDecoder {
     if (typeof value === 'string' && isIsoUtcMillis(value)) return value;
     const date = value instanceof Date ? value : new Date(String(value));
     if (Number.isNaN(date.getTime())) {
-      throw new PoisonEventError('DECODE_BAD_VALUE', `column "${column}": expected a timestamp, got ${describe(value)}`, { details: { column } });
+      throw this.bad(`${this.source.noun} "${column}": expected a timestamp, got ${describe(value)}`, { details: { column } });
     }
     return date.toISOString();
   }
@@ -86,10 +108,6 @@ function isIsoUtcMillis(text: string): boolean {
 
 const ISO_PATTERN = '0000-00-00T00:00:00.000Z';
 const DIGIT = 48;
-
-function missing(column: string): PoisonEventError {
-  return new PoisonEventError('DECODE_MISSING_COLUMN', `column "${column}" is not in the row; check the OUTBOX_COLUMN_* settings against the table`, { details: { column } });
-}
 
 function describe(value: unknown): string {
   if (value === null) return 'null';

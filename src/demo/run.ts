@@ -135,7 +135,7 @@ async function runDemo(services: DemoServices, env: NodeJS.ProcessEnv = process.
     await createBillingSchema(pool, billing);
     await createEntitlementSchema(pool, entitlements);
     await ensureConsumedEventsTable(pool);
-    await setup({ database: databaseAccess(services.databaseUrl), table: { schema: 'public', name: outboxTable }, publication: slot, slot });
+    await setup({ database: databaseAccess(services.databaseUrl), outboxes: [{ table: { schema: 'public', name: outboxTable } }], publication: slot, slot });
     const admin = kafka.admin();
     await admin.connect();
     await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true });

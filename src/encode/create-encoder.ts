@@ -17,7 +17,8 @@ export interface AvroOptions {
   /** The key schema's file; null: the key is the aggregate id as a UTF-8 string. */
   readonly keySchema: string | null;
   /** Where events go, to resolve every subject whose topic is known before the first event. */
-  readonly topicTemplate: string;
+  /** Every outbox's topic template ({schema} and {table} filled in): the topics whose subjects are resolved at start. */
+  readonly topicTemplates: readonly string[];
   /** Backoff while the registry is down at start. */
   readonly retryMinMs: number;
   readonly retryMaxMs: number;

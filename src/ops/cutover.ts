@@ -9,6 +9,7 @@ import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { setup, type SetupTarget } from '../setup/setup.js';
 import { recordSlotCreated } from '../setup/slot-history.js';
 import { commitOrder, countRows, extended, handOver, tableName, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { soleTable } from './republish.js';
 
 export interface CutoverOptions {
   /** Table, publication, slot and columns, as `setup` makes and checks them. */
@@ -45,9 +46,10 @@ export interface CutoverReport {
 export async function cutover(options: CutoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
   const { target, delivery } = options;
   const { logger, dryRun } = context;
-  return withHandoverConnections(target.database, target.table, 'cutover', async (sql, inspect) => {
+  const { table } = soleTable(delivery).outbox;
+  return withHandoverConnections(target.database, table, 'cutover', async (sql, inspect) => {
     const slot = await readSlot(inspect, target.slot);
-    const unfinished = await unfinishedRecovery(inspect, target.table);
+    const unfinished = await unfinishedRecovery(inspect, table);
     if (unfinished?.command === 'recover') {
       throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay recover\` began at ${unfinished.since} and did not finish: run \`outbox-relay recover\` again, not cutover`);
     }

@@ -9,6 +9,7 @@ import { pruneMarksTable } from '../prune/marks.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { commitOrder, countRows, handOver, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { soleTable } from './republish.js';
 
 export interface RecoverOptions {
   readonly database: DatabaseAccess;
@@ -56,9 +57,9 @@ interface DeliveredBound {
  */
 export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
-  return withHandoverConnections(options.database, options.delivery.pipeline.table, 'recover', async (sql, inspect) => {
+  const { table } = soleTable(options.delivery).outbox;
+  return withHandoverConnections(options.database, table, 'recover', async (sql, inspect) => {
     const slot = await readSlot(inspect, options.slot);
-    const table = options.delivery.pipeline.table;
     // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.
     const unfinished = await unfinishedRecovery(inspect, table);
     if (unfinished?.command === 'cutover') {
@@ -107,7 +108,7 @@ function report(count: RowCount): Pick<RecoverReport, 'provablyDelivered' | 'rep
 
 /** The newest pruner mark the lost slot's confirmed position had passed, if the pruner ran. */
 async function deliveredBound(sql: pg.Client, options: RecoverOptions, confirmed: string): Promise<DeliveredBound | null> {
-  const marks = pruneMarksTable(options.delivery.pipeline.table);
+  const marks = pruneMarksTable(soleTable(options.delivery).outbox.table);
   const { rows: exists } = await sql.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [marks]);
   if (!exists[0]?.found) return null;
   const { rows } = await sql.query<{ oldest_running_xid: string; taken_at: string }>(
@@ -124,7 +125,7 @@ async function deliveredBound(sql: pg.Client, options: RecoverOptions, confirmed
  */
 async function undelivered(sql: pg.Client, options: RecoverOptions, bound: DeliveredBound | null): Promise<RowCondition> {
   if (!bound) return { sql: 'true', values: [] };
-  const createdAt = pg.escapeIdentifier(options.delivery.columns.createdAt);
+  const createdAt = pg.escapeIdentifier(soleTable(options.delivery).outbox.columns.createdAt);
   return { sql: `NOT ($1::bigint - age(xmin) < $2::bigint AND coalesce(${createdAt} < $3, false))`, values: [await ownXid(sql), bound.oldestRunningXid, bound.takenAt] };
 }
 

@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions, ReplayOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
-import { parseRow, republish, connectForText } from './republish.js';
+import { parseRow, republish, connectForText, soleTable } from './republish.js';
 
 /** Which rows; at least one is set (`replay`'s declared check refuses an empty filter). */
 export interface ReplayFilter {
@@ -34,7 +34,7 @@ export async function replay(options: ReplayOptions, encoder: PayloadEncoder, lo
 
 /** Keyset pagination in (created_at, event_id) order: stable under concurrent inserts. */
 async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: ReplayFilter): AsyncGenerator<Record<string, unknown>[]> {
-  const { columns, pipeline: { table: relation } } = delivery;
+  const { outbox: { table: relation, columns }, columnParsers } = soleTable(delivery);
   const table = `${pg.escapeIdentifier(relation.schema)}.${pg.escapeIdentifier(relation.name)}`;
   const createdAt = pg.escapeIdentifier(columns.createdAt);
   const eventId = pg.escapeIdentifier(columns.eventId);
@@ -61,7 +61,7 @@ async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: Repl
       `SELECT *, ${createdAt}::text AS ${CURSOR} FROM ${table} ${where ? `WHERE ${where}` : ''} ORDER BY ${createdAt}, ${eventId} LIMIT ${PAGE_ROWS}`,
       page,
     );
-    const rows = texts.map((row) => parseRow(row, fields, delivery.columnParsers));
+    const rows = texts.map((row) => parseRow(row, fields, columnParsers));
     if (rows.length === 0) return;
     const last = rows[rows.length - 1]!;
     after = [last[CURSOR], last[columns.eventId]];

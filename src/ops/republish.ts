@@ -3,14 +3,14 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
-import type { DeliveryOptions } from '../config/compile.js';
-import { RowDecoder } from '../decode/row-decoder.js';
+import type { DeliveryOptions, TableReading } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
+import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { DeliveryChain } from '../delivery-chain.js';
-import { compileTopicTemplate } from '../transform/topic-router.js';
+import { OutboxRoutes } from '../transform/outbox-routes.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 
 export interface RepublishContext {
@@ -39,8 +39,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   }
   const chain = new DeliveryChain({
     delivery,
-    decoder: new RowDecoder(delivery.columns),
-    router: compileTopicTemplate(delivery.topicTemplate),
+    routes: new OutboxRoutes(delivery.outboxes),
     encoder,
     metrics: createRelayMetrics(new Registry()),
     exactlyOnce,
@@ -51,12 +50,13 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   });
   const { sink } = chain;
   const pipeline = chain.pipeline();
+  const { table } = soleTable(delivery).outbox;
   await chain.start();
   let published = 0;
   try {
     await pipeline.handle({ kind: 'begin', commitLsn: ZERO_LSN, commitTime: new Date() });
     for await (const rows of batches) {
-      for (const row of rows) await pipeline.handle({ kind: 'insert', relation: delivery.pipeline.table, row });
+      for (const row of rows) await pipeline.handle({ kind: 'insert', relation: table, row });
       published += rows.length;
       logger.info(total === undefined ? { published } : { published, of: total, percent: Math.floor((published / Math.max(total, 1)) * 100) }, `${stage}: progress`);
     }
@@ -66,6 +66,12 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   } finally {
     await chain.stop();
   }
+}
+
+/** The one outbox table `replay`, `recover` and `cutover` read rows from (CHECKS: their configuration names one). */
+export function soleTable(delivery: DeliveryOptions): TableReading {
+  if (!delivery.table) throw new RelayError('CONFIG_INVALID', `this command reads rows of one outbox table; the configuration names ${delivery.outboxes.length} outboxes`);
+  return delivery.table;
 }
 
 /**

@@ -6,7 +6,7 @@ import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
 import type { RelationRef } from '../source/messages.js';
-import { connectForText, parseRow, republish } from './republish.js';
+import { connectForText, parseRow, republish, soleTable } from './republish.js';
 
 /** A SQL condition on the outbox's rows, with its bind parameters ($1...). */
 export interface RowCondition {
@@ -62,7 +62,7 @@ const CURSOR = 'outbox_handover_rows';
  */
 export async function handOver(sql: pg.Client, inspect: pg.Client, options: HandoverOptions): Promise<{ readonly count: RowCount; readonly published: number; readonly newSlotAt: string }> {
   const { delivery, logger, slot } = options;
-  const table = delivery.pipeline.table;
+  const { table } = soleTable(delivery).outbox;
   const order = await commitOrder(inspect);
   await markRecovering(inspect, table, options.command);
   if (options.dropSlot) {
@@ -145,13 +145,14 @@ export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {
 }
 
 export function tableName(delivery: DeliveryOptions): string {
-  const { schema, name } = delivery.pipeline.table;
+  const { schema, name } = soleTable(delivery).outbox.table;
   return `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
 }
 
 /** Counted in the caller's transaction (the snapshot's, or a dry run's). */
 export async function countRows(sql: pg.Client, delivery: DeliveryOptions, condition: RowCondition): Promise<RowCount> {
-  const createdAt = delivery.columns.createdAt ? pg.escapeIdentifier(delivery.columns.createdAt) : 'NULL::timestamptz';
+  const { createdAt: createdAtColumn } = soleTable(delivery).outbox.columns;
+  const createdAt = createdAtColumn ? pg.escapeIdentifier(createdAtColumn) : 'NULL::timestamptz';
   // coalesce: a row the condition says NULL of is not published, and is counted among the others.
   const matches = `coalesce((${condition.sql}), false)`;
   const { rows } = await sql.query<{ matching: string; others: string; first: string | null; last: string | null }>(
@@ -186,10 +187,11 @@ async function* rowsInSnapshot(sql: pg.Client, delivery: DeliveryOptions, condit
       condition.values,
     ),
   );
+  const { columnParsers } = soleTable(delivery);
   for (;;) {
     const { rows, fields } = await sql.query<Record<string, string | null>>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
     if (rows.length === 0) return;
-    yield rows.map((row) => parseRow(row, fields, delivery.columnParsers));
+    yield rows.map((row) => parseRow(row, fields, columnParsers));
   }
 }
 

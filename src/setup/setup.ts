@@ -5,6 +5,8 @@ import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
 import type { ColumnMap } from '../outbox-table.js';
+import { qualifiedName } from '../outboxes.js';
+import type { RelationRef } from '../source/messages.js';
 import { slotMissing } from '../source/slot-errors.js';
 import { describeColumnMap } from './column-map.js';
 import { recordSlotCreated, slotHistory } from './slot-history.js';
@@ -13,13 +15,18 @@ import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
 import { alignFailover, createSlot, describe, failoverFinding, serverVersion, standbySlotsFinding, wantsFailover, type SlotFailover } from './failover-slot.js';
 
+/** An outbox table to set up; its column map, when given, is checked against it and reported, and the payload column's type too. */
+export interface SetupTable {
+  readonly table: RelationRef;
+  readonly columns?: ColumnMap;
+}
+
 export interface SetupTarget {
   readonly database: DatabaseAccess;
-  readonly table: { readonly schema: string; readonly name: string };
+  /** Every outbox table (OUTBOX_SOURCES' tables, or OUTBOX_TABLE): the one publication covers them all, inserts only. */
+  readonly outboxes: readonly SetupTable[];
   readonly publication: string;
   readonly slot: string;
-  /** OUTBOX_COLUMN_*: when given, the mapping is checked against the table and reported, and the payload column's type too. */
-  readonly columns?: ColumnMap;
   readonly format?: PayloadColumnTarget['format'];
   /** OUTBOX_SLOT_FAILOVER (default auto: a failover slot on Postgres 17+). */
   readonly failover?: SlotFailover;
@@ -41,11 +48,13 @@ export async function setup(target: SetupTarget, slot: 'create' | 'none' = 'crea
     const failover = wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
     // `cutover` itself runs these steps again after an unfinished cutover.
-    if (slot === 'create') await refuseDuringRecovery(client, target.table, 'set up');
+    if (slot === 'create') for (const { table } of target.outboxes) await refuseDuringRecovery(client, table, 'set up');
     const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
-    actions.push(await step(`create the outbox table ${qualified(target)}`, () => ensureTable(client, target)));
-    // Made here, by the owner: a least-privilege pruner may not create tables.
-    actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(target.table)}: ${await ensurePruneMarks(client, target.table)}`));
+    for (const { table } of target.outboxes) {
+      actions.push(await step(`create the outbox table ${qualifiedName(table)}`, () => ensureTable(client, table)));
+      // Made here, by the owner: a least-privilege pruner may not create tables.
+      actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(table)}: ${await ensurePruneMarks(client, table)}`));
+    }
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
     actions.push(...(await findings(client, target)));
     // `cutover` makes the slot itself, with the snapshot it publishes the pending rows in.
@@ -71,11 +80,11 @@ async function asOwner(client: pg.Client, what: string, work: () => Promise<stri
   }
 }
 
-/** sql/003_roles.sql for this outbox, applied: the relay's, the pruner's and the writers' roles. */
-export async function createRoles(target: Pick<SetupTarget, 'database' | 'table'>): Promise<string[]> {
+/** sql/003_roles.sql for each outbox table, applied: the relay's, the pruner's and the writers' roles. */
+export async function createRoles(target: Pick<SetupTarget, 'database' | 'outboxes'>): Promise<string[]> {
   return withClient(target.database, async (client) => {
     try {
-      await client.query(await rolesSql(target.table));
+      for (const { table } of target.outboxes) await client.query(await rolesSql(table));
     } catch (error) {
       throw postgresFailure(error);
     }
@@ -87,13 +96,15 @@ export async function createRoles(target: Pick<SetupTarget, 'database' | 'table'
 export async function verify(target: SetupTarget): Promise<string[]> {
   return withClient(target.database, async (client) => {
     await checkServer(client);
-    if (!(await tableExists(client, target))) {
-      throw new RelayError('SETUP_TABLE', `outbox table ${qualified(target)} does not exist; run \`outbox-relay setup\``);
+    for (const { table } of target.outboxes) {
+      if (!(await tableExists(client, table))) throw new RelayError('SETUP_TABLE', `outbox table ${qualifiedName(table)} does not exist; run \`outbox-relay setup\``);
     }
-    if (!(await checkPublication(client, target))) {
-      throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
+    const publication = await checkPublication(client, target);
+    if (publication === 'absent') throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
+    if (publication !== 'ready') {
+      throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not cover the outbox ${publication.map(qualifiedName).join(', ')} yet: their inserts would never reach the relay; run \`outbox-relay setup\` (it adds them)`);
     }
-    await refuseDuringRecovery(client, target.table, 'stream');
+    for (const { table } of target.outboxes) await refuseDuringRecovery(client, table, 'stream');
     const slot = await failoverFinding(client, target.slot, target.failover ?? 'auto');
     return [...(await findings(client, target)), ...(slot ? [slot] : [])];
   });
@@ -101,7 +112,10 @@ export async function verify(target: SetupTarget): Promise<string[]> {
 
 /** The payload column's type (refused unless publishable), and session settings the relay overrides. */
 async function findings(client: pg.Client, target: SetupTarget): Promise<string[]> {
-  const lines = target.columns ? [await describeColumnMap(client, { table: target.table, columns: target.columns }), await checkPayloadColumn(client, { ...target, payloadColumn: target.columns.payload })] : [];
+  const lines: string[] = [];
+  for (const { table, columns } of target.outboxes) {
+    if (columns) lines.push(await describeColumnMap(client, { table, columns }), await checkPayloadColumn(client, { table, format: target.format, payloadColumn: columns.payload }));
+  }
   const { source, settings } = overriddenSessionSettings(target.database);
   if (settings.length > 0) {
     lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
@@ -137,35 +151,42 @@ async function currentUser(client: pg.Client): Promise<string> {
   return rows[0]!.user;
 }
 
-function qualified(target: SetupTarget): string {
-  return `${target.table.schema}.${target.table.name}`;
+function escapedName(table: RelationRef): string {
+  return `${pg.escapeIdentifier(table.schema)}.${pg.escapeIdentifier(table.name)}`;
 }
 
-async function tableExists(client: pg.Client, target: SetupTarget): Promise<boolean> {
-  const { rows } = await client.query('SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2', [target.table.schema, target.table.name]);
+async function tableExists(client: pg.Client, table: RelationRef): Promise<boolean> {
+  const { rows } = await client.query('SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2', [table.schema, table.name]);
   return rows.length > 0;
 }
 
-async function ensureTable(client: pg.Client, target: SetupTarget): Promise<string> {
-  if (await tableExists(client, target)) return `table ${qualified(target)}: exists`;
+async function ensureTable(client: pg.Client, table: RelationRef): Promise<string> {
+  if (await tableExists(client, table)) return `table ${qualifiedName(table)}: exists`;
   const template = await readFile(OUTBOX_SQL, 'utf8');
   const sql = template
-    .replace(/\bevent_outbox_created_at_idx\b/g, pg.escapeIdentifier(`${target.table.name}_created_at_idx`))
-    .replace(/\bevent_outbox\b/g, `${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)}`);
+    .replace(/\bevent_outbox_created_at_idx\b/g, pg.escapeIdentifier(`${table.name}_created_at_idx`))
+    .replace(/\bevent_outbox\b/g, escapedName(table));
   await client.query(sql);
-  return `table ${qualified(target)}: created`;
+  return `table ${qualifiedName(table)}: created`;
 }
 
 /**
  * A partitioned outbox (pruned by dropping old partitions) is published under its own name
  * only with publish_via_partition_root; otherwise each insert would arrive as its partition's.
  */
-async function isPartitioned(client: pg.Client, target: SetupTarget): Promise<boolean> {
+async function isPartitioned(client: pg.Client, table: RelationRef): Promise<boolean> {
   const { rows } = await client.query<{ partitioned: boolean }>(
     `SELECT c.relkind = 'p' AS partitioned FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
-    [target.table.schema, target.table.name],
+    [table.schema, table.name],
   );
   return rows[0]?.partitioned ?? false;
+}
+
+/** Whether any outbox table is partitioned: then the publication publishes each through its root. */
+async function anyPartitioned(client: pg.Client, target: SetupTarget): Promise<RelationRef[]> {
+  const partitioned: RelationRef[] = [];
+  for (const { table } of target.outboxes) if (await isPartitioned(client, table)) partitioned.push(table);
+  return partitioned;
 }
 
 function publicationOptions(partitioned: boolean): string {
@@ -182,8 +203,11 @@ interface PublicationRow {
   tables: string[] | null;
 }
 
-/** True if the publication exists and has the right shape; throws if it exists with another. */
-async function checkPublication(client: pg.Client, target: SetupTarget): Promise<boolean> {
+/**
+ * 'absent', 'ready', or the outbox tables it does not cover yet (an outbox added to the
+ * configuration: setup adds them); throws if it exists with a shape the relay cannot use.
+ */
+async function checkPublication(client: pg.Client, target: SetupTarget): Promise<'absent' | 'ready' | RelationRef[]> {
   const { rows } = await client.query<PublicationRow>(
     `SELECT p.pubviaroot, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
             (SELECT array_agg(t.schemaname || '.' || t.tablename) FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
@@ -191,34 +215,57 @@ async function checkPublication(client: pg.Client, target: SetupTarget): Promise
     [target.publication],
   );
   const publication = rows[0];
-  if (!publication) return false;
+  if (!publication) return 'absent';
   const problems: string[] = [];
-  const tables = publication.tables ?? [];
+  const tables = [...(publication.tables ?? [])].sort();
+  const expected = target.outboxes.map(({ table }) => qualifiedName(table)).sort();
+  const others = tables.filter((table) => !expected.includes(table));
   if (publication.puballtables) problems.push('it is FOR ALL TABLES');
-  else if (tables.length !== 1 || tables[0] !== qualified(target)) problems.push(`it covers [${tables.join(', ')}] instead of only ${qualified(target)}`);
+  else if (others.length > 0) problems.push(`it covers [${others.join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected.join(', ')}])`);
   const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
   if (operations.length > 0) problems.push(`it publishes ${operations.join(', ')} (expected insert only)`);
   if (!publication.pubinsert) problems.push('it does not publish insert');
-  const partitioned = await isPartitioned(client, target);
-  if (partitioned && !publication.pubviaroot) problems.push(`${qualified(target)} is partitioned and the publication sends inserts under each partition's name (publish_via_partition_root is off)`);
+  const partitioned = await anyPartitioned(client, target);
+  if (partitioned.length > 0 && !publication.pubviaroot) problems.push(`${partitioned.map(qualifiedName).join(', ')} ${partitioned.length === 1 ? 'is' : 'are'} partitioned and the publication sends inserts under each partition's name (publish_via_partition_root is off)`);
   if (problems.length > 0) {
     throw new RelayError(
       'SETUP_PUBLICATION',
       `publication "${target.publication}" cannot be used: ${problems.join('; ')}. ` +
-        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${qualified(target)} WITH (${publicationOptions(partitioned)})`,
+        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${expected.join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`,
     );
   }
-  return true;
+  const missing = target.outboxes.map(({ table }) => table).filter((table) => !tables.includes(qualifiedName(table)));
+  return missing.length === 0 ? 'ready' : missing;
+}
+
+/**
+ * Adds outbox tables to the publication. A table's inserts are decoded only from the WAL after
+ * it was added, so one that already holds rows is refused: those rows would never be streamed.
+ */
+async function addToPublication(client: pg.Client, target: SetupTarget, tables: readonly RelationRef[]): Promise<string> {
+  for (const table of tables) {
+    const { rows } = await client.query(`SELECT 1 FROM ${escapedName(table)} LIMIT 1`);
+    if (rows.length > 0) {
+      throw new RelayError(
+        'SETUP_CUTOVER_NEEDED',
+        `outbox table ${qualifiedName(table)} holds rows and is not in the publication "${target.publication}" yet: added now, only rows inserted after it would be streamed. ` +
+          'Stream it with its own OUTBOX_TABLE and slot until it is drained (or take it over with `outbox-relay cutover`), or empty it, then add it to OUTBOX_SOURCES and run setup again',
+        { details: { table: qualifiedName(table), publication: target.publication } },
+      );
+    }
+  }
+  await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} ADD TABLE ${tables.map(escapedName).join(', ')}`);
+  return `publication ${target.publication}: added ${tables.map(qualifiedName).join(', ')} (inserts from now on)`;
 }
 
 async function ensurePublication(client: pg.Client, target: SetupTarget): Promise<string> {
-  if (await checkPublication(client, target)) return `publication ${target.publication}: exists`;
-  const partitioned = await isPartitioned(client, target);
-  await client.query(
-    `CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)} FOR TABLE ` +
-      `${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} WITH (${publicationOptions(partitioned)})`,
-  );
-  return `publication ${target.publication}: created (inserts into ${qualified(target)}${partitioned ? ', published as the partitioned table' : ''})`;
+  const found = await checkPublication(client, target);
+  if (found === 'ready') return `publication ${target.publication}: exists`;
+  if (found !== 'absent') return addToPublication(client, target, found);
+  const partitioned = await anyPartitioned(client, target);
+  const names = target.outboxes.map(({ table }) => qualifiedName(table)).join(', ');
+  await client.query(`CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)} FOR TABLE ${target.outboxes.map(({ table }) => escapedName(table)).join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`);
+  return `publication ${target.publication}: created (inserts into ${names}${partitioned.length > 0 ? `, ${partitioned.map(qualifiedName).join(', ')} published as the partitioned table` : ''})`;
 }
 
 async function ensureSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string[]> {
@@ -246,13 +293,14 @@ async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover:
   // A new slot starts at the current WAL position: rows already in the table would never be
   // streamed. With rows there, either a slot was lost or dropped (recover), or this is the first
   // start on a polling relay's table (cutover): the slot history tells which.
-  const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${pg.escapeIdentifier(target.table.schema)}.${pg.escapeIdentifier(target.table.name)} LIMIT 1000000) AS retained`);
-  const rowCount = Number(retained[0]!.n);
-  if (rowCount > 0) {
+  for (const { table } of target.outboxes) {
+    const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${escapedName(table)} LIMIT 1000000) AS retained`);
+    const rowCount = Number(retained[0]!.n);
+    if (rowCount === 0) continue;
     const rows = rowCount >= 1_000_000 ? 'over a million' : String(rowCount);
-    const history = await slotHistory(client, target);
-    if (!history.existed) throw firstStartOnRows(target, rows);
-    throw slotMissing(target.slot, `and the outbox holds ${rows} rows that a new slot would never stream (a slot existed before: ${history.evidence})`);
+    const history = await slotHistory(client, { ...target, table });
+    if (!history.existed) throw firstStartOnRows(target, table, rows);
+    throw slotMissing(target.slot, `and the outbox ${qualifiedName(table)} holds ${rows} rows that a new slot would never stream (a slot existed before: ${history.evidence})`);
   }
   const lsn = await createSlot(client, target.slot, failover, version);
   const unrecorded = await recordSlotCreated(client, target.publication, target.slot);
@@ -264,14 +312,14 @@ async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover:
  * SETUP_CUTOVER_NEEDED: a new slot would stream only what commits after it, and recover would
  * publish every row the poller already sent.
  */
-function firstStartOnRows(target: SetupTarget, rows: string): RelayError {
+function firstStartOnRows(target: SetupTarget, table: RelationRef, rows: string): RelayError {
   return new RelayError(
     'SETUP_CUTOVER_NEEDED',
-    `outbox table ${qualified(target)} holds ${rows} rows and no slot "${target.slot}" was ever made for it (a first start on a table a polling relay fills?). ` +
+    `outbox table ${qualifiedName(table)} holds ${rows} rows and no slot "${target.slot}" was ever made for it (a first start on a table a polling relay fills?). ` +
       `A slot made now would stream only rows committed after it: rows the poller has not sent yet would be skipped. ` +
       `\`outbox-relay cutover --pending "<condition of unsent rows, e.g. status = 'pending'>" --dry-run\` says how many rows the relay would publish; ` +
       `without --dry-run it creates the slot and publishes them, the poller may keep running meanwhile (docs/moving-from-polling.md). ` +
       `If a slot did exist before and was dropped, \`outbox-relay recover\` publishes every retained row instead`,
-    { details: { table: qualified(target), slot: target.slot } },
+    { details: { table: qualifiedName(table), slot: target.slot } },
   );
 }

@@ -17,5 +17,11 @@ export type SourceMessage =
   | { readonly kind: 'begin'; readonly commitLsn: Lsn; readonly commitTime: Date }
   | { readonly kind: 'insert'; readonly relation: RelationRef; readonly row: RowValues }
   | { readonly kind: 'change'; readonly operation: 'update' | 'delete' | 'truncate'; readonly relation: RelationRef }
+  /**
+   * A logical decoding message (pg_logical_emit_message), streamed only when the relay asks for
+   * them (pgoutput's `messages` option). A transactional one comes between its transaction's
+   * Begin and Commit; a non-transactional one on its own, at `lsn`, atomic with nothing.
+   */
+  | { readonly kind: 'message'; readonly transactional: boolean; readonly lsn: Lsn; readonly prefix: string; readonly content: Buffer }
   | { readonly kind: 'commit'; readonly commitLsn: Lsn; readonly endLsn: Lsn; readonly commitTime: Date }
   | { readonly kind: 'position'; readonly lsn: Lsn; readonly replyRequested: boolean };

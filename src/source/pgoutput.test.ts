@@ -57,6 +57,24 @@ describe('PgoutputDecoder', () => {
     expect(message.commitTime.toISOString()).toBe('2000-01-01T00:00:01.000Z');
   });
 
+  it('reads a logical decoding message: transactional or not, its LSN, prefix and content (a copy)', () => {
+    const body = (flags: number, prefix: string, content: string) => {
+      const lsn = Buffer.alloc(8);
+      lsn.writeBigUInt64BE(parseLsn('0/16B3748'));
+      const bytes = Buffer.from(content, 'utf8');
+      return xlog(Buffer.concat([Buffer.from('M'), Buffer.from([flags]), lsn, cstring(prefix), int32(bytes.length), bytes]));
+    };
+    const frame = body(1, 'outbox', '{"event_id":"é"}');
+    const message = decoder.decode(frame);
+    expect(message).toMatchObject({ kind: 'message', transactional: true, prefix: 'outbox' });
+    if (message?.kind !== 'message') return;
+    expect(formatLsn(message.lsn)).toBe('0/16B3748');
+    frame.fill(0);
+    expect(message.content.toString('utf8')).toBe('{"event_id":"é"}');
+    expect(decoder.decode(body(0, 'other', ''))).toMatchObject({ kind: 'message', transactional: false, prefix: 'other' });
+    expect(() => decoder.decode(body(1, 'outbox', 'x').subarray(0, -1))).toThrow(/ends inside its content/);
+  });
+
   it('refuses frames it does not know', () => {
     expect(() => decoder.decode(Buffer.from([0xc8, 0, 0]))).toThrow(/unknown replication frame type 0xc8/);
   });
@@ -64,7 +82,7 @@ describe('PgoutputDecoder', () => {
   it('reads inserts with the parsers of their columns, text or bytes, into a row that inherits nothing', () => {
     const seen: string[] = [];
     const bytes = Object.assign((text: string) => `text:${text}`, { fromBytes: (buf: Buffer, start: number, end: number) => buf.subarray(start, end).toString('hex') });
-    const table = new PgoutputDecoder({ columnParsers: { table: { schema: 'public', name: 'event_outbox' }, parserFor: ({ name }) => (name === 'payload' ? bytes : undefined) } });
+    const table = new PgoutputDecoder({ columnParsers: (relation) => (relation.name === 'event_outbox' ? ({ name }) => (name === 'payload' ? bytes : undefined) : undefined) });
     expect(table.decode(relation(16385, [['event_id', 25], ['n', 20], ['payload', 3802], ['__proto__', 25], ['constructor', 25]]))).toBeNull();
     const message = table.decode(insert(16385, ['é1', '42', '{}', 'p', null]));
     expect(message?.kind).toBe('insert');

@@ -13,6 +13,7 @@ const XLOG_HEADER_BYTES = 25;
 const BEGIN = 0x42;
 const COMMIT = 0x43;
 const INSERT = 0x49;
+const MESSAGE = 0x4d;
 // TupleData column kinds.
 const TEXT = 0x74;
 const NULL = 0x6e;
@@ -44,8 +45,8 @@ interface RelationLayout {
 const ROW_PROTOTYPE: object = Object.freeze(Object.create(null) as object);
 
 export interface PgoutputDecoderOptions {
-  /** Parsers of the caller's choosing for the columns of one table (the outbox). */
-  readonly columnParsers?: { readonly table: RelationRef; readonly parserFor: ColumnParserFor };
+  /** Parsers of the caller's choosing for the columns of the outbox tables; undefined for any other table. */
+  readonly columnParsers?: (relation: RelationRef) => ColumnParserFor | undefined;
 }
 
 /**
@@ -86,6 +87,8 @@ export class PgoutputDecoder {
         if (relation && frame[at + 5] === 0x4e) return { kind: 'insert', relation: relation.ref, row: readTuple(frame, at + 6, relation) };
         return this.toSourceMessage(this.parser.parse(frame.subarray(at)));
       }
+      case MESSAGE:
+        return readMessage(frame, at + 1);
       default:
         return this.toSourceMessage(this.parser.parse(frame.subarray(at)));
     }
@@ -120,10 +123,10 @@ export class PgoutputDecoder {
    * column's `parser`: replacing it here changes how that column is read from now on.
    */
   private chooseParsers(relation: Pgoutput.MessageRelation): void {
-    const wanted = this.options.columnParsers;
-    if (!wanted || relation.name !== wanted.table.name || relation.schema !== wanted.table.schema) return;
+    const parserFor = this.options.columnParsers?.(relation);
+    if (!parserFor) return;
     for (const column of relation.columns) {
-      const parser = wanted.parserFor(column);
+      const parser = parserFor(column);
       if (parser) column.parser = parser;
     }
   }
@@ -162,6 +165,20 @@ function readTuple(frame: Buffer, at: number, relation: RelationLayout): Record<
     }
   }
   return row;
+}
+
+/** Message: flags (int8, 1 = transactional), LSN (int64), prefix (C string), content length (int32), content. */
+function readMessage(frame: Buffer, at: number): SourceMessage {
+  const transactional = (frame[at]! & 1) === 1;
+  const lsn = readLsn(frame, at + 1);
+  const prefixEnd = frame.indexOf(0, at + 9);
+  if (prefixEnd < 0) throw new RelayError('SOURCE_PROTOCOL', 'pgoutput message without the end of its prefix');
+  const prefix = frame.toString('utf8', at + 9, prefixEnd);
+  const length = frame.readInt32BE(prefixEnd + 1);
+  const start = prefixEnd + 5;
+  if (start + length > frame.length) throw new RelayError('SOURCE_PROTOCOL', 'pgoutput message ends inside its content');
+  // A copy: the frame's buffer is reused for the next read.
+  return { kind: 'message', transactional, lsn, prefix, content: Buffer.from(frame.subarray(start, start + length)) };
 }
 
 function requireLsn(lsn: Lsn, where: string): Lsn {

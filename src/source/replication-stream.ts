@@ -9,7 +9,7 @@ import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
-import type { SourceMessage } from './messages.js';
+import type { RelationRef, SourceMessage } from './messages.js';
 import { readOrigin } from './origin.js';
 import type { SourceStream, StreamStart } from './source.js';
 import { PgoutputDecoder, type PgoutputDecoderOptions } from './pgoutput.js';
@@ -30,7 +30,11 @@ export interface ReplicationStreamOptions {
   /** Messages buffered before the socket is paused: the memory bound on the source side. */
   readonly highWaterMessages: number;
   readonly logger: Logger;
+  /** The outbox tables: streaming is refused while `recover` or `cutover` is unfinished on one of them. */
+  readonly tables: readonly RelationRef[];
   readonly columnParsers?: PgoutputDecoderOptions['columnParsers'];
+  /** Ask for logical decoding messages too (pgoutput's `messages`, Postgres 14+): there is a message outbox. */
+  readonly messages: boolean;
   /**
    * A connection that delivered nothing (no data, no keepalive) for this long is dead: the
    * server sends a keepalive at least every wal_sender_timeout / 2, so silence means the
@@ -95,7 +99,7 @@ export class ReplicationStream implements SourceStream {
     // chooses a start point of its own, so it cannot skip past what it has not confirmed.
     const sql =
       `START_REPLICATION SLOT ${pg.escapeIdentifier(this.options.slot)} LOGICAL 0/0 ` +
-      `(proto_version '1', publication_names ${pg.escapeLiteral(this.options.publication)})`;
+      `(proto_version '1', publication_names ${pg.escapeLiteral(this.options.publication)}${this.options.messages ? ", messages 'true'" : ''})`;
     this.streaming = client.query(sql).then(
       () => {
         this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication ended by the server'));
@@ -227,7 +231,7 @@ export class ReplicationStream implements SourceStream {
     if (row.wal_status === 'lost') throw slotLost(this.options.slot, row.confirmed_flush_lsn, 'its wal_status is "lost": Postgres removed WAL the slot still needed (max_slot_wal_keep_size)');
     // Every session, not only at start: a relay that was reconnecting while a recover died must
     // not stream from the slot that recover left behind.
-    if (this.options.columnParsers) await refuseDuringRecovery(client, this.options.columnParsers.table, 'stream');
+    for (const table of this.options.tables) await refuseDuringRecovery(client, table, 'stream');
     return row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : ZERO_LSN;
   }
 

@@ -1,7 +1,7 @@
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { errorCode, errorMessage } from '../errors.js';
 import type { OutgoingMessage } from '../sink/record.js';
-import type { RowValues } from '../source/messages.js';
+import type { PoisonedEvent } from './outbox-routes.js';
 import { HEADER } from './headers.js';
 import { encodeHeaders } from '../sink/kafkajs-record.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from '../sink/record-size.js';
@@ -10,15 +10,13 @@ export interface DeadLetterInput {
   readonly topic: string;
   /** A row larger than this goes without its values (it stays in the outbox for `replay`). */
   readonly maxBytes: number;
-  readonly row: RowValues;
+  readonly event: PoisonedEvent;
   readonly error: unknown;
   readonly transaction: TrackedTransaction;
   /** The row's place in its transaction (see OutgoingMessage). */
   readonly position: number;
-  readonly table: string;
-  /** Column names, to carry the event id and key when the row has them. */
-  readonly eventIdColumn: string;
-  readonly aggregateIdColumn: string;
+  /** The outbox it came from (`schema.table`, `message:<prefix>`). */
+  readonly source: string;
 }
 
 /**
@@ -31,17 +29,15 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
   const headers: Record<string, string> = {
     [HEADER.deadLetterReason]: errorMessage(input.error),
     [HEADER.deadLetterCode]: code,
-    [HEADER.deadLetterTable]: input.table,
+    [HEADER.deadLetterTable]: input.source,
     [HEADER.commitLsn]: input.transaction.commitLsnText,
   };
-  const eventId = input.row[input.eventIdColumn];
-  if (typeof eventId === 'string' || typeof eventId === 'number') headers[HEADER.eventId] = String(eventId);
-  const aggregateId = input.row[input.aggregateIdColumn];
-  const key = typeof aggregateId === 'string' || typeof aggregateId === 'number' ? String(aggregateId) : null;
-  let value = Buffer.from(JSON.stringify(input.row), 'utf8');
+  const { eventId, key } = input.event;
+  if (eventId !== null) headers[HEADER.eventId] = eventId;
+  let value = Buffer.from(JSON.stringify(input.event.values), 'utf8');
   let headerBlock = encodeHeaders(headers);
   if (recordSize(key, value, headerBlock) > input.maxBytes - RECORD_BATCH_OVERHEAD) {
-    headers[HEADER.deadLetterOmitted] = `row of ${value.length} bytes omitted; it is still in ${input.table}`;
+    headers[HEADER.deadLetterOmitted] = `${value.length} bytes omitted; ${input.event.copy}`;
     headerBlock = encodeHeaders(headers);
     value = Buffer.from('{}', 'utf8');
   }

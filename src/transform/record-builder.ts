@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
-import type { RowDecoder } from '../decode/row-decoder.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { PoisonEventError, RelayError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
@@ -11,20 +10,15 @@ import { deadLetterMessage } from './dead-letter.js';
 import { eventHeaders } from './headers.js';
 import { encodeHeaders } from '../sink/kafkajs-record.js';
 import { RECORD_BATCH_OVERHEAD, recordSize } from '../sink/record-size.js';
-import type { TopicRouter } from './topic-router.js';
+import type { OutboxRoute } from './outbox-routes.js';
 
 export interface RecordBuilderOptions {
-  /** `schema.table` of the outbox, named in dead letters. */
-  readonly tableName: string;
   readonly deadLetterTopic: string;
   readonly onPoison: 'dead-letter' | 'fail';
   readonly maxMessageBytes: number;
-  readonly columns: { readonly eventId: string; readonly aggregateId: string };
 }
 
 export interface RecordBuilderStages {
-  readonly decoder: RowDecoder;
-  readonly router: TopicRouter;
   /** The largest record each topic takes (and whether it exists). */
   readonly topics: { recordLimit(topic: string): number | Promise<number> };
   readonly encoder: PayloadEncoder;
@@ -39,7 +33,7 @@ export interface RecordBuilderStages {
 export class PoisonStop extends Error {
   constructor(
     readonly error: RelayError,
-    /** Where the event is, for the log line: commit LSN, table, code, event id. */
+    /** Where the event is, for the log line: commit LSN, outbox, code, event id. */
     readonly position: Readonly<Record<string, unknown>>,
   ) {
     super(error.message, { cause: error });
@@ -47,8 +41,9 @@ export class PoisonStop extends Error {
 }
 
 /**
- * Outbox row -> Kafka record: decode, route, encode, headers, size check; a row that cannot be
- * a record (PoisonEventError anywhere on the way) becomes the dead letter that stands for it.
+ * Outbox row or message -> Kafka record: decode and route (by its outbox's route), encode,
+ * headers, size check; an event that cannot be a record (PoisonEventError anywhere on the way)
+ * becomes the dead letter that stands for it.
  * Other errors (a registry that cannot be reached) are thrown: nothing is dead-lettered for them.
  */
 export class RecordBuilder {
@@ -61,25 +56,25 @@ export class RecordBuilder {
    * `position`: the row's place among its transaction's outbox rows, from 1. Synchronous unless
    * the encoder or the topic lookup must wait: no promise per event on the common path.
    */
-  build(row: RowValues, transaction: TrackedTransaction, position: number): OutgoingMessage | Promise<OutgoingMessage> {
-    const { decoder, router, encoder, topics } = this.stages;
+  build(outbox: OutboxRoute, values: RowValues, transaction: TrackedTransaction, position: number): OutgoingMessage | Promise<OutgoingMessage> {
+    const { encoder, topics } = this.stages;
     try {
-      const event = decoder.decode(row);
-      const topic = router(event);
+      const event = outbox.decode(values);
+      const topic = outbox.route(event);
       const limit = topics.recordLimit(topic);
       const value = encoder.encode(event, topic);
       const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
-      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(event, topic, key, value, limit, transaction, position);
+      if (!(value instanceof Promise) && !(key instanceof Promise) && !(limit instanceof Promise)) return this.assemble(outbox, event, topic, key, value, limit, transaction, position);
       return Promise.all([key, value, limit]).then(
-        ([readyKey, readyValue, readyLimit]) => this.assemble(event, topic, readyKey, readyValue, readyLimit, transaction, position),
-      ).catch((error: unknown) => this.poisonOrThrow(row, transaction, position, error));
+        ([readyKey, readyValue, readyLimit]) => this.assemble(outbox, event, topic, readyKey, readyValue, readyLimit, transaction, position),
+      ).catch((error: unknown) => this.poisonOrThrow(outbox, values, transaction, position, error));
     } catch (error) {
-      return this.poisonOrThrow(row, transaction, position, error);
+      return this.poisonOrThrow(outbox, values, transaction, position, error);
     }
   }
 
-  private assemble(event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction, position: number): OutgoingMessage {
-    const headers = eventHeaders(event, transaction.commitLsnText);
+  private assemble(outbox: OutboxRoute, event: OutboxEvent, topic: string, key: Buffer | string, value: Buffer | string, limit: number, transaction: TrackedTransaction, position: number): OutgoingMessage {
+    const headers = eventHeaders(event, transaction.commitLsnText, outbox.name);
     const headerBlock = encodeHeaders(headers);
     const size = recordSize(key, value, headerBlock);
     this.checkSize(size, limit, topic);
@@ -97,10 +92,11 @@ export class RecordBuilder {
     }
   }
 
-  private poisonOrThrow(row: RowValues, transaction: TrackedTransaction, position: number, error: unknown): OutgoingMessage {
+  private poisonOrThrow(outbox: OutboxRoute, values: RowValues, transaction: TrackedTransaction, position: number, error: unknown): OutgoingMessage {
     if (!(error instanceof PoisonEventError)) throw error;
     const { options, stages } = this;
-    const where = { commitLsn: transaction.commitLsnText, table: options.tableName, code: error.code, eventId: row[options.columns.eventId] };
+    const event = outbox.poisoned(values);
+    const where = { commitLsn: transaction.commitLsnText, outbox: outbox.name, code: error.code, eventId: event.eventId };
     if (options.onPoison === 'fail') {
       throw new PoisonStop(new RelayError(error.code, `poison event at ${where.commitLsn}: ${error.message}`, { cause: error }), where);
     }
@@ -112,13 +108,11 @@ export class RecordBuilder {
     return deadLetterMessage({
       maxBytes: options.maxMessageBytes,
       topic: options.deadLetterTopic,
-      row,
+      event,
       error,
       transaction,
       position,
-      table: options.tableName,
-      eventIdColumn: options.columns.eventId,
-      aggregateIdColumn: options.columns.aggregateId,
+      source: outbox.name,
     });
   }
 }

@@ -23,6 +23,17 @@ export interface TestOutboxOptions {
   readonly kafkaClient?: KafkaClientName;
 }
 
+/** What every test relay runs with: quick status and reconnects, and no metrics port. */
+export const TEST_RELAY_TIMINGS = {
+  OUTBOX_STATUS_INTERVAL: '200ms',
+  OUTBOX_RECONNECT_MIN: '200ms',
+  OUTBOX_RECONNECT_MAX: '2s',
+  OUTBOX_STANDBY_POLL: '500ms',
+  // Many relays run at once in these tests: metrics only where a test asks for a port.
+  OUTBOX_HTTP_PORT: '0',
+  LOG_LEVEL: 'info',
+} as const;
+
 /**
  * One test's own outbox: table, publication, slot and topic prefix named after a random id,
  * so test files never see each other's events.
@@ -69,13 +80,7 @@ export class TestOutbox {
       OUTBOX_PUBLICATION: this.publication,
       OUTBOX_TOPIC_TEMPLATE: `${this.topicPrefix}.{aggregate_type}`,
       OUTBOX_DEAD_LETTER_TOPIC: this.deadLetterTopic,
-      OUTBOX_STATUS_INTERVAL: '200ms',
-      OUTBOX_RECONNECT_MIN: '200ms',
-      OUTBOX_RECONNECT_MAX: '2s',
-      OUTBOX_STANDBY_POLL: '500ms',
-      // Many relays run at once in these tests: metrics only where a test asks for a port.
-      OUTBOX_HTTP_PORT: '0',
-      LOG_LEVEL: 'info',
+      ...TEST_RELAY_TIMINGS,
       ...(this.kafkaClient && { OUTBOX_KAFKA_CLIENT: this.kafkaClient }),
       ...extra,
     };
@@ -86,7 +91,7 @@ export class TestOutbox {
   }
 
   async create(): Promise<void> {
-    await setup({ database: databaseAccess(this.databaseUrl), table: { schema: 'public', name: this.table }, publication: this.publication, slot: this.slot });
+    await setup({ database: databaseAccess(this.databaseUrl), outboxes: [{ table: { schema: 'public', name: this.table } }], publication: this.publication, slot: this.slot });
   }
 
   /**

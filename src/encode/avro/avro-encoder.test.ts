@@ -225,11 +225,13 @@ describe('AvroEncoder', () => {
 
   it('prepare resolves every subject known before the first event, and lists every schema that cannot be used', async () => {
     const registry = new FakeRegistry();
-    expect(await encoderWith(registry, { strategy: 'record' }).prepare(() => null)).toBe(billing.byEventType.size);
-    expect(await encoderWith(new FakeRegistry(), { strategy: 'topic' }).prepare(() => null)).toBe(0);
-    expect(await encoderWith(new FakeRegistry(), { strategy: 'topic' }).prepare((type) => `billing.${type}`)).toBe(billing.byEventType.size);
+    expect(await encoderWith(registry, { strategy: 'record' }).prepare(() => [])).toBe(billing.byEventType.size);
+    expect(await encoderWith(new FakeRegistry(), { strategy: 'topic' }).prepare(() => [])).toBe(0);
+    expect(await encoderWith(new FakeRegistry(), { strategy: 'topic' }).prepare((type) => [`billing.${type}`])).toBe(billing.byEventType.size);
+    // Several outboxes route one event type to several topics: each topic's subject is resolved.
+    expect(await encoderWith(new FakeRegistry(), { strategy: 'topic' }).prepare((type) => [`billing.${type}`, `payments.${type}`])).toBe(2 * billing.byEventType.size);
 
-    const error = await encoderWith(new FakeRegistry(), { strategy: 'record', autoRegister: false }).prepare(() => null).catch((caught: unknown) => caught);
+    const error = await encoderWith(new FakeRegistry(), { strategy: 'record', autoRegister: false }).prepare(() => []).catch((caught: unknown) => caught);
     expect(error).toMatchObject({ code: 'SCHEMA_NOT_REGISTERED' });
     expect((error as Error).message).toContain(`${billing.byEventType.size} schemas cannot be used`);
     expect((error as Error).message).toContain('subject "com.example.billing.RefundCompleted"');

@@ -100,10 +100,10 @@ export class AvroEncoder implements PayloadEncoder {
   /**
    * Resolves at start every subject that does not depend on an event: registering (auto-register
    * on) or finding (off) each schema, so an incompatible change or a missing version stops the
-   * start with every file named. `topicFor` gives an event type's topic when the topic template
+   * start with every file named. `topicsFor` gives an event type's topics when the topic templates
    * allows knowing it in advance (null otherwise: that subject is resolved on first use).
    */
-  async prepare(topicFor: (eventType: string) => string | null): Promise<number> {
+  async prepare(topicsFor: (eventType: string) => readonly string[]): Promise<number> {
     const failures: RelayError[] = [];
     let resolved = 0;
     const attempt = async (schema: Registrable, part: 'key' | 'value', topic: string) => {
@@ -116,10 +116,10 @@ export class AvroEncoder implements PayloadEncoder {
       }
     };
     for (const schema of this.options.schemas.values()) {
-      const topic = subjectNeedsTopic(this.options.strategy) ? topicFor(schema.eventType) : '';
-      if (topic === null) continue;
-      await attempt(schema, 'value', topic);
-      if (this.options.keySchema) await attempt(this.options.keySchema, 'key', topic);
+      for (const topic of subjectNeedsTopic(this.options.strategy) ? topicsFor(schema.eventType) : ['']) {
+        await attempt(schema, 'value', topic);
+        if (this.options.keySchema) await attempt(this.options.keySchema, 'key', topic);
+      }
     }
     if (failures.length === 1) throw failures[0]!;
     if (failures.length > 1) {

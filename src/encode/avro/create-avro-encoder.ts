@@ -44,11 +44,12 @@ export async function createAvroEncoder(config: AvroOptions, context: EncoderCon
     keySchema,
     logger,
   });
-  if (config.subjectStrategy === 'topic' && !config.topicTemplate.includes('{event_type}') && schemas.byEventType.size > 1) {
-    logger.warn({ topicTemplate: config.topicTemplate },
+  const sharedTopics = config.topicTemplates.filter((template) => !template.includes('{event_type}'));
+  if (config.subjectStrategy === 'topic' && sharedTopics.length > 0 && schemas.byEventType.size > 1) {
+    logger.warn({ topicTemplates: sharedTopics },
       'subject strategy "topic" gives one subject per topic, but the topic template can put several event types on one topic: the registry will refuse the second schema as incompatible. Use OUTBOX_SUBJECT_STRATEGY=topic-record or record, or {event_type} in the topic template');
   }
-  const topicFor = knownTopics(config.topicTemplate);
+  const topicFor = knownTopics(config.topicTemplates);
   let delay = config.retryMinMs;
   for (;;) {
     try {
@@ -79,16 +80,18 @@ export async function loadSchemas(dir: string): Promise<SchemaSet> {
   return schemas;
 }
 
-/** An event type's topic, when the template does not depend on the aggregate type. */
-function knownTopics(template: string): (eventType: string) => string | null {
-  if (template.includes('{aggregate_type}')) return () => null;
-  const route = compileTopicTemplate(template);
+/** An event type's topics, by the templates that do not depend on the aggregate type. */
+function knownTopics(templates: readonly string[]): (eventType: string) => string[] {
+  const routes = [...new Set(templates)].filter((template) => !template.includes('{aggregate_type}')).map(compileTopicTemplate);
   return (eventType) => {
-    try {
-      return route({ eventId: '', aggregateType: '', aggregateId: '', eventType, payload: null, headers: {}, createdAt: null });
-    } catch (error) {
-      if (error instanceof PoisonEventError) return null;
-      throw error;
+    const topics = new Set<string>();
+    for (const route of routes) {
+      try {
+        topics.add(route({ eventId: '', aggregateType: '', aggregateId: '', eventType, payload: null, headers: {}, createdAt: null }));
+      } catch (error) {
+        if (!(error instanceof PoisonEventError)) throw error;
+      }
     }
+    return [...topics];
   };
 }

@@ -1,0 +1,130 @@
+import { DEFAULT_COLUMNS, isPlainIdentifier, type ColumnMap, type ColumnRole } from './outbox-table.js';
+import type { RelationRef } from './source/messages.js';
+
+/**
+ * The outboxes one relay streams through its one slot: tables (each with its own column map
+ * and topic template), and table-less events a prefix selects among the logical decoding
+ * messages (`pg_logical_emit_message(true, prefix, content)`). Every one of them reaches Kafka
+ * in commit order, through one confirmed position.
+ */
+export type Outbox = TableOutbox | MessageOutbox;
+
+export interface TableOutbox {
+  readonly kind: 'table';
+  readonly table: RelationRef;
+  readonly columns: ColumnMap;
+  /** With {schema} and {table} already filled in: they are this table's. */
+  readonly topicTemplate: string;
+}
+
+export interface MessageOutbox {
+  readonly kind: 'messages';
+  readonly prefix: string;
+  readonly topicTemplate: string;
+}
+
+/**
+ * How a record names the outbox it came from (the `outbox_source` header, dead letters):
+ * `schema.table`, or `message:<prefix>` (a prefix may hold dots, a table name may not hold a colon).
+ */
+export function outboxName(outbox: Outbox): string {
+  return outbox.kind === 'table' ? qualifiedName(outbox.table) : `message:${outbox.prefix}`;
+}
+
+export function qualifiedName(table: RelationRef): string {
+  return `${table.schema}.${table.name}`;
+}
+
+/** One entry of OUTBOX_SOURCES as written: what it leaves out comes from OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE. */
+export type OutboxEntry =
+  | { readonly table: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>>; readonly topicTemplate: string | null }
+  | { readonly messages: string; readonly topicTemplate: string | null };
+
+/** The placeholders a table's topic template may hold beside the event's own: filled in once, at start. */
+export const TABLE_PLACEHOLDERS = ['schema', 'table'] as const;
+
+export const OUTBOX_SOURCES_EXAMPLE = '[{"table":"billing.outbox"},{"table":"payments.outbox","columns":{"eventId":"id"},"topicTemplate":"payments.{event_type}"},{"messages":"outbox"}]';
+
+const ENTRY_KEYS = { table: ['table', 'columns', 'topicTemplate'], messages: ['messages', 'topicTemplate'] } as const;
+
+/**
+ * OUTBOX_SOURCES: a JSON array, each entry `{"table": "schema.name", "columns": {...},
+ * "topicTemplate": "..."}` or `{"messages": "<prefix>", "topicTemplate": "..."}`. Every
+ * problem names the entry and what was expected; a topic template is checked by `checkTemplate`
+ * (the one OUTBOX_TOPIC_TEMPLATE is checked with).
+ */
+export function parseOutboxEntries(raw: string, checkTemplate: (template: string) => string): OutboxEntry[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (error) {
+    throw new Error(`is not JSON (${(error as Error).message})`);
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0) throw new Error('is not a non-empty JSON array');
+  const seen = new Set<string>();
+  return parsed.map((entry: unknown, index) => {
+    const where = `entry ${index + 1}`;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new Error(`${where} is not an object`);
+    const fields = entry as Record<string, unknown>;
+    const kind = 'table' in fields ? 'table' : 'messages' in fields ? 'messages' : null;
+    if (kind === null || ('table' in fields && 'messages' in fields)) throw new Error(`${where} has neither "table" nor "messages" (exactly one of them)`);
+    const unknown = Object.keys(fields).filter((key) => !(ENTRY_KEYS[kind] as readonly string[]).includes(key));
+    if (unknown.length > 0) throw new Error(`${where} has unknown keys ${unknown.map((key) => `"${key}"`).join(', ')} (expected ${ENTRY_KEYS[kind].map((key) => `"${key}"`).join(', ')})`);
+    const topicTemplate = fields.topicTemplate === undefined ? null : checkTemplate(text(fields.topicTemplate, `${where} "topicTemplate"`));
+    if (kind === 'messages') {
+      const prefix = text(fields.messages, `${where} "messages"`);
+      if (topicTemplate !== null && TABLE_PLACEHOLDERS.some((name) => topicTemplate.includes(`{${name}}`))) {
+        throw new Error(`${where}: a message outbox has no table, so its "topicTemplate" cannot use {schema} or {table}`);
+      }
+      unique(seen, `message:${prefix}`, `${where} repeats the prefix "${prefix}"`);
+      return { messages: prefix, topicTemplate };
+    }
+    const table = qualifiedTable(text(fields.table, `${where} "table"`), where);
+    unique(seen, qualifiedName(table), `${where} repeats the table ${qualifiedName(table)}`);
+    return { table, columns: columnOverrides(fields.columns, where), topicTemplate };
+  });
+}
+
+/** An entry made whole with the defaults: OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE. */
+export function completeOutbox(entry: OutboxEntry, defaults: { readonly columns: ColumnMap; readonly topicTemplate: string }): Outbox {
+  const template = entry.topicTemplate ?? defaults.topicTemplate;
+  if ('messages' in entry) return { kind: 'messages', prefix: entry.messages, topicTemplate: template };
+  return {
+    kind: 'table',
+    table: entry.table,
+    columns: { ...defaults.columns, ...entry.columns } as ColumnMap,
+    topicTemplate: template.replaceAll('{schema}', entry.table.schema).replaceAll('{table}', entry.table.name),
+  };
+}
+
+function columnOverrides(value: unknown, where: string): Partial<Record<ColumnRole, string | null>> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${where} "columns" is not an object of column names by role`);
+  const columns: Partial<Record<ColumnRole, string | null>> = {};
+  for (const [role, name] of Object.entries(value)) {
+    if (!(role in DEFAULT_COLUMNS)) throw new Error(`${where} "columns" has an unknown role "${role}" (expected ${Object.keys(DEFAULT_COLUMNS).map((key) => `"${key}"`).join(', ')})`);
+    if (name === null && role === 'aggregateType') {
+      columns.aggregateType = null;
+      continue;
+    }
+    if (typeof name !== 'string' || !isPlainIdentifier(name)) throw new Error(`${where} "columns"."${role}" is not a plain SQL identifier${role === 'aggregateType' ? ' (or null: the table has none)' : ''}`);
+    columns[role as ColumnRole] = name;
+  }
+  return columns;
+}
+
+function qualifiedTable(name: string, where: string): RelationRef {
+  const parts = name.split('.');
+  if (parts.length !== 2 || !parts.every(isPlainIdentifier)) throw new Error(`${where} "table" is not a schema-qualified table name (schema.table)`);
+  return { schema: parts[0]!, name: parts[1]! };
+}
+
+function text(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new Error(`${what} is not a non-empty string`);
+  return value.trim();
+}
+
+function unique(seen: Set<string>, key: string, problem: string): void {
+  if (seen.has(key)) throw new Error(problem);
+  seen.add(key);
+}

@@ -1,0 +1,134 @@
+import { MessageDecoder } from '../decode/message-decoder.js';
+import { RowDecoder } from '../decode/row-decoder.js';
+import { PoisonEventError } from '../errors.js';
+import type { OutboxEvent } from '../event.js';
+import { DEFAULT_COLUMNS } from '../outbox-table.js';
+import { outboxName, qualifiedName, type MessageOutbox, type Outbox, type TableOutbox } from '../outboxes.js';
+import type { RelationRef, RowValues } from '../source/messages.js';
+import { compileTopicTemplate, type TopicRouter } from './topic-router.js';
+
+/** What a dead letter carries of an event it could not publish. */
+export interface PoisonedEvent {
+  readonly eventId: string | null;
+  readonly key: string | null;
+  /** The values as read, serialized as the dead letter's JSON value. */
+  readonly values: unknown;
+  /** Where a copy is kept, for a dead letter too large to carry them. */
+  readonly copy: string;
+}
+
+/** How one outbox's events become records: decoded by its column map or as messages, routed by its template. */
+export interface OutboxRoute {
+  /** `schema.table` or `message:<prefix>`: the `outbox_source` header, dead letters, logs. */
+  readonly name: string;
+  /** Values read from the WAL (a row; for a message, `MESSAGE_VALUES`) -> event. */
+  readonly decode: (values: RowValues) => OutboxEvent;
+  readonly route: TopicRouter;
+  readonly poisoned: (values: RowValues) => PoisonedEvent;
+}
+
+/** A message as the pipeline hands it on: its prefix, and its content as written. */
+export interface MessageValues {
+  readonly prefix: string;
+  readonly content: Buffer;
+}
+
+/**
+ * Every outbox of the configuration, found by the relation of a row or the prefix of a
+ * message. A relation is matched once per session (pgoutput describes it before its first
+ * row), then found by the identity of its description: no name comparison per event.
+ */
+export class OutboxRoutes {
+  private readonly tables = new Map<string, OutboxRoute>();
+  private readonly prefixes = new Map<string, OutboxRoute>();
+  private readonly byRelation = new WeakMap<RelationRef, OutboxRoute | null>();
+  /** Whether the stream asks for logical decoding messages (pgoutput's `messages` option). */
+  readonly streamsMessages: boolean;
+
+  constructor(outboxes: readonly Outbox[]) {
+    for (const outbox of outboxes) {
+      if (outbox.kind === 'table') this.tables.set(qualifiedName(outbox.table), tableRoute(outbox));
+      else this.prefixes.set(outbox.prefix, messageRoute(outbox));
+    }
+    this.streamsMessages = this.prefixes.size > 0;
+  }
+
+  /** The outbox tables, `schema.table`, for what tells an operator which the publication should cover. */
+  get tableNames(): string[] {
+    return [...this.tables.keys()];
+  }
+
+  /** The route of a relation's rows; undefined: the relation is no outbox of this relay. */
+  forRelation(relation: RelationRef): OutboxRoute | undefined {
+    let route = this.byRelation.get(relation);
+    if (route === undefined) {
+      route = this.tables.get(qualifiedName(relation)) ?? null;
+      this.byRelation.set(relation, route);
+    }
+    return route ?? undefined;
+  }
+
+  /**
+   * The route of a message: its prefix's, or one that dead-letters it with the reason (a
+   * message nobody declared, or one that is not atomic with any business change): never
+   * dropped, never stalling the stream.
+   */
+  forMessage(prefix: string, transactional: boolean): OutboxRoute {
+    if (!transactional) {
+      return refusedMessage(prefix, new PoisonEventError('SOURCE_MESSAGE_NOT_TRANSACTIONAL', `message with prefix "${prefix}" was emitted non-transactionally (pg_logical_emit_message(false, ...)): it is not atomic with any business change; emit outbox events with transactional = true`));
+    }
+    return this.prefixes.get(prefix) ?? refusedMessage(prefix, new PoisonEventError('SOURCE_MESSAGE_UNDECLARED', `message with prefix "${prefix}", which no message outbox declares (declared: ${[...this.prefixes.keys()].map((each) => `"${each}"`).join(', ')}); add it to OUTBOX_SOURCES or fix the writer's prefix`));
+  }
+}
+
+function tableRoute(outbox: TableOutbox): OutboxRoute {
+  const decoder = new RowDecoder(outbox.columns);
+  const { eventId, aggregateId } = outbox.columns;
+  return {
+    name: outboxName(outbox),
+    decode: (row) => decoder.decode(row),
+    route: compileTopicTemplate(outbox.topicTemplate),
+    poisoned: (row) => ({ eventId: idText(row[eventId]), key: idText(row[aggregateId]), values: row, copy: `the row is still in ${qualifiedName(outbox.table)}` }),
+  };
+}
+
+function messageRoute(outbox: MessageOutbox): OutboxRoute {
+  const decoder = new MessageDecoder();
+  return {
+    name: outboxName(outbox),
+    decode: (values) => decoder.decode((values as unknown as MessageValues).content),
+    route: compileTopicTemplate(outbox.topicTemplate),
+    poisoned: poisonedMessage,
+  };
+}
+
+function refusedMessage(prefix: string, reason: PoisonEventError): OutboxRoute {
+  return {
+    name: `message:${prefix}`,
+    decode: () => {
+      throw reason;
+    },
+    route: () => {
+      throw reason;
+    },
+    poisoned: poisonedMessage,
+  };
+}
+
+/** A message's dead letter: its prefix and its content as text, with its id and key where the content has them. */
+function poisonedMessage(values: RowValues): PoisonedEvent {
+  const { prefix, content } = values as unknown as MessageValues;
+  const text = content.toString('utf8');
+  let fields: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed === 'object' && parsed !== null) fields = parsed as Record<string, unknown>;
+  } catch {
+    // Not JSON: the dead letter says so; it has no id or key to carry.
+  }
+  return { eventId: idText(fields[DEFAULT_COLUMNS.eventId]), key: idText(fields[DEFAULT_COLUMNS.aggregateId]), values: { prefix, content: text }, copy: 'a message outbox keeps no copy (the WAL holds it until the slot moves past it)' };
+}
+
+function idText(value: unknown): string | null {
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : null;
+}

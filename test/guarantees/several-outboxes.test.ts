@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli } from '../harness/cli.js';
+import { expectOrderPerAggregate } from '../harness/fixture.js';
+import { TopicReader } from '../harness/kafka.js';
+import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+import { SeveralOutboxes, TRANSACTION_SHAPE } from '../harness/several-outboxes.js';
+
+/**
+ * Several outboxes through one slot (OUTBOX_SOURCES): three tables of different shapes and a
+ * message outbox (pg_logical_emit_message), every transaction writing to all of them, under
+ * kill -9 of the relay. Every committed event arrives, in commit order per aggregate across
+ * tables and messages, each naming its outbox; with exactly-once, exactly once.
+ */
+describe.each<{ delivery: string; env: Record<string, string> }>([
+  { delivery: 'at-least-once', env: {} },
+  { delivery: 'exactly-once', env: { OUTBOX_DELIVERY: 'exactly-once' } },
+])('several outboxes in one stream, $delivery', ({ delivery, env }) => {
+  const outboxes = new SeveralOutboxes();
+  beforeAll(async () => {
+    await outboxes.create();
+    const done = await cli(['setup'], outboxes.relayEnv());
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout).toContain(`publication ${outboxes.publication}: created (inserts into public.${outboxes.tables.a}, public.${outboxes.tables.b}, public.${outboxes.tables.c})`);
+  });
+  afterAll(() => outboxes.destroy());
+
+  it('delivers every committed event of every outbox across kill -9, in commit order per aggregate', async () => {
+    const relayEnv = outboxes.relayEnv({ ...env, OUTBOX_PROGRESS_TOPIC: `${outboxes.topicPrefix}.progress` });
+    const load = outboxes.load();
+    let relay = new RelayProcess(relayEnv).start();
+    try {
+      await relay.waitActive();
+      for (let crash = 0; crash < 2; crash += 1) {
+        await delay(1_500 + Math.floor(Math.random() * 1_000));
+        await relay.kill9();
+        await eventually('the slot to be released', async () => {
+          const { rows } = await outboxes.pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [outboxes.slot]);
+          return rows[0]?.active === false ? true : undefined;
+        });
+        relay = new RelayProcess(relayEnv).start();
+        await relay.waitActive();
+      }
+      await delay(1_000);
+    } finally {
+      await load.stop();
+    }
+    const committed = await outboxes.committed();
+    expect(committed.size).toBeGreaterThan(200);
+    const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic]);
+    try {
+      await reader.until(`all ${committed.size} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.size, 120_000, () => relay.tail());
+      await delay(1_000);
+      const records = reader.records;
+      const delivered = new Set(records.map((record) => record.headers.event_id!));
+      expect([...committed.keys()].filter((id) => !delivered.has(id)), 'committed events that never arrived').toEqual([]);
+      expect(records.filter((record) => !committed.has(record.headers.event_id!)).map((record) => record.headers.event_id), 'events of rolled-back transactions, or unknown ones').toEqual([]);
+      expect(load.rolledBack.filter((id) => delivered.has(id))).toEqual([]);
+      for (const record of records) expect(record.headers.outbox_source, `event ${record.headers.event_id}`).toBe(sourceOf(outboxes, committed.get(record.headers.event_id!)!));
+      // Rows of table c go to its own topic ({table}); the others share the aggregate's.
+      expect(records.filter((record) => record.headers.outbox_source === `public.${outboxes.tables.c}`).every((record) => record.topic === outboxes.tableCTopic)).toBe(true);
+      // Commit order per aggregate, across tables and messages: the shared topic holds four
+      // of each transaction's five events, with the transaction's sequences in order.
+      expectOrderPerAggregate(records.filter((record) => record.topic === outboxes.sharedTopic));
+      const copies = records.length - delivered.size;
+      if (delivery === 'exactly-once') expect(copies, 'copies seen by a read_committed consumer').toBe(0);
+      const byCarrier = countBy([...committed.values()]);
+      process.stdout.write(`several outboxes (${delivery}): ${committed.size} committed (${JSON.stringify(byCarrier)}), ${records.length} delivered, ${copies} copies after 2 kills, ${load.rolledBack.length} rolled back and absent\n`);
+    } finally {
+      await reader.stop();
+      await relay.stop();
+    }
+  });
+});
+
+describe('bad input to a message outbox', () => {
+  const outboxes = new SeveralOutboxes();
+  beforeAll(async () => {
+    await outboxes.create();
+    const done = await cli(['setup'], outboxes.relayEnv());
+    expect(done.code, done.stderr).toBe(0);
+  });
+  afterAll(() => outboxes.destroy());
+
+  it('dead-letters each bad message with its reason, and streams on', async () => {
+    const relay = new RelayProcess(outboxes.relayEnv()).start();
+    const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.deadLetterTopic]);
+    try {
+      await relay.waitActive();
+      // Written as text: a number beyond a double's digits survives only if nobody parses it.
+      const good = (id: string) => `{"event_id":"${id}","aggregate_type":"invoice","aggregate_id":"inv-1","event_type":"invoice.paid","payload": {"amount_cents":12345678901234567890}}`;
+      await outboxes.emit(outboxes.prefix, 'not json {');
+      await outboxes.emit(outboxes.prefix, JSON.stringify({ event_id: 'no-type', aggregate_type: 'invoice', aggregate_id: 'inv-1', payload: {} }));
+      await outboxes.emit(outboxes.prefix, good('not-atomic'), false);
+      await outboxes.emit(`${outboxes.prefix}_typo`, good('typo'));
+      await outboxes.emit(outboxes.prefix, good('after'));
+      await reader.until('four dead letters and the good event after them', (records) => records.length >= 5, 60_000, () => relay.tail());
+      const deadLetters = reader.records.filter((record) => record.topic === outboxes.deadLetterTopic);
+      expect(deadLetters.map((record) => [record.headers.dead_letter_code, record.headers.dead_letter_source_table])).toEqual([
+        ['DECODE_BAD_MESSAGE', `message:${outboxes.prefix}`],
+        ['DECODE_BAD_MESSAGE', `message:${outboxes.prefix}`],
+        ['SOURCE_MESSAGE_NOT_TRANSACTIONAL', `message:${outboxes.prefix}`],
+        ['SOURCE_MESSAGE_UNDECLARED', `message:${outboxes.prefix}_typo`],
+      ]);
+      expect(deadLetters[0]!.headers.dead_letter_reason).toMatch(/^message content is not JSON .*expected a JSON object \{"event_id"/);
+      expect(deadLetters[1]!.headers.dead_letter_reason).toMatch(/^message field "event_type" is missing/);
+      expect(deadLetters.slice(1).map((record) => record.headers.event_id)).toEqual(['no-type', 'not-atomic', 'typo']);
+      // Nothing lost: each dead letter holds the message as it was written.
+      expect(JSON.parse(deadLetters[0]!.value!.toString('utf8'))).toEqual({ prefix: outboxes.prefix, content: 'not json {' });
+      expect(JSON.parse(deadLetters[3]!.value!.toString('utf8'))).toEqual({ prefix: `${outboxes.prefix}_typo`, content: good('typo') });
+      const [published] = reader.records.filter((record) => record.topic === outboxes.sharedTopic);
+      expect(published!.headers.event_id).toBe('after');
+      // The payload as written, digits beyond a double's included.
+      expect(published!.value!.toString('utf8')).toBe('{"amount_cents":12345678901234567890}');
+      // The non-transactional message was confirmed past: the slot moves on.
+      await eventually('the slot to confirm past every message', async () => {
+        const { rows } = await outboxes.pool.query<{ behind: boolean }>('SELECT confirmed_flush_lsn < pg_current_wal_lsn() AS behind FROM pg_replication_slots WHERE slot_name = $1', [outboxes.slot]);
+        return rows[0]?.behind === false ? true : undefined;
+      }, 30_000);
+    } finally {
+      await reader.stop();
+      await relay.stop();
+    }
+  });
+
+  it('refuses at start a configuration whose outbox table cannot be mapped, naming it', async () => {
+    const sources = JSON.stringify([{ table: `public.${outboxes.tables.b}` }]);
+    const done = await cli(['setup'], outboxes.relayEnv({ OUTBOX_SOURCES: sources, OUTBOX_SLOT: `${outboxes.slot}_x`, OUTBOX_PUBLICATION: `${outboxes.publication}_x` }));
+    expect(done.code).not.toBe(0);
+    expect(done.stderr).toMatch(/SETUP_TABLE/);
+    expect(done.stderr).toContain(`public.${outboxes.tables.b}`);
+  });
+});
+
+function sourceOf(outboxes: SeveralOutboxes, carrier: (typeof TRANSACTION_SHAPE)[number]): string {
+  return carrier === 'message' ? `message:${outboxes.prefix}` : `public.${outboxes.tables[carrier]}`;
+}
+
+function countBy(values: readonly string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
+}
