@@ -3,7 +3,7 @@ import { compilePrune } from '../config/compile.js';
 import { errorMessage } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
-import { createPruneMetrics, Pruner } from '../prune/pruner.js';
+import { createPruneMetrics, Pruner, pruneAll } from '../prune/pruner.js';
 import { QUERY_TIMEOUT_MS } from '../pg-connection.js';
 import { sleep } from '../time.js';
 import { command, EXIT, exitDeadline } from './command.js';
@@ -12,9 +12,10 @@ export const pruneCommand = command(COMMANDS.prune, async (config) => {
   const options = compilePrune(config);
   const logger = createLogger(options.logLevel, 'outbox-relay-prune');
   const metrics = createPruneMetrics();
-  const pruner = new Pruner({ ...options.pruner, logger, metrics });
+  const pruners = options.tables.map(({ table, createdAtColumn }) => new Pruner({ ...options.pruner, table, createdAtColumn, logger, metrics }));
+  const pass = () => pruneAll(pruners, metrics);
   if (options.everyMs === 0) {
-    const result = await pruner.pass();
+    const result = await pass();
     logger.info(result, 'prune: pass done');
     process.stdout.write(`deleted ${result.deleted} rows\n`);
     return EXIT.ok;
@@ -32,7 +33,7 @@ export const pruneCommand = command(COMMANDS.prune, async (config) => {
   logger.info({ every: options.everyMs, retention: options.pruner.retentionMs }, 'prune: loop started');
   while (!stop.signal.aborted) {
     try {
-      logger.info(await pruner.pass(), 'prune: pass done');
+      logger.info(await pass(), 'prune: pass done');
     } catch (error) {
       logger.error({ err: errorMessage(error) }, 'prune: pass failed; trying again next interval');
     }

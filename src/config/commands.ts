@@ -123,14 +123,14 @@ export const COMMANDS = {
   }),
   status: declared({
     summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters.',
-    options: [...DATABASE, 'columnCreatedAt', 'kafkaBrokers', 'kafkaClient', ...KAFKA_SECURITY, 'deadLetterTopic'],
+    options: [...DATABASE, 'sources', 'columnCreatedAt', 'kafkaBrokers', 'kafkaClient', ...KAFKA_SECURITY, 'deadLetterTopic'],
     // Status must work when the broker is the thing that is down: without it, no dead-letter count.
     optional: ['kafkaBrokers'],
     args: { json: { description: 'print JSON instead of a table', switch: true } },
   }),
   prune: declared({
     summary: 'Delete outbox rows older than the retention that the relay has confirmed; one pass, or a loop with --every.',
-    options: [...DATABASE_ACCESS, 'table', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
+    options: [...DATABASE_ACCESS, 'table', 'sources', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
     // Its own port: a pruner beside a relay on one host must not collide with the relay's 9464.
     defaults: { httpPort: '9465' },
   }),

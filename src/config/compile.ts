@@ -93,7 +93,9 @@ export interface ReplayOptions {
 
 export interface PruneCommandOptions {
   readonly logLevel: string;
-  readonly pruner: Omit<PruneOptions, 'logger' | 'metrics'>;
+  readonly pruner: Omit<PruneOptions, 'logger' | 'metrics' | 'table' | 'createdAtColumn'>;
+  /** Every outbox table, each pruned by its own created_at column. */
+  readonly tables: readonly TableByAge[];
   /** 0: one pass, then exit. */
   readonly everyMs: number;
   readonly http: HttpOptions;
@@ -196,7 +198,8 @@ export function compileHandback(config: CommandConfig<'handback'>): { readonly l
 export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOptions {
   return frozen({
     logLevel: config.logLevel,
-    pruner: { database: database(config), table: config.table, createdAtColumn: config.columnCreatedAt, slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
+    pruner: { database: database(config), slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
+    tables: tablesByAge(config),
     everyMs: config.pruneEvery,
     http: httpOptions(config),
   });
@@ -262,8 +265,7 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
     database: database(config),
     slot: config.slot,
     publication: config.publication,
-    table: config.table,
-    createdAtColumn: config.columnCreatedAt,
+    tables: tablesByAge(config),
     kafkaBrokers: config.kafkaBrokers,
     kafkaClient: config.kafkaClient,
     kafkaSecurity: kafkaSecurity(config),
@@ -273,6 +275,18 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
 
 export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'publication' | 'slot' | 'slotFailover'> & OutboxesConfig): SetupTarget {
   return frozen({ database: database(config), outboxes: tableOutboxes(config), publication: config.publication, slot: config.slot, failover: config.slotFailover });
+}
+
+/** An outbox table and the column its rows' age is read from (status, prune). */
+export interface TableByAge {
+  readonly table: RelationRef;
+  readonly createdAtColumn: string;
+}
+
+/** Every outbox table (OUTBOX_SOURCES' tables, or OUTBOX_TABLE), with its created_at column. */
+function tablesByAge(config: Pick<RelayConfig, 'sources' | 'table' | 'columnCreatedAt'>): TableByAge[] {
+  const entries = config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }];
+  return entries.flatMap((entry) => ('table' in entry ? [{ table: entry.table, createdAtColumn: entry.columns.createdAt ?? config.columnCreatedAt }] : []));
 }
 
 /** The one outbox table of a command that works on one (CHECKS: oneTable), as OUTBOX_SOURCES or OUTBOX_TABLE names it. */

@@ -5,13 +5,15 @@ import { readStandbyCopies, type StandbyCopy } from '../observe/standby-copies.j
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countTopicRecords } from '../sink/kafka-clients.js';
 import type { KafkaClientName } from '../sink/producer.js';
+import type { TableByAge } from '../config/compile.js';
+import { qualifiedName } from '../outboxes.js';
 
 export interface StatusInput {
   readonly database: DatabaseAccess;
   readonly slot: string;
   readonly publication: string;
-  readonly table: { readonly schema: string; readonly name: string };
-  readonly createdAtColumn: string;
+  /** Every outbox table, with the column its rows' age is read from. */
+  readonly tables: readonly TableByAge[];
   readonly kafkaBrokers: readonly string[] | null;
   readonly kafkaClient: KafkaClientName;
   readonly kafkaSecurity: KafkaSecurity;
@@ -23,7 +25,8 @@ export interface StatusReport {
   /** Each host of a several-host DATABASE_URL and its copy of the slot; empty for one host. */
   readonly standbys: readonly StandbyCopy[];
   readonly publication: { readonly name: string; readonly exists: boolean };
-  readonly outbox: { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number };
+  /** Each outbox table: rows retained, the oldest one's age, its size. */
+  readonly outboxes: readonly { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number }[];
   /** Records in the dead-letter topic, or why it could not be read. */
   readonly deadLetters: { readonly topic: string; readonly count: number | null; readonly error?: string };
 }
@@ -32,19 +35,23 @@ export interface StatusReport {
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
   const client = await connectPostgres(input.database, 'outbox-relay-status');
   try {
-    const table = `${pg.escapeIdentifier(input.table.schema)}.${pg.escapeIdentifier(input.table.name)}`;
     const slot = await readSlot(client, input.slot);
     const publication = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [input.publication]);
-    const outbox = await client.query<{ rows: string; age: number | null; bytes: string }>(
-      `SELECT count(*)::text AS rows, extract(epoch FROM now() - min(${pg.escapeIdentifier(input.createdAtColumn)}))::float8 AS age,
-              pg_total_relation_size(${pg.escapeLiteral(table)})::text AS bytes FROM ${table}`,
-    );
-    const row = outbox.rows[0]!;
+    const outboxes: StatusReport['outboxes'][number][] = [];
+    for (const { table: relation, createdAtColumn } of input.tables) {
+      const table = `${pg.escapeIdentifier(relation.schema)}.${pg.escapeIdentifier(relation.name)}`;
+      const { rows } = await client.query<{ rows: string; age: number | null; bytes: string }>(
+        `SELECT count(*)::text AS rows, extract(epoch FROM now() - min(${pg.escapeIdentifier(createdAtColumn)}))::float8 AS age,
+                pg_total_relation_size(${pg.escapeLiteral(table)})::text AS bytes FROM ${table}`,
+      );
+      const row = rows[0]!;
+      outboxes.push({ table: qualifiedName(relation), rows: Number(row.rows), oldestRowAgeSeconds: row.age, totalBytes: Number(row.bytes) });
+    }
     return {
       slot,
       standbys: await readStandbyCopies(input.database, input.slot),
       publication: { name: input.publication, exists: publication.rows.length > 0 },
-      outbox: { table: `${input.table.schema}.${input.table.name}`, rows: Number(row.rows), oldestRowAgeSeconds: row.age, totalBytes: Number(row.bytes) },
+      outboxes,
       deadLetters: await countDeadLetters(input),
     };
   } finally {
@@ -77,7 +84,7 @@ export function formatStatus(report: StatusReport): string {
     ['standby copies', report.standbys.length === 0 ? "unknown: DATABASE_URL names one host (on the standby: SELECT synced, temporary FROM pg_replication_slots)" : report.standbys.filter((copy) => copy.state !== 'primary').map((copy) => `${copy.host} ${copy.state}${copy.confirmedFlushLsn ? ` at ${copy.confirmedFlushLsn}` : ''}`).join(', ') || 'none'],
     ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
     ['publication', `${report.publication.name}${report.publication.exists ? '' : ' (MISSING)'}`],
-    ['outbox', `${report.outbox.table}: ${report.outbox.rows} rows, ${bytes(report.outbox.totalBytes)}, oldest ${seconds(report.outbox.oldestRowAgeSeconds)} old`],
+    ...report.outboxes.map((outbox): [string, string] => ['outbox', `${outbox.table}: ${outbox.rows} rows, ${bytes(outbox.totalBytes)}, oldest ${seconds(outbox.oldestRowAgeSeconds)} old`]),
     ['dead letters', report.deadLetters.count === null ? `unknown (${report.deadLetters.error})` : `${report.deadLetters.count} in ${report.deadLetters.topic}`],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));

@@ -5,6 +5,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RelayError, sqlState } from '../errors.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { ensurePruneMarks, pruneMarksTable } from './marks.js';
+import { qualifiedName } from '../outboxes.js';
 
 export interface PruneOptions {
   readonly database: DatabaseAccess;
@@ -22,10 +23,11 @@ export function createPruneMetrics(registry = new Registry()) {
   const registers = [registry];
   return {
     registry,
-    rowsDeleted: new Counter({ name: 'outbox_prune_rows_deleted_total', help: 'Outbox rows deleted by the pruner.', registers }),
-    oldestRowAge: new Gauge({ name: 'outbox_prune_oldest_row_age_seconds', help: 'Age of the oldest row left in the outbox table.', registers }),
-    tableBytes: new Gauge({ name: 'outbox_prune_table_bytes', help: 'Size of the outbox table with its indexes and TOAST.', registers }),
-    lastSuccess: new Gauge({ name: 'outbox_prune_last_success_timestamp_seconds', help: 'When a prune pass last completed.', registers }),
+    // By outbox table (`schema.table`): a series per table, on a metric read once a pass.
+    rowsDeleted: new Counter({ name: 'outbox_prune_rows_deleted_total', help: 'Outbox rows deleted by the pruner, by outbox table.', labelNames: ['outbox'], registers }),
+    oldestRowAge: new Gauge({ name: 'outbox_prune_oldest_row_age_seconds', help: 'Age of the oldest row left in each outbox table.', labelNames: ['outbox'], registers }),
+    tableBytes: new Gauge({ name: 'outbox_prune_table_bytes', help: 'Size of each outbox table with its indexes and TOAST.', labelNames: ['outbox'], registers }),
+    lastSuccess: new Gauge({ name: 'outbox_prune_last_success_timestamp_seconds', help: 'When a prune pass over every outbox table last completed.', registers }),
   };
 }
 
@@ -53,10 +55,13 @@ const INSUFFICIENT_PRIVILEGE = '42501';
 export class Pruner {
   private readonly table: string;
   private readonly marks: string;
+  /** The metrics' label: `schema.table`. */
+  readonly outbox: string;
 
   constructor(private readonly options: PruneOptions) {
     const { schema, name } = options.table;
     this.table = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
+    this.outbox = qualifiedName(options.table);
     this.marks = pruneMarksTable(options.table);
   }
 
@@ -75,10 +80,9 @@ export class Pruner {
         deleted = await this.deleteConfirmed(client, mark);
         await client.query(`DELETE FROM ${this.marks} WHERE wal_lsn < $1::pg_lsn`, [mark.walLsn]);
       } else {
-        this.options.logger.info({ confirmed }, 'prune: no mark confirmed by the relay yet; nothing deleted this pass');
+        this.options.logger.info({ outbox: this.outbox, confirmed }, 'prune: no mark confirmed by the relay yet; nothing deleted this pass');
       }
       await this.updateGauges(client);
-      this.options.metrics.lastSuccess.set(Date.now() / 1000);
       return { deleted, safeBelowLsn: mark?.walLsn ?? null };
     } catch (error) {
       if (sqlState(error) !== INSUFFICIENT_PRIVILEGE) throw error;
@@ -157,8 +161,8 @@ export class Pruner {
         throw error;
       }
       total += deleted;
-      metrics.rowsDeleted.inc(deleted);
-      if (deleted > 0) logger.info({ deleted: total, elapsedMs: Date.now() - started }, 'prune: progress');
+      metrics.rowsDeleted.inc({ outbox: this.outbox }, deleted);
+      if (deleted > 0) logger.info({ outbox: this.outbox, deleted: total, elapsedMs: Date.now() - started }, 'prune: progress');
       if (found < batchSize) return total;
     }
   }
@@ -168,7 +172,27 @@ export class Pruner {
       `SELECT extract(epoch FROM now() - min(${pg.escapeIdentifier(this.options.createdAtColumn)}))::float8 AS age,
               pg_total_relation_size(${pg.escapeLiteral(this.table)})::text AS bytes FROM ${this.table}`,
     );
-    this.options.metrics.oldestRowAge.set(rows[0]?.age ?? 0);
-    this.options.metrics.tableBytes.set(Number(rows[0]?.bytes ?? 0));
+    this.options.metrics.oldestRowAge.set({ outbox: this.outbox }, rows[0]?.age ?? 0);
+    this.options.metrics.tableBytes.set({ outbox: this.outbox }, Number(rows[0]?.bytes ?? 0));
   }
+}
+
+/**
+ * A pass over every outbox table, each by its own Pruner. A table that fails does not keep the
+ * others from being pruned; the pass then throws the first failure, and `lastSuccess` is set
+ * only by a pass in which every table was pruned.
+ */
+export async function pruneAll(pruners: readonly Pruner[], metrics: PruneMetrics): Promise<{ readonly deleted: number; readonly outboxes: Readonly<Record<string, PruneResult>> }> {
+  const outboxes: Record<string, PruneResult> = {};
+  let failure: unknown = null;
+  for (const pruner of pruners) {
+    try {
+      outboxes[pruner.outbox] = await pruner.pass();
+    } catch (error) {
+      failure ??= error;
+    }
+  }
+  if (failure !== null) throw failure;
+  metrics.lastSuccess.set(Date.now() / 1000);
+  return { deleted: Object.values(outboxes).reduce((sum, result) => sum + result.deleted, 0), outboxes };
 }

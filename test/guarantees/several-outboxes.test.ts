@@ -131,6 +131,69 @@ describe('bad input to a message outbox', () => {
   });
 });
 
+describe('commands over several outboxes', () => {
+  const outboxes = new SeveralOutboxes();
+  beforeAll(async () => {
+    await outboxes.create();
+    const done = await cli(['setup'], outboxes.relayEnv());
+    expect(done.code, done.stderr).toBe(0);
+  });
+  afterAll(() => outboxes.destroy());
+
+  it('status lists every outbox table; prune deletes from each what the relay confirmed; a table added later joins the publication', async () => {
+    const client = await outboxes.pool.connect();
+    try {
+      for (let sequence = 1; sequence <= 15; sequence += TRANSACTION_SHAPE.length) await outboxes.transaction(client, 'inv-1', sequence);
+    } finally {
+      client.release();
+    }
+    const status = await cli(['status', '--json'], outboxes.relayEnv());
+    expect(status.code, status.stderr).toBe(0);
+    const tables = Object.values(outboxes.tables).map((table) => `public.${table}`);
+    expect((JSON.parse(status.stdout) as { outboxes: { table: string; rows: number }[] }).outboxes.map(({ table, rows }) => [table, rows])).toEqual(tables.map((table) => [table, 3]));
+    expect(status.stdout).not.toContain('message:');
+
+    // Nothing confirmed yet: nothing pruned.
+    const early = await cli(['prune', '--retention', '0s'], outboxes.relayEnv());
+    expect(early.stdout.trim().split('\n').at(-1), early.stderr).toBe('deleted 0 rows');
+    const relay = new RelayProcess(outboxes.relayEnv()).start();
+    const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic]);
+    try {
+      await reader.until('every event', (records) => records.length >= 15, 60_000, () => relay.tail());
+      // A pruner mark, then the relay's confirmed position past it (idle keepalives confirm too).
+      await cli(['prune', '--retention', '0s'], outboxes.relayEnv());
+      const pruned = await eventually('a prune pass that deletes the confirmed rows of every table', async () => {
+        const pass = await cli(['prune', '--retention', '0s'], outboxes.relayEnv());
+        const { rows } = await outboxes.pool.query<{ left: string }>(`SELECT (SELECT count(*) FROM ${outboxes.tables.a}) + (SELECT count(*) FROM ${outboxes.tables.b}) + (SELECT count(*) FROM ${outboxes.tables.c}) AS left`);
+        return rows[0]!.left === '0' ? pass : undefined;
+      }, 30_000, 1_000);
+      expect(pruned.code, pruned.stderr).toBe(0);
+    } finally {
+      await reader.stop();
+      await relay.stop();
+    }
+
+    // An outbox table added to the configuration later: setup adds it to the publication if it
+    // is empty, and refuses one whose rows a new member of the publication would never stream.
+    const added = `${outboxes.tables.a}_added`;
+    const filled = `${outboxes.tables.a}_filled`;
+    await outboxes.pool.query(`CREATE TABLE ${added} (LIKE ${outboxes.tables.a} INCLUDING ALL); CREATE TABLE ${filled} (LIKE ${outboxes.tables.a} INCLUDING ALL)`);
+    try {
+      const withTables = (...names: string[]) => outboxes.relayEnv({ OUTBOX_SOURCES: JSON.stringify([...(JSON.parse(outboxes.sources) as object[]), ...names.map((name) => ({ table: `public.${name}` }))]) });
+      const joined = await cli(['setup'], withTables(added));
+      expect(joined.code, joined.stderr).toBe(0);
+      expect(joined.stdout).toContain(`publication ${outboxes.publication}: added public.${added} (inserts from now on)`);
+      await outboxes.pool.query(`INSERT INTO ${filled} (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('old', 'invoice', 'inv-9', 'invoice.paid', '{}')`);
+      const refused = await cli(['setup'], withTables(added, filled));
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain('SETUP_CUTOVER_NEEDED');
+      expect(refused.stderr).toContain(`outbox table public.${filled} holds rows and is not in the publication "${outboxes.publication}" yet`);
+    } finally {
+      await outboxes.pool.query(`DROP PUBLICATION IF EXISTS ${outboxes.publication}; DROP TABLE IF EXISTS ${added}, ${filled}`);
+    }
+  });
+});
+
 function sourceOf(outboxes: SeveralOutboxes, carrier: (typeof TRANSACTION_SHAPE)[number]): string {
   return carrier === 'message' ? `message:${outboxes.prefix}` : `public.${outboxes.tables[carrier]}`;
 }

@@ -87,7 +87,7 @@ describe('operator CLI', () => {
     expect(result.code, result.stderr).toBe(0);
     const status = JSON.parse(result.stdout) as {
       slot: { slot: string; exists: boolean; active: boolean; confirmedFlushLsn: string; lagBytes: number; walStatus: string };
-      outbox: { rows: number };
+      outboxes: { table: string; rows: number }[];
       deadLetters: { count: number | null };
     };
     const { rows } = await outbox.pool.query<{ confirmed: string; wal_status: string }>(
@@ -96,7 +96,7 @@ describe('operator CLI', () => {
     );
     expect(status.slot).toMatchObject({ slot: outbox.slot, exists: true, active: false, confirmedFlushLsn: rows[0]!.confirmed, walStatus: rows[0]!.wal_status });
     expect(status.slot.lagBytes).toBeGreaterThan(0);
-    expect(status.outbox.rows).toBe(2);
+    expect(status.outboxes).toEqual([expect.objectContaining({ table: `public.${outbox.table}`, rows: 2 })]);
     expect(status.deadLetters.count).toBe(0);
     const human = await cli(['status'], outbox.relayEnv());
     expect(human.stdout).toMatch(/^slot\s+slot_/m);
