@@ -3,17 +3,27 @@ import type { RelationRef } from './source/messages.js';
 
 /**
  * The outboxes one relay streams through its one slot: tables (each with its own column map
- * and topic template), and table-less events a prefix selects among the logical decoding
- * messages (`pg_logical_emit_message(true, prefix, content)`). Every one of them reaches Kafka
- * in commit order, through one confirmed position.
+ * and topic template), tables a pattern names (a schema per tenant: `tenant_*.event_outbox`,
+ * tenants added while the relay runs), and table-less events a prefix selects among the
+ * logical decoding messages (`pg_logical_emit_message(true, prefix, content)`). Every one of
+ * them reaches Kafka in commit order, through one confirmed position.
  */
-export type Outbox = TableOutbox | MessageOutbox;
+export type Outbox = TableOutbox | TablePattern | MessageOutbox;
 
 export interface TableOutbox {
   readonly kind: 'table';
   readonly table: RelationRef;
   readonly columns: ColumnMap;
   /** With {schema} and {table} already filled in: they are this table's. */
+  readonly topicTemplate: string;
+}
+
+/** Every table whose schema and name match, `*` standing for any run of characters. */
+export interface TablePattern {
+  readonly kind: 'tables';
+  readonly pattern: RelationRef;
+  readonly columns: ColumnMap;
+  /** {schema} and {table} still in: each matching table fills in its own. */
   readonly topicTemplate: string;
 }
 
@@ -28,7 +38,47 @@ export interface MessageOutbox {
  * `schema.table`, or `message:<prefix>` (a prefix may hold dots, a table name may not hold a colon).
  */
 export function outboxName(outbox: Outbox): string {
-  return outbox.kind === 'table' ? qualifiedName(outbox.table) : `message:${outbox.prefix}`;
+  if (outbox.kind === 'messages') return `message:${outbox.prefix}`;
+  return qualifiedName(outbox.kind === 'table' ? outbox.table : outbox.pattern);
+}
+
+/** Whether `relation` is one of the tables a pattern names. */
+export function matchesPattern(pattern: RelationRef, relation: RelationRef): boolean {
+  return globMatches(pattern.schema, relation.schema) && globMatches(pattern.name, relation.name);
+}
+
+function globMatches(glob: string, name: string): boolean {
+  if (!glob.includes('*')) return glob === name;
+  const parts = glob.split('*');
+  if (!name.startsWith(parts[0]!) || !name.endsWith(parts.at(-1)!) || name.length < parts[0]!.length + parts.at(-1)!.length) return false;
+  let at = parts[0]!.length;
+  for (const part of parts.slice(1, -1)) {
+    const found = name.indexOf(part, at);
+    if (found < 0) return false;
+    at = found + part.length;
+  }
+  return at <= name.length - parts.at(-1)!.length;
+}
+
+/** A pattern as SQL LIKE patterns for schema and name (`_` and `%` taken literally, `*` any run). */
+export function likePatterns(pattern: RelationRef): { readonly schema: string; readonly name: string } {
+  const like = (glob: string) => glob.replace(/[\\%_]/g, (c) => `\\${c}`).replaceAll('*', '%');
+  return { schema: like(pattern.schema), name: like(pattern.name) };
+}
+
+/**
+ * The outbox a table of the stream belongs to, with its template filled in: a table named
+ * outright first, then the first pattern it matches; undefined for any other table.
+ */
+export function tableOutboxOf(outboxes: readonly Outbox[], relation: RelationRef): TableOutbox | undefined {
+  const named = outboxes.find((outbox): outbox is TableOutbox => outbox.kind === 'table' && outbox.table.schema === relation.schema && outbox.table.name === relation.name);
+  if (named) return named;
+  const pattern = outboxes.find((outbox): outbox is TablePattern => outbox.kind === 'tables' && matchesPattern(outbox.pattern, relation));
+  return pattern && { kind: 'table', table: { schema: relation.schema, name: relation.name }, columns: pattern.columns, topicTemplate: fillTable(pattern.topicTemplate, relation) };
+}
+
+function fillTable(template: string, table: RelationRef): string {
+  return template.replaceAll('{schema}', table.schema).replaceAll('{table}', table.name);
 }
 
 export function qualifiedName(table: RelationRef): string {
@@ -38,18 +88,20 @@ export function qualifiedName(table: RelationRef): string {
 /** One entry of OUTBOX_SOURCES as written: what it leaves out comes from OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE. */
 export type OutboxEntry =
   | { readonly table: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>>; readonly topicTemplate: string | null }
+  | { readonly tables: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>>; readonly topicTemplate: string | null }
   | { readonly messages: string; readonly topicTemplate: string | null };
 
 /** The placeholders a table's topic template may hold beside the event's own: filled in once, at start. */
 export const TABLE_PLACEHOLDERS = ['schema', 'table'] as const;
 
-export const OUTBOX_SOURCES_EXAMPLE = '[{"table":"billing.outbox"},{"table":"payments.outbox","columns":{"eventId":"id"},"topicTemplate":"payments.{event_type}"},{"messages":"outbox"}]';
+export const OUTBOX_SOURCES_EXAMPLE = '[{"table":"billing.outbox"},{"table":"payments.outbox","columns":{"eventId":"id"},"topicTemplate":"payments.{event_type}"},{"tables":"tenant_*.event_outbox"},{"messages":"outbox"}]';
 
-const ENTRY_KEYS = { table: ['table', 'columns', 'topicTemplate'], messages: ['messages', 'topicTemplate'] } as const;
+const ENTRY_KEYS = { table: ['table', 'columns', 'topicTemplate'], tables: ['tables', 'columns', 'topicTemplate'], messages: ['messages', 'topicTemplate'] } as const;
 
 /**
  * OUTBOX_SOURCES: a JSON array, each entry `{"table": "schema.name", "columns": {...},
- * "topicTemplate": "..."}` or `{"messages": "<prefix>", "topicTemplate": "..."}`. Every
+ * "topicTemplate": "..."}`, `{"tables": "tenant_*.name", ...}` (the same, for every table the
+ * pattern names) or `{"messages": "<prefix>", "topicTemplate": "..."}`. Every
  * problem names the entry and what was expected; a topic template is checked by `checkTemplate`
  * (the one OUTBOX_TOPIC_TEMPLATE is checked with).
  */
@@ -66,8 +118,9 @@ export function parseOutboxEntries(raw: string, checkTemplate: (template: string
     const where = `entry ${index + 1}`;
     if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new Error(`${where} is not an object`);
     const fields = entry as Record<string, unknown>;
-    const kind = 'table' in fields ? 'table' : 'messages' in fields ? 'messages' : null;
-    if (kind === null || ('table' in fields && 'messages' in fields)) throw new Error(`${where} has neither "table" nor "messages" (exactly one of them)`);
+    const kinds = (['table', 'tables', 'messages'] as const).filter((key) => key in fields);
+    const kind = kinds.length === 1 ? kinds[0]! : null;
+    if (kind === null) throw new Error(`${where} has ${kinds.length === 0 ? 'none' : kinds.map((key) => `"${key}"`).join(' and ')} of "table", "tables" and "messages" (exactly one of them)`);
     const unknown = Object.keys(fields).filter((key) => !(ENTRY_KEYS[kind] as readonly string[]).includes(key));
     if (unknown.length > 0) throw new Error(`${where} has unknown keys ${unknown.map((key) => `"${key}"`).join(', ')} (expected ${ENTRY_KEYS[kind].map((key) => `"${key}"`).join(', ')})`);
     const topicTemplate = fields.topicTemplate === undefined ? null : checkTemplate(text(fields.topicTemplate, `${where} "topicTemplate"`));
@@ -79,9 +132,10 @@ export function parseOutboxEntries(raw: string, checkTemplate: (template: string
       unique(seen, `message:${prefix}`, `${where} repeats the prefix "${prefix}"`);
       return { messages: prefix, topicTemplate };
     }
-    const table = qualifiedTable(text(fields.table, `${where} "table"`), where);
-    unique(seen, qualifiedName(table), `${where} repeats the table ${qualifiedName(table)}`);
-    return { table, columns: columnOverrides(fields.columns, where), topicTemplate };
+    const table = qualifiedTable(text(fields[kind], `${where} "${kind}"`), where, kind === 'tables');
+    unique(seen, qualifiedName(table), `${where} repeats the ${kind === 'tables' ? 'pattern' : 'table'} ${qualifiedName(table)}`);
+    const columns = columnOverrides(fields.columns, where);
+    return kind === 'tables' ? { tables: table, columns, topicTemplate } : { table, columns, topicTemplate };
   });
 }
 
@@ -89,12 +143,9 @@ export function parseOutboxEntries(raw: string, checkTemplate: (template: string
 export function completeOutbox(entry: OutboxEntry, defaults: { readonly columns: ColumnMap; readonly topicTemplate: string }): Outbox {
   const template = entry.topicTemplate ?? defaults.topicTemplate;
   if ('messages' in entry) return { kind: 'messages', prefix: entry.messages, topicTemplate: template };
-  return {
-    kind: 'table',
-    table: entry.table,
-    columns: { ...defaults.columns, ...entry.columns } as ColumnMap,
-    topicTemplate: template.replaceAll('{schema}', entry.table.schema).replaceAll('{table}', entry.table.name),
-  };
+  const columns = { ...defaults.columns, ...entry.columns } as ColumnMap;
+  if ('tables' in entry) return { kind: 'tables', pattern: entry.tables, columns, topicTemplate: template };
+  return { kind: 'table', table: entry.table, columns, topicTemplate: fillTable(template, entry.table) };
 }
 
 function columnOverrides(value: unknown, where: string): Partial<Record<ColumnRole, string | null>> {
@@ -113,9 +164,13 @@ function columnOverrides(value: unknown, where: string): Partial<Record<ColumnRo
   return columns;
 }
 
-function qualifiedTable(name: string, where: string): RelationRef {
+function qualifiedTable(name: string, where: string, pattern: boolean): RelationRef {
   const parts = name.split('.');
-  if (parts.length !== 2 || !parts.every(isPlainIdentifier)) throw new Error(`${where} "table" is not a schema-qualified table name (schema.table)`);
+  if (!pattern) {
+    if (parts.length !== 2 || !parts.every(isPlainIdentifier)) throw new Error(`${where} "table" is not a schema-qualified table name (schema.table)`);
+  } else if (parts.length !== 2 || !parts.every((part) => part !== '*' && isPlainIdentifier(part.replaceAll('*', 'x'))) || !name.includes('*')) {
+    throw new Error(`${where} "tables" is not a pattern of schema-qualified table names (schema.table with * for any run of characters, e.g. tenant_*.event_outbox)`);
+  }
   return { schema: parts[0]!, name: parts[1]! };
 }
 

@@ -3,8 +3,9 @@ import { compilePrune } from '../config/compile.js';
 import { errorMessage } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
-import { createPruneMetrics, Pruner, pruneAll } from '../prune/pruner.js';
-import { QUERY_TIMEOUT_MS } from '../pg-connection.js';
+import { createPruneMetrics, pruneAll } from '../prune/pruner.js';
+import { connectPostgres, QUERY_TIMEOUT_MS } from '../pg-connection.js';
+import { findTables } from '../setup/outbox-tables.js';
 import { sleep } from '../time.js';
 import { command, EXIT, exitDeadline } from './command.js';
 
@@ -12,8 +13,16 @@ export const pruneCommand = command(COMMANDS.prune, async (config) => {
   const options = compilePrune(config);
   const logger = createLogger(options.logLevel, 'outbox-relay-prune');
   const metrics = createPruneMetrics();
-  const pruners = options.tables.map(({ table, createdAtColumn }) => new Pruner({ ...options.pruner, table, createdAtColumn, logger, metrics }));
-  const pass = () => pruneAll(pruners, metrics);
+  // Each pass finds a pattern's tables again: a tenant added since is pruned too.
+  const tables = async () => {
+    const client = await connectPostgres(options.pruner.database, 'outbox-relay-prune');
+    try {
+      return await findTables(client, options.tables);
+    } finally {
+      await client.end();
+    }
+  };
+  const pass = () => pruneAll(tables, { ...options.pruner, logger, metrics });
   if (options.everyMs === 0) {
     const result = await pass();
     logger.info(result, 'prune: pass done');

@@ -1,13 +1,12 @@
 import { COMMANDS } from '../config/commands.js';
 import { setupTarget } from '../config/compile.js';
-import { rolesSql } from '../setup/roles.js';
-import { createRoles, setup } from '../setup/setup.js';
+import { createRoles, printRoles, setup } from '../setup/setup.js';
 import { command, EXIT } from './command.js';
 
 export const setupCommand = command(COMMANDS.setup, async (config) => {
   const target = setupTarget(config);
   if (config.printRoles) {
-    for (const { table } of target.outboxes) process.stdout.write(await rolesSql(table));
+    process.stdout.write(await printRoles(target));
     return EXIT.ok;
   }
   for (const action of await setup(target)) process.stdout.write(`${action}\n`);

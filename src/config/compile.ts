@@ -6,13 +6,14 @@ import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
-import { completeOutbox, qualifiedName, type Outbox, type TableOutbox } from '../outboxes.js';
+import { completeOutbox, qualifiedName, tableOutboxOf, type Outbox, type TableOutbox } from '../outboxes.js';
 import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
 import type { SetupTarget } from '../setup/setup.js';
+import type { TableByAge } from '../setup/outbox-tables.js';
 import type { CustomerRule } from '../webhooks/customer-rule.js';
 import type { EndpointRules } from '../webhooks/delivery-store.js';
 import type { RetryPolicy } from '../webhooks/retry-policy.js';
@@ -93,7 +94,7 @@ export interface ReplayOptions {
 
 export interface PruneCommandOptions {
   readonly logLevel: string;
-  readonly pruner: Omit<PruneOptions, 'logger' | 'metrics' | 'table' | 'createdAtColumn'>;
+  readonly pruner: Omit<PruneOptions, 'logger' | 'metrics' | 'table' | 'createdAtColumn' | 'label'>;
   /** Every outbox table, each pruned by its own created_at column. */
   readonly tables: readonly TableByAge[];
   /** 0: one pass, then exit. */
@@ -274,19 +275,17 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
 }
 
 export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'publication' | 'slot' | 'slotFailover'> & OutboxesConfig): SetupTarget {
-  return frozen({ database: database(config), outboxes: tableOutboxes(config), publication: config.publication, slot: config.slot, failover: config.slotFailover });
+  return frozen({ database: database(config), outboxes: outboxes(config).filter((outbox) => outbox.kind !== 'messages'), publication: config.publication, slot: config.slot, failover: config.slotFailover });
 }
 
-/** An outbox table and the column its rows' age is read from (status, prune). */
-export interface TableByAge {
-  readonly table: RelationRef;
-  readonly createdAtColumn: string;
-}
-
-/** Every outbox table (OUTBOX_SOURCES' tables, or OUTBOX_TABLE), with its created_at column. */
+/** Every outbox table (OUTBOX_SOURCES' tables and patterns, or OUTBOX_TABLE), with its created_at column. */
 function tablesByAge(config: Pick<RelayConfig, 'sources' | 'table' | 'columnCreatedAt'>): TableByAge[] {
   const entries = config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }];
-  return entries.flatMap((entry) => ('table' in entry ? [{ table: entry.table, createdAtColumn: entry.columns.createdAt ?? config.columnCreatedAt }] : []));
+  return entries.flatMap((entry): TableByAge[] => {
+    if ('messages' in entry) return [];
+    const createdAtColumn = entry.columns.createdAt ?? config.columnCreatedAt;
+    return ['table' in entry ? { table: entry.table, createdAtColumn } : { pattern: entry.tables, createdAtColumn }];
+  });
 }
 
 /** The one outbox table of a command that works on one (CHECKS: oneTable), as OUTBOX_SOURCES or OUTBOX_TABLE names it. */
@@ -367,21 +366,18 @@ export function outboxes(config: OutboxesConfig): Outbox[] {
   return (config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }]).map((entry) => completeOutbox(entry, defaults));
 }
 
-export function tableOutboxes(config: OutboxesConfig): TableOutbox[] {
-  return outboxes(config).filter((outbox): outbox is TableOutbox => outbox.kind === 'table');
-}
-
-/** What the replication stream needs of the outboxes: each table's column parsers, and whether messages are streamed. */
+/** What the replication stream needs of the outboxes: the tables named outright, each table's column parsers, and whether messages are streamed. */
 function sourceReading(config: OutboxesConfig & Pick<RelayConfig, 'format'>): Pick<ReplicationStreamOptions, 'tables' | 'columnParsers' | 'messages'> {
   const all = outboxes(config);
-  const parsers = new Map<string, ColumnParserFor>();
-  const tables: RelationRef[] = [];
-  for (const outbox of all) {
-    if (outbox.kind !== 'table') continue;
-    tables.push(outbox.table);
-    parsers.set(qualifiedName(outbox.table), columnParsers(config.format, outbox));
-  }
-  return { tables, columnParsers: (relation) => parsers.get(qualifiedName(relation)), messages: all.some((outbox) => outbox.kind === 'messages') };
+  return {
+    tables: all.flatMap((outbox) => (outbox.kind === 'table' ? [outbox.table] : [])),
+    // Once per relation and session (pgoutput describes a table before its first row).
+    columnParsers: (relation) => {
+      const outbox = tableOutboxOf(all, relation);
+      return outbox && columnParsers(config.format, outbox);
+    },
+    messages: all.some((outbox) => outbox.kind === 'messages'),
+  };
 }
 
 function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemaRegistryCaFile' | 'schemaRegistryUsername' | 'schemaRegistryPassword' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'reconnectMin' | 'reconnectMax'> & OutboxesConfig): EncoderOptions {

@@ -250,7 +250,11 @@ describe('OUTBOX_SOURCES', () => {
     const cases: [unknown, RegExp][] = [
       ['not json', /OUTBOX_SOURCES="not json" is not JSON/],
       [[], /is not a non-empty JSON array/],
-      [[{ table: 'billing.outbox', messages: 'x' }], /entry 1 has neither "table" nor "messages" \(exactly one of them\)/],
+      [[{ table: 'billing.outbox', messages: 'x' }], /entry 1 has "table" and "messages" of "table", "tables" and "messages" \(exactly one of them\)/],
+      [[{ topicTemplate: 'x' }], /entry 1 has none of "table", "tables" and "messages"/],
+      [[{ tables: 'tenant_1.event_outbox' }], /entry 1 "tables" is not a pattern of schema-qualified table names \(schema\.table with \* for any run of characters/],
+      [[{ tables: 'tenant_*.*' }], /entry 1 "tables" is not a pattern/],
+      [[{ tables: 'tenant_*.event_outbox' }, { tables: 'tenant_*.event_outbox' }], /entry 2 repeats the pattern tenant_\*\.event_outbox/],
       [[{ table: 'billing.outbox', topic: 'x' }], /entry 1 has unknown keys "topic" \(expected "table", "columns", "topicTemplate"\)/],
       [[{ table: 'outbox' }], /entry 1 "table" is not a schema-qualified table name/],
       [[{ table: 'billing.outbox' }, { table: 'billing.outbox' }], /entry 2 repeats the table billing\.outbox/],

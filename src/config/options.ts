@@ -319,8 +319,10 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   // Refused at start, not as a dead letter per event: every event would route to "null".
   check(['topicTemplate', 'columnAggregateType'], (c, name) => (c.columnAggregateType === null && c.topicTemplate.includes('{aggregate_type}') ? `${name('topicTemplate')} "${c.topicTemplate}" uses {aggregate_type}, but ${name('columnAggregateType')} is empty (the table has no aggregate type): route by {event_type} or a fixed name, e.g. billing.{event_type}` : null)),
   check(['sources', 'topicTemplate', 'columnAggregateType'], (c, name) => {
-    const without = (c.sources ?? []).find((entry) => 'table' in entry && (entry.columns.aggregateType === undefined ? c.columnAggregateType : entry.columns.aggregateType) === null && (entry.topicTemplate ?? c.topicTemplate).includes('{aggregate_type}'));
-    return without && 'table' in without ? `${name('sources')}: the entry of ${without.table.schema}.${without.table.name} routes by {aggregate_type}, but that table has no aggregate type column: route by {event_type} or a fixed name` : null;
+    const without = (c.sources ?? []).find((entry) => !('messages' in entry) && (entry.columns.aggregateType === undefined ? c.columnAggregateType : entry.columns.aggregateType) === null && (entry.topicTemplate ?? c.topicTemplate).includes('{aggregate_type}'));
+    if (!without || 'messages' in without) return null;
+    const { schema, name: table } = 'table' in without ? without.table : without.tables;
+    return `${name('sources')}: the entry of ${schema}.${table} routes by {aggregate_type}, but that table has no aggregate type column: route by {event_type} or a fixed name`;
   }),
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
   // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.

@@ -5,7 +5,7 @@ import { readStandbyCopies, type StandbyCopy } from '../observe/standby-copies.j
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countTopicRecords } from '../sink/kafka-clients.js';
 import type { KafkaClientName } from '../sink/producer.js';
-import type { TableByAge } from '../config/compile.js';
+import { findTables, type TableByAge } from '../setup/outbox-tables.js';
 import { qualifiedName } from '../outboxes.js';
 
 export interface StatusInput {
@@ -38,7 +38,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
     const slot = await readSlot(client, input.slot);
     const publication = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [input.publication]);
     const outboxes: StatusReport['outboxes'][number][] = [];
-    for (const { table: relation, createdAtColumn } of input.tables) {
+    for (const { table: relation, createdAtColumn } of await findTables(client, input.tables)) {
       const table = `${pg.escapeIdentifier(relation.schema)}.${pg.escapeIdentifier(relation.name)}`;
       const { rows } = await client.query<{ rows: string; age: number | null; bytes: string }>(
         `SELECT count(*)::text AS rows, extract(epoch FROM now() - min(${pg.escapeIdentifier(createdAtColumn)}))::float8 AS age,

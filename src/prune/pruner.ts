@@ -10,6 +10,8 @@ import { qualifiedName } from '../outboxes.js';
 export interface PruneOptions {
   readonly database: DatabaseAccess;
   readonly table: { readonly schema: string; readonly name: string };
+  /** The metrics' `outbox` label: the table, or the pattern of OUTBOX_SOURCES that named it (one series per entry, not per tenant). */
+  readonly label: string;
   readonly createdAtColumn: string;
   readonly slot: string;
   readonly retentionMs: number;
@@ -23,10 +25,10 @@ export function createPruneMetrics(registry = new Registry()) {
   const registers = [registry];
   return {
     registry,
-    // By outbox table (`schema.table`): a series per table, on a metric read once a pass.
-    rowsDeleted: new Counter({ name: 'outbox_prune_rows_deleted_total', help: 'Outbox rows deleted by the pruner, by outbox table.', labelNames: ['outbox'], registers }),
-    oldestRowAge: new Gauge({ name: 'outbox_prune_oldest_row_age_seconds', help: 'Age of the oldest row left in each outbox table.', labelNames: ['outbox'], registers }),
-    tableBytes: new Gauge({ name: 'outbox_prune_table_bytes', help: 'Size of each outbox table with its indexes and TOAST.', labelNames: ['outbox'], registers }),
+    // By outbox (`schema.table`, or a pattern for all its tenants' tables: bounded however many tenants).
+    rowsDeleted: new Counter({ name: 'outbox_prune_rows_deleted_total', help: 'Outbox rows deleted by the pruner, by outbox.', labelNames: ['outbox'], registers }),
+    oldestRowAge: new Gauge({ name: 'outbox_prune_oldest_row_age_seconds', help: 'Age of the oldest row left, by outbox (the oldest of a pattern\'s tables).', labelNames: ['outbox'], registers }),
+    tableBytes: new Gauge({ name: 'outbox_prune_table_bytes', help: 'Size of the outbox tables with their indexes and TOAST, by outbox (summed over a pattern\'s tables).', labelNames: ['outbox'], registers }),
     lastSuccess: new Gauge({ name: 'outbox_prune_last_success_timestamp_seconds', help: 'When a prune pass over every outbox table last completed.', registers }),
   };
 }
@@ -37,6 +39,8 @@ export interface PruneResult {
   readonly deleted: number;
   /** The WAL position below which rows were provably confirmed, or null if none yet. */
   readonly safeBelowLsn: string | null;
+  readonly oldestRowAgeSeconds: number;
+  readonly totalBytes: number;
 }
 
 /**
@@ -55,7 +59,7 @@ const INSUFFICIENT_PRIVILEGE = '42501';
 export class Pruner {
   private readonly table: string;
   private readonly marks: string;
-  /** The metrics' label: `schema.table`. */
+  /** `schema.table`, for the logs. */
   readonly outbox: string;
 
   constructor(private readonly options: PruneOptions) {
@@ -82,8 +86,7 @@ export class Pruner {
       } else {
         this.options.logger.info({ outbox: this.outbox, confirmed }, 'prune: no mark confirmed by the relay yet; nothing deleted this pass');
       }
-      await this.updateGauges(client);
-      return { deleted, safeBelowLsn: mark?.walLsn ?? null };
+      return { deleted, safeBelowLsn: mark?.walLsn ?? null, ...(await this.size(client)) };
     } catch (error) {
       if (sqlState(error) !== INSUFFICIENT_PRIVILEGE) throw error;
       const role = (await client.query<{ role: string }>('SELECT current_user AS role').catch(() => null))?.rows[0]?.role ?? 'the pruner\'s role';
@@ -161,38 +164,49 @@ export class Pruner {
         throw error;
       }
       total += deleted;
-      metrics.rowsDeleted.inc({ outbox: this.outbox }, deleted);
+      metrics.rowsDeleted.inc({ outbox: this.options.label }, deleted);
       if (deleted > 0) logger.info({ outbox: this.outbox, deleted: total, elapsedMs: Date.now() - started }, 'prune: progress');
       if (found < batchSize) return total;
     }
   }
 
-  private async updateGauges(client: pg.Client): Promise<void> {
+  private async size(client: pg.Client): Promise<Pick<PruneResult, 'oldestRowAgeSeconds' | 'totalBytes'>> {
     const { rows } = await client.query<{ age: number | null; bytes: string }>(
       `SELECT extract(epoch FROM now() - min(${pg.escapeIdentifier(this.options.createdAtColumn)}))::float8 AS age,
               pg_total_relation_size(${pg.escapeLiteral(this.table)})::text AS bytes FROM ${this.table}`,
     );
-    this.options.metrics.oldestRowAge.set({ outbox: this.outbox }, rows[0]?.age ?? 0);
-    this.options.metrics.tableBytes.set({ outbox: this.outbox }, Number(rows[0]?.bytes ?? 0));
+    return { oldestRowAgeSeconds: rows[0]?.age ?? 0, totalBytes: Number(rows[0]?.bytes ?? 0) };
   }
 }
 
 /**
- * A pass over every outbox table, each by its own Pruner. A table that fails does not keep the
- * others from being pruned; the pass then throws the first failure, and `lastSuccess` is set
- * only by a pass in which every table was pruned.
+ * A pass over every outbox table, each by its own Pruner; a pattern's tables as they are at the
+ * pass (a tenant added since is pruned too). A table that fails does not keep the others from
+ * being pruned; the pass then throws the first failure, and `lastSuccess` is set only by a pass
+ * in which every table was pruned. The gauges are set per entry: the oldest row of its tables,
+ * their bytes summed.
  */
-export async function pruneAll(pruners: readonly Pruner[], metrics: PruneMetrics): Promise<{ readonly deleted: number; readonly outboxes: Readonly<Record<string, PruneResult>> }> {
-  const outboxes: Record<string, PruneResult> = {};
+export async function pruneAll(tables: () => Promise<readonly { readonly table: PruneOptions['table']; readonly createdAtColumn: string; readonly entry: string }[]>, options: Omit<PruneOptions, 'table' | 'createdAtColumn' | 'label'>): Promise<{ readonly deleted: number; readonly tables: number }> {
+  const { metrics } = options;
+  const byEntry = new Map<string, { age: number; bytes: number }>();
+  let deleted = 0;
   let failure: unknown = null;
-  for (const pruner of pruners) {
+  const found = await tables();
+  for (const { table, createdAtColumn, entry } of found) {
     try {
-      outboxes[pruner.outbox] = await pruner.pass();
+      const result = await new Pruner({ ...options, table, createdAtColumn, label: entry }).pass();
+      deleted += result.deleted;
+      const sum = byEntry.get(entry) ?? { age: 0, bytes: 0 };
+      byEntry.set(entry, { age: Math.max(sum.age, result.oldestRowAgeSeconds), bytes: sum.bytes + result.totalBytes });
     } catch (error) {
       failure ??= error;
     }
   }
+  for (const [entry, { age, bytes }] of byEntry) {
+    metrics.oldestRowAge.set({ outbox: entry }, age);
+    metrics.tableBytes.set({ outbox: entry }, bytes);
+  }
   if (failure !== null) throw failure;
   metrics.lastSuccess.set(Date.now() / 1000);
-  return { deleted: Object.values(outboxes).reduce((sum, result) => sum + result.deleted, 0), outboxes };
+  return { deleted, tables: found.length };
 }

@@ -5,7 +5,8 @@ import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
 import type { ColumnMap } from '../outbox-table.js';
-import { qualifiedName } from '../outboxes.js';
+import { matchesPattern, qualifiedName } from '../outboxes.js';
+import { ensureTenantTrigger, tablesMatching, tenantTriggerName } from './outbox-tables.js';
 import type { RelationRef } from '../source/messages.js';
 import { slotMissing } from '../source/slot-errors.js';
 import { describeColumnMap } from './column-map.js';
@@ -21,10 +22,16 @@ export interface SetupTable {
   readonly columns?: ColumnMap;
 }
 
+/** Every table a pattern names (a schema per tenant), with the column map they share. */
+export interface SetupPattern {
+  readonly pattern: RelationRef;
+  readonly columns?: ColumnMap;
+}
+
 export interface SetupTarget {
   readonly database: DatabaseAccess;
-  /** Every outbox table (OUTBOX_SOURCES' tables, or OUTBOX_TABLE): the one publication covers them all, inserts only. */
-  readonly outboxes: readonly SetupTable[];
+  /** Every outbox table and pattern (OUTBOX_SOURCES', or OUTBOX_TABLE): the one publication covers them all, inserts only. */
+  readonly outboxes: readonly (SetupTable | SetupPattern)[];
   readonly publication: string;
   readonly slot: string;
   readonly format?: PayloadColumnTarget['format'];
@@ -40,22 +47,24 @@ const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
  * what already exists and refuses, with the reason, a shape the relay cannot run safely on
  * (before the slot exists: a slot holds WAL).
  */
-export async function setup(target: SetupTarget, slot: 'create' | 'none' = 'create'): Promise<string[]> {
-  return withClient(target.database, async (client) => {
+export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 'create'): Promise<string[]> {
+  return withClient(setupTarget.database, async (client) => {
     await checkServer(client);
+    const target = await resolve(client, setupTarget);
     // OUTBOX_SLOT_FAILOVER=true on a server before 17 is refused before anything is made.
     const version = await serverVersion(client);
     const failover = wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
     // `cutover` itself runs these steps again after an unfinished cutover.
-    if (slot === 'create') for (const { table } of target.outboxes) await refuseDuringRecovery(client, table, 'set up');
+    if (slot === 'create') for (const { table } of target.tables) await refuseDuringRecovery(client, table, 'set up');
     const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
-    for (const { table } of target.outboxes) {
-      actions.push(await step(`create the outbox table ${qualifiedName(table)}`, () => ensureTable(client, table)));
-      // Made here, by the owner: a least-privilege pruner may not create tables.
-      actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(table)}: ${await ensurePruneMarks(client, table)}`));
-    }
+    // A pattern's tables are the tenants' migrations to make: only a table named outright is created.
+    for (const { table } of target.named) actions.push(await step(`create the outbox table ${qualifiedName(table)}`, () => ensureTable(client, table)));
+    // Made here, by the owner: a least-privilege pruner may not create tables.
+    for (const { table } of target.tables) actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(table)}: ${await ensurePruneMarks(client, table)}`));
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
+    actions.push(await step(`create the event trigger that adds new tenants' tables to ${target.publication}`, () => ensureTenantTrigger(client, target.publication, target.patterns)));
+    for (const pattern of target.patterns) actions.push(`tables ${qualifiedName(pattern)}: ${target.tables.filter(({ table }) => matchesPattern(pattern, table) && !target.named.some((named) => named.table === table)).length} found`);
     actions.push(...(await findings(client, target)));
     // `cutover` makes the slot itself, with the snapshot it publishes the pending rows in.
     if (slot === 'create') actions.push(...(await ensureSlot(client, target, failover, version)));
@@ -80,11 +89,15 @@ async function asOwner(client: pg.Client, what: string, work: () => Promise<stri
   }
 }
 
-/** sql/003_roles.sql for each outbox table, applied: the relay's, the pruner's and the writers' roles. */
-export async function createRoles(target: Pick<SetupTarget, 'database' | 'outboxes'>): Promise<string[]> {
+/**
+ * sql/003_roles.sql for each outbox table, applied: the relay's, the pruner's and the writers'
+ * roles. A pattern's tables as they are now: a tenant's table made later gets its grants from
+ * its own migration (docs/outboxes.md#a-schema-per-tenant).
+ */
+export async function createRoles(target: SetupTarget): Promise<string[]> {
   return withClient(target.database, async (client) => {
     try {
-      for (const { table } of target.outboxes) await client.query(await rolesSql(table));
+      for (const { table } of (await resolve(client, target)).tables) await client.query(await rolesSql(table));
     } catch (error) {
       throw postgresFailure(error);
     }
@@ -92,11 +105,27 @@ export async function createRoles(target: Pick<SetupTarget, 'database' | 'outbox
   });
 }
 
-/** The checks `run` makes before streaming, creating nothing; returns what it found, one line each. */
-export async function verify(target: SetupTarget): Promise<string[]> {
+/** The SQL of createRoles, printed (`setup --print-roles`). */
+export async function printRoles(target: SetupTarget): Promise<string> {
+  // Without a pattern there is nothing to look up: printed without a connection.
+  if (target.outboxes.every((outbox) => 'table' in outbox)) return (await Promise.all(target.outboxes.map((outbox) => rolesSql((outbox as SetupTable).table)))).join('');
   return withClient(target.database, async (client) => {
+    let sql = '';
+    for (const { table } of (await resolve(client, target)).tables) sql += await rolesSql(table);
+    return sql;
+  });
+}
+
+/** The checks `run` makes before streaming, creating nothing; returns what it found, one line each. */
+export async function verify(setupTarget: SetupTarget): Promise<string[]> {
+  return withClient(setupTarget.database, async (client) => {
     await checkServer(client);
-    for (const { table } of target.outboxes) {
+    const target = await resolve(client, setupTarget);
+    if (target.patterns.length > 0) {
+      const { rows } = await client.query('SELECT 1 FROM pg_event_trigger WHERE evtname = $1 AND evtenabled <> $2', [tenantTriggerName(target.publication), 'D']);
+      if (rows.length === 0) throw new RelayError('SETUP_PUBLICATION', `the event trigger ${tenantTriggerName(target.publication)} is missing or disabled: a new tenant's outbox table would not join the publication, and its rows would never reach the relay; run \`outbox-relay setup\``);
+    }
+    for (const { table } of target.named) {
       if (!(await tableExists(client, table))) throw new RelayError('SETUP_TABLE', `outbox table ${qualifiedName(table)} does not exist; run \`outbox-relay setup\``);
     }
     const publication = await checkPublication(client, target);
@@ -104,16 +133,16 @@ export async function verify(target: SetupTarget): Promise<string[]> {
     if (publication !== 'ready') {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not cover the outbox ${publication.map(qualifiedName).join(', ')} yet: their inserts would never reach the relay; run \`outbox-relay setup\` (it adds them)`);
     }
-    for (const { table } of target.outboxes) await refuseDuringRecovery(client, table, 'stream');
+    for (const { table } of target.named) await refuseDuringRecovery(client, table, 'stream');
     const slot = await failoverFinding(client, target.slot, target.failover ?? 'auto');
     return [...(await findings(client, target)), ...(slot ? [slot] : [])];
   });
 }
 
 /** The payload column's type (refused unless publishable), and session settings the relay overrides. */
-async function findings(client: pg.Client, target: SetupTarget): Promise<string[]> {
+async function findings(client: pg.Client, target: Resolved): Promise<string[]> {
   const lines: string[] = [];
-  for (const { table, columns } of target.outboxes) {
+  for (const { table, columns } of target.tables) {
     if (columns) lines.push(await describeColumnMap(client, { table, columns }), await checkPayloadColumn(client, { table, format: target.format, payloadColumn: columns.payload }));
   }
   const { source, settings } = overriddenSessionSettings(target.database);
@@ -121,6 +150,26 @@ async function findings(client: pg.Client, target: SetupTarget): Promise<string[
     lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
   }
   return lines;
+}
+
+/** A target with its patterns' tables found: every table setup and run check, named or a tenant's. */
+interface Resolved extends SetupTarget {
+  readonly named: readonly SetupTable[];
+  readonly patterns: readonly RelationRef[];
+  readonly tables: readonly SetupTable[];
+}
+
+async function resolve(client: pg.Client, target: SetupTarget): Promise<Resolved> {
+  const named = target.outboxes.filter((outbox): outbox is SetupTable => 'table' in outbox);
+  const patterns = target.outboxes.filter((outbox): outbox is SetupPattern => 'pattern' in outbox);
+  const tables: SetupTable[] = [...named];
+  for (const { pattern, columns } of patterns) {
+    for (const table of await tablesMatching(client, pattern)) {
+      // A table named outright keeps its own column map.
+      if (!tables.some((known) => qualifiedName(known.table) === qualifiedName(table))) tables.push(columns ? { table, columns } : { table });
+    }
+  }
+  return { ...target, named, patterns: patterns.map(({ pattern }) => pattern), tables };
 }
 
 async function withClient<T>(database: DatabaseAccess, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -149,6 +198,11 @@ async function checkServer(client: pg.Client): Promise<void> {
 async function currentUser(client: pg.Client): Promise<string> {
   const { rows } = await client.query<{ user: string }>('SELECT current_user AS user');
   return rows[0]!.user;
+}
+
+function parseQualified(name: string): RelationRef {
+  const dot = name.indexOf('.');
+  return { schema: name.slice(0, dot), name: name.slice(dot + 1) };
 }
 
 function escapedName(table: RelationRef): string {
@@ -183,9 +237,9 @@ async function isPartitioned(client: pg.Client, table: RelationRef): Promise<boo
 }
 
 /** Whether any outbox table is partitioned: then the publication publishes each through its root. */
-async function anyPartitioned(client: pg.Client, target: SetupTarget): Promise<RelationRef[]> {
+async function anyPartitioned(client: pg.Client, target: Resolved): Promise<RelationRef[]> {
   const partitioned: RelationRef[] = [];
-  for (const { table } of target.outboxes) if (await isPartitioned(client, table)) partitioned.push(table);
+  for (const { table } of target.tables) if (await isPartitioned(client, table)) partitioned.push(table);
   return partitioned;
 }
 
@@ -207,7 +261,7 @@ interface PublicationRow {
  * 'absent', 'ready', or the outbox tables it does not cover yet (an outbox added to the
  * configuration: setup adds them); throws if it exists with a shape the relay cannot use.
  */
-async function checkPublication(client: pg.Client, target: SetupTarget): Promise<'absent' | 'ready' | RelationRef[]> {
+async function checkPublication(client: pg.Client, target: Resolved): Promise<'absent' | 'ready' | RelationRef[]> {
   const { rows } = await client.query<PublicationRow>(
     `SELECT p.pubviaroot, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
             (SELECT array_agg(t.schemaname || '.' || t.tablename) FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
@@ -218,8 +272,9 @@ async function checkPublication(client: pg.Client, target: SetupTarget): Promise
   if (!publication) return 'absent';
   const problems: string[] = [];
   const tables = [...(publication.tables ?? [])].sort();
-  const expected = target.outboxes.map(({ table }) => qualifiedName(table)).sort();
-  const others = tables.filter((table) => !expected.includes(table));
+  const expected = target.tables.map(({ table }) => qualifiedName(table)).sort();
+  // A tenant's table the trigger added after this setup found the pattern's tables is no stranger.
+  const others = tables.filter((table) => !expected.includes(table) && !target.patterns.some((pattern) => matchesPattern(pattern, parseQualified(table))));
   if (publication.puballtables) problems.push('it is FOR ALL TABLES');
   else if (others.length > 0) problems.push(`it covers [${others.join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected.join(', ')}])`);
   const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
@@ -234,7 +289,7 @@ async function checkPublication(client: pg.Client, target: SetupTarget): Promise
         `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${expected.join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`,
     );
   }
-  const missing = target.outboxes.map(({ table }) => table).filter((table) => !tables.includes(qualifiedName(table)));
+  const missing = target.tables.map(({ table }) => table).filter((table) => !tables.includes(qualifiedName(table)));
   return missing.length === 0 ? 'ready' : missing;
 }
 
@@ -242,7 +297,7 @@ async function checkPublication(client: pg.Client, target: SetupTarget): Promise
  * Adds outbox tables to the publication. A table's inserts are decoded only from the WAL after
  * it was added, so one that already holds rows is refused: those rows would never be streamed.
  */
-async function addToPublication(client: pg.Client, target: SetupTarget, tables: readonly RelationRef[]): Promise<string> {
+async function addToPublication(client: pg.Client, target: Resolved, tables: readonly RelationRef[]): Promise<string> {
   for (const table of tables) {
     const { rows } = await client.query(`SELECT 1 FROM ${escapedName(table)} LIMIT 1`);
     if (rows.length > 0) {
@@ -258,17 +313,19 @@ async function addToPublication(client: pg.Client, target: SetupTarget, tables: 
   return `publication ${target.publication}: added ${tables.map(qualifiedName).join(', ')} (inserts from now on)`;
 }
 
-async function ensurePublication(client: pg.Client, target: SetupTarget): Promise<string> {
+async function ensurePublication(client: pg.Client, target: Resolved): Promise<string> {
   const found = await checkPublication(client, target);
   if (found === 'ready') return `publication ${target.publication}: exists`;
   if (found !== 'absent') return addToPublication(client, target, found);
   const partitioned = await anyPartitioned(client, target);
-  const names = target.outboxes.map(({ table }) => qualifiedName(table)).join(', ');
-  await client.query(`CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)} FOR TABLE ${target.outboxes.map(({ table }) => escapedName(table)).join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`);
+  const names = target.tables.map(({ table }) => qualifiedName(table)).join(', ') || 'none yet';
+  // A pattern whose tenants are all still to come: an empty publication, the trigger adds them.
+  const tables = target.tables.length === 0 ? '' : ` FOR TABLE ${target.tables.map(({ table }) => escapedName(table)).join(', ')}`;
+  await client.query(`CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)}${tables} WITH (${publicationOptions(partitioned.length > 0)})`);
   return `publication ${target.publication}: created (inserts into ${names}${partitioned.length > 0 ? `, ${partitioned.map(qualifiedName).join(', ')} published as the partitioned table` : ''})`;
 }
 
-async function ensureSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string[]> {
+async function ensureSlot(client: pg.Client, target: Resolved, failover: boolean, version: number): Promise<string[]> {
   const made = await ensurePlainSlot(client, target, failover, version);
   // Before 17 there is nothing to align: no slot is a failover slot.
   const lines = [made ?? (version >= 170_000 ? await alignFailover(target.database, client, target.slot, failover) : `slot ${target.slot}: exists`)];
@@ -277,7 +334,7 @@ async function ensureSlot(client: pg.Client, target: SetupTarget, failover: bool
 }
 
 /** Creates the slot if missing and returns what it did; null if it exists (and is usable). */
-async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover: boolean, version: number): Promise<string | null> {
+async function ensurePlainSlot(client: pg.Client, target: Resolved, failover: boolean, version: number): Promise<string | null> {
   const { rows } = await client.query<{ plugin: string; database: string; current: string; wal_status: string | null }>(
     'SELECT plugin, database, current_database() AS current, wal_status FROM pg_replication_slots WHERE slot_name = $1',
     [target.slot],
@@ -293,7 +350,7 @@ async function ensurePlainSlot(client: pg.Client, target: SetupTarget, failover:
   // A new slot starts at the current WAL position: rows already in the table would never be
   // streamed. With rows there, either a slot was lost or dropped (recover), or this is the first
   // start on a polling relay's table (cutover): the slot history tells which.
-  for (const { table } of target.outboxes) {
+  for (const { table } of target.tables) {
     const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${escapedName(table)} LIMIT 1000000) AS retained`);
     const rowCount = Number(retained[0]!.n);
     if (rowCount === 0) continue;

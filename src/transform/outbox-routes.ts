@@ -3,7 +3,7 @@ import { RowDecoder } from '../decode/row-decoder.js';
 import { PoisonEventError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
 import { DEFAULT_COLUMNS } from '../outbox-table.js';
-import { outboxName, qualifiedName, type MessageOutbox, type Outbox, type TableOutbox } from '../outboxes.js';
+import { outboxName, qualifiedName, tableOutboxOf, type MessageOutbox, type Outbox, type TableOutbox } from '../outboxes.js';
 import type { RelationRef, RowValues } from '../source/messages.js';
 import { compileTopicTemplate, type TopicRouter } from './topic-router.js';
 
@@ -36,33 +36,38 @@ export interface MessageValues {
 /**
  * Every outbox of the configuration, found by the relation of a row or the prefix of a
  * message. A relation is matched once per session (pgoutput describes it before its first
- * row), then found by the identity of its description: no name comparison per event.
+ * row), then found by the identity of its description: no name comparison per event. A table
+ * a pattern names gets its route when its first row comes (a tenant created while the relay
+ * runs), kept for the relay's life like a named one's.
  */
 export class OutboxRoutes {
-  private readonly tables = new Map<string, OutboxRoute>();
+  private readonly tables = new Map<string, OutboxRoute | null>();
   private readonly prefixes = new Map<string, OutboxRoute>();
   private readonly byRelation = new WeakMap<RelationRef, OutboxRoute | null>();
   /** Whether the stream asks for logical decoding messages (pgoutput's `messages` option). */
   readonly streamsMessages: boolean;
 
-  constructor(outboxes: readonly Outbox[]) {
-    for (const outbox of outboxes) {
-      if (outbox.kind === 'table') this.tables.set(qualifiedName(outbox.table), tableRoute(outbox));
-      else this.prefixes.set(outbox.prefix, messageRoute(outbox));
-    }
+  constructor(private readonly outboxes: readonly Outbox[]) {
+    for (const outbox of outboxes) if (outbox.kind === 'messages') this.prefixes.set(outbox.prefix, messageRoute(outbox));
     this.streamsMessages = this.prefixes.size > 0;
   }
 
-  /** The outbox tables, `schema.table`, for what tells an operator which the publication should cover. */
+  /** The outbox tables and patterns, for what tells an operator which the publication should cover. */
   get tableNames(): string[] {
-    return [...this.tables.keys()];
+    return this.outboxes.filter((outbox) => outbox.kind !== 'messages').map(outboxName);
   }
 
   /** The route of a relation's rows; undefined: the relation is no outbox of this relay. */
   forRelation(relation: RelationRef): OutboxRoute | undefined {
     let route = this.byRelation.get(relation);
     if (route === undefined) {
-      route = this.tables.get(qualifiedName(relation)) ?? null;
+      const name = qualifiedName(relation);
+      route = this.tables.get(name);
+      if (route === undefined) {
+        const outbox = tableOutboxOf(this.outboxes, relation);
+        route = outbox ? tableRoute(outbox) : null;
+        this.tables.set(name, route);
+      }
       this.byRelation.set(relation, route);
     }
     return route ?? undefined;

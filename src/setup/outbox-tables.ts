@@ -1,0 +1,86 @@
+import pg from 'pg';
+import { likePatterns, qualifiedName } from '../outboxes.js';
+import type { RelationRef } from '../source/messages.js';
+
+/** An outbox table (or every table a pattern names) and the column its rows' age is read from (status, prune). */
+export type TableByAge = { readonly createdAtColumn: string } & ({ readonly table: RelationRef } | { readonly pattern: RelationRef });
+
+/** A table found in the database, and the entry it came from (its name, or its pattern's: the metrics' label). */
+export interface FoundTable {
+  readonly table: RelationRef;
+  readonly createdAtColumn: string;
+  readonly entry: string;
+}
+
+/** The tables of each entry as they are now: a named one whether or not it exists, a pattern's those that exist, in name order. */
+export async function findTables(client: pg.ClientBase, entries: readonly TableByAge[]): Promise<FoundTable[]> {
+  const found: FoundTable[] = [];
+  for (const entry of entries) {
+    if ('table' in entry) {
+      found.push({ table: entry.table, createdAtColumn: entry.createdAtColumn, entry: qualifiedName(entry.table) });
+      continue;
+    }
+    for (const table of await tablesMatching(client, entry.pattern)) found.push({ table, createdAtColumn: entry.createdAtColumn, entry: qualifiedName(entry.pattern) });
+  }
+  return found;
+}
+
+/** The ordinary and partitioned tables a pattern names (not a partition of one: its root is the outbox). */
+export async function tablesMatching(client: pg.ClientBase, pattern: RelationRef): Promise<RelationRef[]> {
+  const like = likePatterns(pattern);
+  const { rows } = await client.query<{ schema: string; name: string }>(
+    `SELECT n.nspname AS schema, c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname LIKE $1 AND c.relname LIKE $2 ORDER BY 1, 2`,
+    [like.schema, like.name],
+  );
+  return rows.map((row) => ({ schema: row.schema, name: row.name }));
+}
+
+/** The function and event trigger that add a new tenant's outbox table to the publication: named after the publication. */
+export function tenantTriggerName(publication: string): string {
+  return `outbox_relay_${publication}_adds_tables`;
+}
+
+/**
+ * The event trigger that adds every new table a pattern names to the publication, inside the
+ * transaction that creates it: Postgres decodes a table's inserts only from the WAL written
+ * after it joined the publication, and no row can be inserted into the table before its
+ * CREATE TABLE ran, so from its very first row (in its creating transaction too) nothing of a
+ * new tenant is missed. SECURITY DEFINER: a tenant's migration role owns its table but not the
+ * publication. Made again (CREATE OR REPLACE) by every setup, with the patterns of the
+ * configuration; dropped when there are none.
+ */
+export async function ensureTenantTrigger(client: pg.ClientBase, publication: string, patterns: readonly RelationRef[]): Promise<string> {
+  const name = tenantTriggerName(publication);
+  if (patterns.length === 0) {
+    await client.query(`DROP EVENT TRIGGER IF EXISTS ${pg.escapeIdentifier(name)}; DROP FUNCTION IF EXISTS public.${pg.escapeIdentifier(name)}()`);
+    return `event trigger ${name}: none (no pattern in OUTBOX_SOURCES)`;
+  }
+  const conditions = patterns.map((pattern) => {
+    const like = likePatterns(pattern);
+    return `(c.nspname LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(like.name)})`;
+  });
+  await client.query(`
+    CREATE OR REPLACE FUNCTION public.${pg.escapeIdentifier(name)}() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $body$
+    DECLARE
+      created record;
+    BEGIN
+      FOR created IN
+        SELECT c.nspname, c.relname FROM pg_event_trigger_ddl_commands() d
+          JOIN (SELECT r.oid, n.nspname, r.relname, r.relispartition FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace) c ON c.oid = d.objid
+         WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'table' AND NOT c.relispartition
+           AND (${conditions.join(' OR ')})
+      LOOP
+        EXECUTE format('ALTER PUBLICATION %I ADD TABLE %I.%I', ${pg.escapeLiteral(publication)}, created.nspname, created.relname);
+      END LOOP;
+    END
+    $body$`);
+  await client.query(`REVOKE ALL ON FUNCTION public.${pg.escapeIdentifier(name)}() FROM PUBLIC`);
+  const { rows } = await client.query('SELECT 1 FROM pg_event_trigger WHERE evtname = $1', [name]);
+  if (rows.length === 0) {
+    await client.query(`CREATE EVENT TRIGGER ${pg.escapeIdentifier(name)} ON ddl_command_end WHEN TAG IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO') EXECUTE FUNCTION public.${pg.escapeIdentifier(name)}()`);
+    return `event trigger ${name}: created (a new table named by ${patterns.map(qualifiedName).join(', ')} joins the publication in its creating transaction)`;
+  }
+  return `event trigger ${name}: exists (for ${patterns.map(qualifiedName).join(', ')})`;
+}

@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { cli } from '../harness/cli.js';
+import { createTopics, TopicReader } from '../harness/kafka.js';
+import { TEST_RELAY_TIMINGS } from '../harness/outbox.js';
+import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+
+/**
+ * A schema per tenant (OUTBOX_SOURCES {"tables": "<prefix>_*.event_outbox"}), tenants created
+ * while the relay streams, by a migration role that owns its tables and not the publication:
+ * each new tenant's rows, from the first one in its creating transaction, reach Kafka, across a
+ * kill -9 of the relay.
+ */
+describe('a schema per tenant, tenants created under load', () => {
+  const id = `t${randomUUID().replaceAll('-', '').slice(0, 8)}`;
+  const tenantPrefix = `${id}_tenant`;
+  const migrator = `${id}_migrator`;
+  const slot = `slot_${id}`;
+  const publication = `pub_${id}`;
+  const topic = `itest-${id}.invoice`;
+  const services = inject('services');
+  const pool = new pg.Pool({ connectionString: services.databaseUrl, max: 8 });
+  const tenants: string[] = [];
+  let made = 0;
+  const env = {
+    DATABASE_URL: services.databaseUrl,
+    KAFKA_BROKERS: services.kafkaBrokers,
+    OUTBOX_SOURCES: JSON.stringify([{ tables: `${tenantPrefix}_*.event_outbox` }]),
+    OUTBOX_SLOT: slot,
+    OUTBOX_PUBLICATION: publication,
+    OUTBOX_TOPIC_TEMPLATE: `itest-${id}.{aggregate_type}`,
+    OUTBOX_DEAD_LETTER_TOPIC: `itest-${id}.dead-letter`,
+    ...TEST_RELAY_TIMINGS,
+  };
+
+  /** A tenant as its migration makes it: schema, outbox table and its first rows, in one transaction, as the migration role. */
+  async function createTenant(client: pg.ClientBase, firstRows: number): Promise<string> {
+    const schema = `${tenantPrefix}_${String((made += 1)).padStart(4, '0')}`;
+    await client.query('BEGIN');
+    await client.query(`SET LOCAL ROLE ${migrator}`);
+    await client.query(`CREATE SCHEMA ${schema}`);
+    await client.query(`CREATE TABLE ${schema}.event_outbox (event_id text PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now())`);
+    await insert(client, schema, firstRows);
+    await client.query('COMMIT');
+    // Written to by the other writers only once it exists.
+    tenants.push(schema);
+    return schema;
+  }
+
+  async function insert(client: pg.ClientBase, schema: string, rows: number): Promise<void> {
+    for (let row = 0; row < rows; row += 1) {
+      await client.query(`INSERT INTO ${schema}.event_outbox (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'invoice', $2, 'invoice.paid', '{}')`, [randomUUID(), `${schema}-inv`]);
+    }
+  }
+
+  async function committedIds(): Promise<Map<string, string>> {
+    const ids = new Map<string, string>();
+    for (const schema of tenants) {
+      const { rows } = await pool.query<{ event_id: string }>(`SELECT event_id FROM ${schema}.event_outbox`);
+      for (const row of rows) ids.set(row.event_id, `${schema}.event_outbox`);
+    }
+    return ids;
+  }
+
+  beforeAll(async () => {
+    await pool.query(`CREATE ROLE ${migrator} NOLOGIN; GRANT CREATE ON DATABASE ${new URL(services.databaseUrl).pathname.slice(1)} TO ${migrator}`);
+    const client = await pool.connect();
+    try {
+      // Two tenants before setup: setup finds them and puts them in the publication.
+      for (let tenant = 0; tenant < 2; tenant += 1) await createTenant(client, 0);
+    } finally {
+      client.release();
+    }
+    await createTopics([topic]);
+    const done = await cli(['setup'], env);
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout).toContain(`tables ${tenantPrefix}_*.event_outbox: 2 found`);
+    expect(done.stdout).toContain(`event trigger outbox_relay_${publication}_adds_tables: created`);
+  });
+
+  afterAll(async () => {
+    await pool.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active', [slot]).catch(() => undefined);
+    await pool.query(`DROP EVENT TRIGGER IF EXISTS outbox_relay_${publication}_adds_tables; DROP FUNCTION IF EXISTS public.outbox_relay_${publication}_adds_tables(); DROP PUBLICATION IF EXISTS ${publication}`).catch(() => undefined);
+    for (const schema of tenants) await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await pool.query(`REVOKE ALL ON DATABASE ${new URL(services.databaseUrl).pathname.slice(1)} FROM ${migrator}; DROP ROLE IF EXISTS ${migrator}`).catch(() => undefined);
+    await pool.end();
+  });
+
+  it("streams every tenant's rows, a new tenant's from the first row of its creating transaction, across kill -9", async () => {
+    let relay = new RelayProcess(env).start();
+    await relay.waitActive();
+    let running = true;
+    // Writers on the tenants that exist; a creator adding a tenant every 300 ms, rows in its
+    // creating transaction and right after it.
+    const writers = Array.from({ length: 2 }, async () => {
+      const client = await pool.connect();
+      try {
+        while (running) {
+          await insert(client, tenants[Math.floor(Math.random() * tenants.length)]!, 3);
+          await delay(5);
+        }
+      } finally {
+        client.release();
+      }
+    });
+    const creator = (async () => {
+      const client = await pool.connect();
+      try {
+        for (let created = 0; running && created < 12; created += 1) {
+          const schema = await createTenant(client, 5);
+          await insert(client, schema, 5);
+          await delay(300);
+        }
+      } finally {
+        client.release();
+      }
+    })();
+    try {
+      await delay(2_000);
+      await relay.kill9();
+      await eventually('the slot to be released', async () => ((await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0]?.active === false ? true : undefined));
+      relay = new RelayProcess(env).start();
+      await relay.waitActive();
+      await creator;
+    } finally {
+      running = false;
+      await Promise.all([...writers, creator]);
+    }
+    const committed = await committedIds();
+    const reader = await new TopicReader().start([topic]);
+    try {
+      await reader.until(`all ${committed.size} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.size, 120_000, () => relay.tail());
+      const delivered = new Set(reader.records.map((record) => record.headers.event_id!));
+      const missed = [...committed.keys()].filter((eventId) => !delivered.has(eventId));
+      expect(missed, 'committed events of a tenant that never arrived').toEqual([]);
+      for (const record of reader.records) expect(record.headers.outbox_source).toBe(committed.get(record.headers.event_id!));
+      const newTenants = tenants.slice(2);
+      expect(newTenants.length).toBeGreaterThanOrEqual(5);
+      process.stdout.write(`tenant outboxes: ${tenants.length} tenants (${newTenants.length} created under load), ${committed.size} events committed, ${delivered.size} delivered, 0 missed, ${reader.records.length - delivered.size} copies after a kill -9\n`);
+    } finally {
+      await reader.stop();
+      await relay.stop();
+    }
+    // Every tenant's table joined the publication, each in its creating transaction.
+    const { rows } = await pool.query<{ tables: string }>('SELECT count(*)::text AS tables FROM pg_publication_tables WHERE pubname = $1', [publication]);
+    expect(Number(rows[0]!.tables)).toBe(tenants.length);
+  });
+
+  it("refuses to stream while the trigger that adds new tenants' tables is disabled, naming it", async () => {
+    await pool.query(`ALTER EVENT TRIGGER outbox_relay_${publication}_adds_tables DISABLE`);
+    try {
+      const run = await cli(['run'], env, 60_000);
+      expect(run.code).not.toBe(0);
+      expect(run.stderr).toContain(`[SETUP_PUBLICATION]: the event trigger outbox_relay_${publication}_adds_tables is missing or disabled`);
+    } finally {
+      await pool.query(`ALTER EVENT TRIGGER outbox_relay_${publication}_adds_tables ENABLE`);
+    }
+  });
+});
