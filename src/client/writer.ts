@@ -57,6 +57,14 @@ export interface OutboxWriterOptions {
    * @default true
    */
   readonly checkTransaction?: boolean;
+  /**
+   * Write table-less events instead of rows: `pg_logical_emit_message(true, messagePrefix, <the
+   * event as JSON>)`, a message outbox the relay declares in OUTBOX_SOURCES (`{"messages":
+   * "<prefix>"}`). Cheaper for the database (no row, no index, nothing to prune) but no table:
+   * no `replay` or `recover` from it, and no primary key to refuse a duplicate event_id (only
+   * one repeated within a batch is refused). `table` and `columns` do not apply.
+   */
+  readonly messagePrefix?: string;
 }
 
 /** At most this many rows per INSERT statement (7 parameters each, far below Postgres' 65,535). */
@@ -81,12 +89,9 @@ export async function writeOutboxEvent(tx: Queryable, event: OutboxEventInput, o
 
 /** The batch form of `writeOutboxEvent`: all events validated before anything is inserted. */
 export async function writeOutboxEvents(tx: Queryable, events: readonly OutboxEventInput[], options: OutboxWriterOptions = {}): Promise<void> {
+  if (options.messagePrefix !== undefined) return emitOutboxMessages(tx, events, options, options.messagePrefix);
   const { table, columnList, withAggregateType } = insertTarget(options);
-  const rows = events.map((event) => toRow(event, options.schemas, withAggregateType));
-  const duplicateInBatch = firstDuplicate(rows.map((row) => row[0]));
-  if (duplicateInBatch !== undefined) {
-    throw new OutboxClientError('OUTBOX_DUPLICATE_EVENT', `event_id "${duplicateInBatch}" appears twice in one batch`, { details: { eventId: duplicateInBatch } });
-  }
+  const rows = validRows(events, options, withAggregateType);
   if (rows.length === 0) return;
   if (options.checkTransaction ?? true) await assertInTransaction(tx);
   for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
@@ -112,6 +117,32 @@ export async function writeOutboxEvents(tx: Queryable, events: readonly OutboxEv
       throw error;
     }
   }
+}
+
+/** Every event checked, and no event_id twice in the batch, before anything is written. */
+function validRows(events: readonly OutboxEventInput[], options: OutboxWriterOptions, withAggregateType: boolean): Row[] {
+  const rows = events.map((event) => toRow(event, options.schemas, withAggregateType));
+  const duplicateInBatch = firstDuplicate(rows.map((row) => row[0]));
+  if (duplicateInBatch !== undefined) {
+    throw new OutboxClientError('OUTBOX_DUPLICATE_EVENT', `event_id "${duplicateInBatch}" appears twice in one batch`, { details: { eventId: duplicateInBatch } });
+  }
+  return rows;
+}
+
+/**
+ * The message outbox: each event a transactional logical decoding message, its content the
+ * JSON object the relay reads (the default table's columns as fields). In one statement, in
+ * the order given (a function scan of the array, aggregated in scan order).
+ */
+async function emitOutboxMessages(tx: Queryable, events: readonly OutboxEventInput[], options: OutboxWriterOptions, prefix: string): Promise<void> {
+  if (typeof prefix !== 'string' || prefix === '') throw new OutboxClientError('CLIENT_CONFIG_INVALID', `messagePrefix ${JSON.stringify(prefix)}: expected the non-empty prefix the relay declares in OUTBOX_SOURCES`, { details: { field: 'messagePrefix' } });
+  const contents = validRows(events, options, true).map(([eventId, aggregateType, aggregateId, eventType, payload, headers]) =>
+    `{"event_id":${JSON.stringify(eventId)},"aggregate_type":${JSON.stringify(aggregateType)},"aggregate_id":${JSON.stringify(aggregateId)},"event_type":${JSON.stringify(eventType)},"payload":${payload!}${headers === null ? '' : `,"headers":${headers}`}}`,
+  );
+  if (contents.length === 0) return;
+  // Outside a transaction the message would be its own transaction: the dual write again.
+  if (options.checkTransaction ?? true) await assertInTransaction(tx);
+  await tx.query('SELECT count(pg_logical_emit_message(true, $1, content)) FROM unnest($2::text[]) AS content', [prefix, contents]);
 }
 
 /** Binds options once: `const outbox = createOutboxWriter({ schemas }); await outbox.write(tx, event)`. */

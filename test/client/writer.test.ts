@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deterministicEventId, loadOutboxSchemas, OutboxClientError, writeOutboxEvent, writeOutboxEvents, type OutboxEventInput, type SchemaSet } from '../../src/client/index.js';
+import { MessageDecoder } from '../../src/decode/message-decoder.js';
+import { PgoutputDecoder } from '../../src/source/pgoutput.js';
 import { TestOutbox } from '../harness/outbox.js';
 
 // The writer against real Postgres: the outbox row commits and rolls back with the caller's
@@ -175,5 +177,37 @@ describe('writeOutboxEvent against Postgres', () => {
     const error = await caught(inTransaction((tx) => writeOutboxEvents(tx, withBad, options())));
     expect(error.message).toContain('currency: expected string, got 42');
     expect(await rowCount(withBad[0]!.eventId)).toBe(0);
+  });
+});
+
+describe('writeOutboxEvents as messages (a message outbox)', () => {
+  it('emits each event as a transactional message the relay decodes, in order, only if the transaction commits; refuses autocommit', async () => {
+    const slot = `${outbox.slot}_messages`;
+    await outbox.pool.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot]);
+    try {
+      const events = [invoicePaid('inv_m1'), { ...invoicePaid('inv_m2'), traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' }];
+      await inTransaction((client) => writeOutboxEvents(client, events, { schemas, messagePrefix: 'outbox' }));
+      // Rolled back: never decoded.
+      await inTransaction(async (client) => {
+        await writeOutboxEvents(client, [invoicePaid('inv_rolled_back')], { messagePrefix: 'outbox' });
+        throw new Error('roll back');
+      }).catch(() => undefined);
+      expect((await caught(writeOutboxEvents(outbox.pool, [invoicePaid('inv_auto')], { messagePrefix: 'outbox' }))).code).toBe('OUTBOX_NOT_IN_TRANSACTION');
+
+      const { rows } = await outbox.pool.query<{ data: Buffer }>("SELECT data FROM pg_logical_slot_get_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2, 'messages', 'true')", [slot, outbox.publication]);
+      const header = Buffer.alloc(25);
+      header[0] = 0x77;
+      const decoder = new PgoutputDecoder();
+      const messages = rows.map((row) => decoder.decode(Buffer.concat([header, row.data]))).filter((message) => message?.kind === 'message');
+      const decoded = messages.map((message) => (message?.kind === 'message' ? { transactional: message.transactional, prefix: message.prefix, event: new MessageDecoder().decode(message.content) } : null));
+      expect(decoded.map((each) => [each?.transactional, each?.prefix, each?.event.eventId, each?.event.aggregateId])).toEqual([
+        [true, 'outbox', events[0]!.eventId, 'inv_m1'],
+        [true, 'outbox', events[1]!.eventId, 'inv_m2'],
+      ]);
+      expect(decoded[1]!.event.headers).toEqual({ traceparent: events[1]!.traceparent });
+      expect(JSON.parse((decoded[0]!.event.payload as { text: string }).text)).toMatchObject({ invoice_id: 'inv_m1', amount_cents: 1_250 });
+    } finally {
+      await outbox.pool.query('SELECT pg_drop_replication_slot($1)', [slot]);
+    }
   });
 });
