@@ -6,6 +6,9 @@
 # Each: N one-event transactions by pgbench at C clients; then the transactions/s, WAL bytes per
 # event, and the CPU of the walsender that streams the backlog through pgoutput (pg_recvlogical,
 # messages on) into /dev/null. The table's prune and the poller's mark-sent are measured after.
+# Then, for each count in SLOT_TABLES (default "4 100"): N events spread over that many outbox
+# tables, streamed through one slot (one publication of every table) and through one slot per
+# table: the walsenders' CPU per event, summed (each slot decodes the whole WAL again), as one-event transactions.
 # Usage: bench/outbox-cost.sh   (PGBIN=/usr/lib/postgresql/15/bin N=50000 C=4 PORT=56999 FSYNC=on)
 set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}; N=${N:-50000}; C=${C:-4}; PORT=${PORT:-56999}
@@ -87,3 +90,26 @@ if [ "${PRUNE:-1}" = 1 ]; then  # the relay's prune of the whole table: a DELETE
   l1=$($P -c "SELECT pg_current_wal_lsn()")
   echo "table prune (DELETE) WAL/event $(( $($P -c "SELECT pg_wal_lsn_diff('$l1','$l0')::bigint") / N )) B"
 fi
+for tables in ${SLOT_TABLES:-4 100}; do
+  $P -c "CHECKPOINT" >/dev/null
+  names=""
+  for k in $(seq 1 $tables); do
+    $P -c "CREATE TABLE outbox_$k (LIKE event_outbox INCLUDING ALL); CREATE PUBLICATION pub_$k FOR TABLE outbox_$k WITH (publish = 'insert')" >/dev/null
+    names="$names${names:+, }outbox_$k"
+  done
+  $P -c "CREATE PUBLICATION pub_all FOR TABLE $names WITH (publish = 'insert')" >/dev/null
+  $P -c "SELECT pg_create_logical_replication_slot('s_all', 'pgoutput')" >/dev/null
+  for k in $(seq 1 $tables); do $P -c "SELECT pg_create_logical_replication_slot('s_$k', 'pgoutput')" >/dev/null; done
+  # The same N one-event transactions as above, each into one of the tables at random.
+  sed 's/INSERT INTO event_outbox/\\set k random(1, '$tables')\nINSERT INTO outbox_:k/' $D/table.sql > $D/tables.sql
+  $PGBIN/pgbench -h 127.0.0.1 -p $PORT -U postgres -n -c $C -j 2 -t $((N / C)) -f $D/tables.sql postgres >/dev/null 2>&1
+  end=$($P -c "SELECT pg_current_wal_lsn()")
+  read one _ _ < <(walsender_cpu s_all pub_all $end)
+  many=0
+  for k in $(seq 1 $tables); do read cpu _ _ < <(walsender_cpu s_$k pub_$k $end); many=$(echo "$many+$cpu" | bc -l); done
+  events=$(( (N / C) * C ))
+  printf '%3d tables  one slot %6.1f us/event  %3d slots %7.1f us/event  one slot / %d slots = %.0f%%\n' $tables "$(echo "$one*1000000/$events" | bc -l)" $tables "$(echo "$many*1000000/$events" | bc -l)" $tables "$(echo "$one*100/$many" | bc -l)"
+  $P -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE 's\_%'" >/dev/null
+  $P -c "DROP PUBLICATION pub_all" >/dev/null
+  for k in $(seq 1 $tables); do $P -c "DROP PUBLICATION pub_$k; DROP TABLE outbox_$k" >/dev/null; done
+done
