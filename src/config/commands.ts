@@ -84,14 +84,22 @@ const ENDPOINT_ARGS = {
 const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list` shows them)', parser: p.text } } as const;
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
 
-/** replay, recover, cutover, handback: they read rows of one outbox table, or mark them. */
-function oneTable(command: string): Check<{ readonly sources: RelayConfig['sources'] }> {
+/**
+ * replay, recover, cutover, handback: they read rows of one outbox table. `replay` only
+ * publishes them again: it may be run on one table of several. The others re-create or drop
+ * the slot: the slot every outbox shares, whose other outboxes' events they would skip.
+ */
+function oneTable(command: 'replay' | 'recover' | 'cutover' | 'handback'): Check<{ readonly sources: RelayConfig['sources'] }> {
   return {
     uses: ['sources'],
-    problem: (values, name) =>
-      values.sources !== null && (values.sources.length > 1 || values.sources.some((entry) => 'messages' in entry))
-        ? `${command} works on one outbox table, and ${name('sources')} names ${values.sources.length} outboxes${values.sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}: run it with ${name('sources')} holding only the table's entry (or unset, with OUTBOX_TABLE)`
-        : null,
+    problem: (values, name) => {
+      const sources = values.sources;
+      if (sources === null || (sources.length === 1 && 'table' in sources[0]!)) return null;
+      const shape = `${name('sources')} names ${sources.length} outbox${sources.length === 1 ? '' : 'es'}${sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}${sources.some((entry) => 'tables' in entry) ? ' (a pattern is many tables)' : ''}`;
+      return command === 'replay'
+        ? `replay reads one outbox table, and ${shape}: run it with ${name('sources')} holding only that table's entry (docs/outboxes.md#commands-with-several-outboxes)`
+        : `${command} works on the slot of one outbox table, and ${shape}: the slot is theirs too, and ${command === 'handback' ? 'dropping' : 're-creating'} it for one table would skip the others' events (docs/outboxes.md#commands-with-several-outboxes)`;
+    },
   };
 }
 

@@ -279,7 +279,8 @@ describe('OUTBOX_SOURCES', () => {
 
   it('with several outboxes, refuses the commands that read one table, and takes the one table an entry names', () => {
     const several = JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]);
-    expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several }, flags: { since: '2026-01-01T00:00:00Z' } })).toMatch(/replay works on one outbox table, and OUTBOX_SOURCES names 2 outboxes \(a message outbox has no table to read\)/);
+    expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several }, flags: { since: '2026-01-01T00:00:00Z' } })).toMatch(/replay reads one outbox table, and OUTBOX_SOURCES names 2 outboxes \(a message outbox has no table to read\): run it with OUTBOX_SOURCES holding only that table's entry/);
+    expect(problems(COMMANDS.recover, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) } })).toMatch(/recover works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and re-creating it for one table would skip the others' events/);
     const one = JSON.stringify([{ table: 'billing.outbox', columns: { eventId: 'id' } }]);
     const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: one }, flags: { since: '2026-01-01T00:00:00Z' } }));
     expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });
