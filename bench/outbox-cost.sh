@@ -12,6 +12,7 @@
 # Usage: bench/outbox-cost.sh   (PGBIN=/usr/lib/postgresql/15/bin N=50000 C=4 PORT=56999 FSYNC=on)
 set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}; N=${N:-50000}; C=${C:-4}; PORT=${PORT:-56999}
+if (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; then echo "port $PORT is in use (another run of this script?); set PORT" >&2; exit 1; fi
 D=$(mktemp -d /tmp/outbox-cost.XXXX); trap '$PGBIN/pg_ctl -D $D/data -m immediate stop >/dev/null 2>&1 || true; rm -rf $D' EXIT
 chown -R postgres "$D" 2>/dev/null || true
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
@@ -22,7 +23,7 @@ listen_addresses='127.0.0.1'
 unix_socket_directories='$D'
 wal_level=logical
 max_wal_senders=10
-max_replication_slots=10
+max_replication_slots=128
 fsync=${FSYNC:-on}
 synchronous_commit=on
 shared_buffers=512MB
