@@ -50,11 +50,14 @@ export function tenantTriggerName(publication: string): string {
  * publication. Made again (CREATE OR REPLACE) by every setup, with the patterns of the
  * configuration; dropped when there are none.
  */
-export async function ensureTenantTrigger(client: pg.ClientBase, publication: string, patterns: readonly RelationRef[]): Promise<string> {
+export async function ensureTenantTrigger(client: pg.ClientBase, publication: string, patterns: readonly RelationRef[]): Promise<string | null> {
   const name = tenantTriggerName(publication);
+  const { rows: existing } = await client.query('SELECT 1 FROM pg_event_trigger WHERE evtname = $1', [name]);
   if (patterns.length === 0) {
-    await client.query(`DROP EVENT TRIGGER IF EXISTS ${pg.escapeIdentifier(name)}; DROP FUNCTION IF EXISTS public.${pg.escapeIdentifier(name)}()`);
-    return `event trigger ${name}: none (no pattern in OUTBOX_SOURCES)`;
+    // Nothing to say where there never was a pattern: a single table's setup says what it always said.
+    if (existing.length === 0) return null;
+    await client.query(`DROP EVENT TRIGGER ${pg.escapeIdentifier(name)}; DROP FUNCTION IF EXISTS public.${pg.escapeIdentifier(name)}()`);
+    return `event trigger ${name}: dropped (no pattern in OUTBOX_SOURCES any more)`;
   }
   const conditions = patterns.map((pattern) => {
     const like = likePatterns(pattern);
@@ -77,8 +80,7 @@ export async function ensureTenantTrigger(client: pg.ClientBase, publication: st
     END
     $body$`);
   await client.query(`REVOKE ALL ON FUNCTION public.${pg.escapeIdentifier(name)}() FROM PUBLIC`);
-  const { rows } = await client.query('SELECT 1 FROM pg_event_trigger WHERE evtname = $1', [name]);
-  if (rows.length === 0) {
+  if (existing.length === 0) {
     await client.query(`CREATE EVENT TRIGGER ${pg.escapeIdentifier(name)} ON ddl_command_end WHEN TAG IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO') EXECUTE FUNCTION public.${pg.escapeIdentifier(name)}()`);
     return `event trigger ${name}: created (a new table named by ${patterns.map(qualifiedName).join(', ')} joins the publication in its creating transaction)`;
   }

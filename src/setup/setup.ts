@@ -57,13 +57,14 @@ export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 
     const actions: string[] = [];
     // `cutover` itself runs these steps again after an unfinished cutover.
     if (slot === 'create') for (const { table } of target.tables) await refuseDuringRecovery(client, table, 'set up');
-    const step = (what: string, work: () => Promise<string>) => asOwner(client, what, work);
+    const step = <T>(what: string, work: () => Promise<T>) => asOwner(client, what, work);
     // A pattern's tables are the tenants' migrations to make: only a table named outright is created.
     for (const { table } of target.named) actions.push(await step(`create the outbox table ${qualifiedName(table)}`, () => ensureTable(client, table)));
     // Made here, by the owner: a least-privilege pruner may not create tables.
     for (const { table } of target.tables) actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(table)}: ${await ensurePruneMarks(client, table)}`));
     actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
-    actions.push(await step(`create the event trigger that adds new tenants' tables to ${target.publication}`, () => ensureTenantTrigger(client, target.publication, target.patterns)));
+    const trigger = await step(`create the event trigger that adds new tenants' tables to ${target.publication}`, () => ensureTenantTrigger(client, target.publication, target.patterns));
+    if (trigger) actions.push(trigger);
     for (const pattern of target.patterns) actions.push(`tables ${qualifiedName(pattern)}: ${target.tables.filter(({ table }) => matchesPattern(pattern, table) && !target.named.some((named) => named.table === table)).length} found`);
     actions.push(...(await findings(client, target)));
     // `cutover` makes the slot itself, with the snapshot it publishes the pending rows in.
@@ -76,7 +77,7 @@ export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 
  * A setup step that needs ownership (a table in the schema, a publication of the table): a
  * refusal says so, instead of Postgres's bare "permission denied".
  */
-async function asOwner(client: pg.Client, what: string, work: () => Promise<string>): Promise<string> {
+async function asOwner<T>(client: pg.Client, what: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
@@ -322,7 +323,8 @@ async function ensurePublication(client: pg.Client, target: Resolved): Promise<s
   // A pattern whose tenants are all still to come: an empty publication, the trigger adds them.
   const tables = target.tables.length === 0 ? '' : ` FOR TABLE ${target.tables.map(({ table }) => escapedName(table)).join(', ')}`;
   await client.query(`CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)}${tables} WITH (${publicationOptions(partitioned.length > 0)})`);
-  return `publication ${target.publication}: created (inserts into ${names}${partitioned.length > 0 ? `, ${partitioned.map(qualifiedName).join(', ')} published as the partitioned table` : ''})`;
+  const throughRoot = partitioned.length === 0 ? '' : target.tables.length === 1 ? ', published as the partitioned table' : `; ${partitioned.map(qualifiedName).join(', ')} published as partitioned tables`;
+  return `publication ${target.publication}: created (inserts into ${names}${throughRoot})`;
 }
 
 async function ensureSlot(client: pg.Client, target: Resolved, failover: boolean, version: number): Promise<string[]> {

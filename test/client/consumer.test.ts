@@ -283,7 +283,7 @@ describe('idempotent consumer: records exactly as the relay wrote them', () => {
     const event = (await consumeAll('g-headers', [headersTopic], 1)).get(eventId)!;
     await active.stop();
     // fromEntries defines each name as an own property, `__proto__` as well.
-    const relayHeaders = { event_id: eventId, event_type: 'invoice.paid', aggregate_type: 'headers', created_at: expect.any(String), outbox_commit_lsn: expect.any(String) };
+    const relayHeaders = { event_id: eventId, event_type: 'invoice.paid', aggregate_type: 'headers', created_at: expect.any(String), outbox_commit_lsn: expect.any(String), outbox_source: `public.${outbox.table}` };
     expect({ ...event.headers }).toEqual(Object.fromEntries([...Object.entries(headers), ['__proto__', 'p'], ...Object.entries(relayHeaders)]));
     expect(Object.hasOwn(event.headers, '__proto__') && event.headers['__proto__']).toBe('p');
     expect(Object.getPrototypeOf(event.headers)).toBe(null);
