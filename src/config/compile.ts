@@ -6,7 +6,7 @@ import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
-import { completeOutbox, qualifiedName, tableOutboxOf, type Outbox, type TableOutbox } from '../outboxes.js';
+import { completeOutbox, qualifiedName, tableOutboxOf, type Outbox, type OutboxEntry, type TableOutbox } from '../outboxes.js';
 import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
@@ -280,8 +280,7 @@ export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databaseP
 
 /** Every outbox table (OUTBOX_SOURCES' tables and patterns, or OUTBOX_TABLE), with its created_at column. */
 function tablesByAge(config: Pick<RelayConfig, 'sources' | 'table' | 'columnCreatedAt'>): TableByAge[] {
-  const entries = config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }];
-  return entries.flatMap((entry): TableByAge[] => {
+  return sourceEntries(config).flatMap((entry): TableByAge[] => {
     if ('messages' in entry) return [];
     const createdAtColumn = entry.columns.createdAt ?? config.columnCreatedAt;
     return ['table' in entry ? { table: entry.table, createdAtColumn } : { pattern: entry.tables, createdAtColumn }];
@@ -363,7 +362,12 @@ type OutboxesConfig = Pick<RelayConfig, 'sources' | 'table' | 'topicTemplate' | 
 /** OUTBOX_SOURCES made whole, or the one table of OUTBOX_TABLE: each with its columns and topic template. */
 export function outboxes(config: OutboxesConfig): Outbox[] {
   const defaults = { columns: columnMap(config), topicTemplate: config.topicTemplate };
-  return (config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }]).map((entry) => completeOutbox(entry, defaults));
+  return sourceEntries(config).map((entry) => completeOutbox(entry, defaults));
+}
+
+/** OUTBOX_SOURCES as written, or the one entry OUTBOX_TABLE stands for. */
+function sourceEntries(config: Pick<RelayConfig, 'sources' | 'table'>): readonly OutboxEntry[] {
+  return config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }];
 }
 
 /** What the replication stream needs of the outboxes: the tables named outright, each table's column parsers, and whether messages are streamed. */

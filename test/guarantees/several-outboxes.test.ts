@@ -73,13 +73,7 @@ describe.each<{ delivery: string; env: Record<string, string> }>([
 });
 
 describe('bad input to a message outbox', () => {
-  const outboxes = new SeveralOutboxes();
-  beforeAll(async () => {
-    await outboxes.create();
-    const done = await cli(['setup'], outboxes.relayEnv());
-    expect(done.code, done.stderr).toBe(0);
-  });
-  afterAll(() => outboxes.destroy());
+  const outboxes = useSeveralOutboxes();
 
   it('dead-letters each bad message with its reason, and streams on', async () => {
     const relay = new RelayProcess(outboxes.relayEnv()).start();
@@ -130,13 +124,7 @@ describe('bad input to a message outbox', () => {
 });
 
 describe('commands over several outboxes', () => {
-  const outboxes = new SeveralOutboxes();
-  beforeAll(async () => {
-    await outboxes.create();
-    const done = await cli(['setup'], outboxes.relayEnv());
-    expect(done.code, done.stderr).toBe(0);
-  });
-  afterAll(() => outboxes.destroy());
+  const outboxes = useSeveralOutboxes();
 
   it('status lists every outbox table; prune deletes from each what the relay confirmed; a table added later joins the publication', async () => {
     const client = await outboxes.pool.connect();
@@ -191,6 +179,18 @@ describe('commands over several outboxes', () => {
     }
   });
 });
+
+/** The file's outboxes for one describe block: tables, topics and setup before its tests, all removed after. */
+function useSeveralOutboxes(): SeveralOutboxes {
+  const outboxes = new SeveralOutboxes();
+  beforeAll(async () => {
+    await outboxes.create();
+    const done = await cli(['setup'], outboxes.relayEnv());
+    expect(done.code, done.stderr).toBe(0);
+  });
+  afterAll(() => outboxes.destroy());
+  return outboxes;
+}
 
 function sourceOf(outboxes: SeveralOutboxes, carrier: (typeof TRANSACTION_SHAPE)[number]): string {
   return carrier === 'message' ? `message:${outboxes.prefix}` : `public.${outboxes.tables[carrier]}`;
