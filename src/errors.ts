@@ -30,6 +30,11 @@ export const ERROR_CODES = {
     meaning: 'Postgres runs with wal_level below logical, so it can have no logical replication slot.',
     action: "Set wal_level = logical (ALTER SYSTEM SET wal_level = logical, or your provider's parameter for it) and restart Postgres.",
   },
+  SETUP_STANDBY: {
+    retriable: false, poison: false,
+    meaning: "OUTBOX_REPLICA_URL names a server that cannot hold the relay's slot as a standby of DATABASE_URL's primary: before Postgres 16, another cluster, or a setting a standby's logical slot needs is missing (hot_standby_feedback, wal_level, primary_slot_name).",
+    action: 'Set what the message names on the standby (or the primary) and reload or restart it, then run `outbox-relay setup` again (docs/operations.md#reading-from-a-standby).',
+  },
   SETUP_PRIVILEGE: {
     retriable: false, poison: false,
     meaning: "Postgres refused a statement for lack of a privilege (42501): the role lacks REPLICATION, ownership of the schema or table for `setup`, or the pruner's grants.",

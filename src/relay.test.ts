@@ -30,7 +30,7 @@ class FakeSource implements SourceStream {
   constructor(private readonly startWith: () => Promise<Lsn>) {}
 
   async start(): Promise<StreamStart> {
-    return { confirmed: await this.startWith(), origin: { systemId: '7000000000000000001', timeline: 1, timelineEnds: new Map() } };
+    return { confirmed: await this.startWith(), origin: { systemId: '7000000000000000001', timeline: 1, timelineEnds: new Map() }, onStandby: false };
   }
 
   push(...messages: SourceMessage[]): void {

@@ -46,6 +46,8 @@ const SOURCE_HIGH_WATER_MESSAGES = 2_000;
 export class Relay {
   private readonly lifecycle: RelayLifecycle;
   private readonly progress = new ProgressWatch();
+  /** Whether the last session read a standby: a change is said once, at the session that sees it. */
+  private readFromStandby: boolean | null = null;
   /** Events (dead letters included) Kafka acknowledged since the relay started. */
   private publishedEvents = 0;
   private readonly routes: OutboxRoutes;
@@ -128,6 +130,19 @@ export class Relay {
     return true;
   }
 
+  /**
+   * OUTBOX_REPLICA_URL's standby found a primary: it was promoted, and its own slot (a standby's
+   * slot stays through a promotion) is read on from the same position, nothing to recover. Said
+   * once, loudly: DATABASE_URL, where prune and setup write, must name the new primary too.
+   */
+  private noteSlotServer(onStandby: boolean): void {
+    const { logger, options } = this.deps;
+    if (options.source.slotServer.standby && !onStandby && this.readFromStandby !== false) {
+      logger.warn({ slot: options.source.slot }, 'the standby of OUTBOX_REPLICA_URL is a primary now (promoted): streaming on from its slot, from the position it confirmed; DATABASE_URL must name it too for prune and setup');
+    }
+    this.readFromStandby = onStandby;
+  }
+
   private async session(signal: AbortSignal): Promise<SessionOutcome> {
     const { options, logger, metrics, encoder } = this.deps;
     const { delivery } = options;
@@ -153,6 +168,7 @@ export class Relay {
         throw error;
       }
       const { confirmed: startLsn, origin } = start;
+      this.noteSlotServer(start.onStandby);
       const tracker = new CommitTracker(startLsn);
       const sessionCheckpointer = new Checkpointer(tracker, stream, options.statusIntervalMs);
       checkpointer = sessionCheckpointer;
@@ -183,7 +199,7 @@ export class Relay {
       const resumeAfter = exactlyOnce ? await this.resumePoint(sessionChain.producer, exactlyOnce.progress.key, origin) : null;
       const pipeline = sessionChain.pipeline(resumeAfter);
       this.lifecycle.transition('active');
-      logger.info({ slot: options.source.slot, from: formatLsn(startLsn), format: encoder.format }, 'active: streaming from the slot');
+      logger.info({ slot: options.source.slot, from: formatLsn(startLsn), format: encoder.format, server: start.onStandby ? 'standby' : 'primary' }, 'active: streaming from the slot');
       sessionCheckpointer.start();
       metricsTimer = setInterval(() => this.reportProgress(stream, sessionCheckpointer, sink), options.statusIntervalMs);
       progressLogTimer = this.logProgressEvery(PROGRESS_LOG_INTERVAL_MS, sessionCheckpointer, sink);

@@ -18,7 +18,7 @@ const [schema, name] = required('BENCH_TABLE').split('.') as [string, string];
 const columns = { eventId: 'event_id', aggregateType: 'aggregate_type', aggregateId: 'aggregate_id', eventType: 'event_type', payload: 'payload', headers: 'headers', createdAt: 'created_at' };
 const decoder = new RowDecoder(columns);
 const stream = new ReplicationStream({
-  database: databaseAccess(required('DATABASE_URL')),
+  slotServer: { database: databaseAccess(required('DATABASE_URL')), standby: false },
   slot: required('BENCH_SLOT'),
   publication: required('BENCH_PUBLICATION'),
   highWaterMessages: 2_000,

@@ -43,7 +43,9 @@ export function argFlag(name: string): string {
 
 /** Where Postgres is and how to log in: every command that connects reads these. */
 const DATABASE_ACCESS = ['databaseUrl', 'databasePassword'] as const;
-const DATABASE = [...DATABASE_ACCESS, 'table', 'publication', 'slot'] as const;
+/** Where the slot lives: DATABASE_URL's primary, or OUTBOX_REPLICA_URL's standby. */
+const SLOT = ['slot', 'replicaUrl'] as const;
+const DATABASE = [...DATABASE_ACCESS, 'table', 'publication', ...SLOT] as const;
 /** TLS and SASL to Kafka: every command that talks to Kafka reads them. */
 export const KAFKA_SECURITY = [
   'kafkaSsl', 'kafkaSslCaFile', 'kafkaSslCertFile', 'kafkaSslKeyFile', 'kafkaSslKeyPassword', 'kafkaSslVerifyHostname',
@@ -103,6 +105,22 @@ function oneTable(command: 'replay' | 'recover' | 'cutover' | 'handback'): Check
   };
 }
 
+/**
+ * recover, cutover, handback: they make or drop the slot under a snapshot of the outbox table,
+ * read and marked on the primary. With the slot on a standby they are refused, naming where
+ * to run them, rather than making a second slot on the primary that nobody reads.
+ */
+function onThePrimary(command: 'recover' | 'cutover' | 'handback'): Check<{ readonly replicaUrl: RelayConfig['replicaUrl'] | null }> {
+  return {
+    uses: ['replicaUrl'],
+    problem: (values, name) =>
+      values.replicaUrl === null
+        ? null
+        : `${command} ${command === 'handback' ? 'drops' : 're-creates'} the slot under a snapshot of the outbox table, which it does on the primary only, and ${name('replicaUrl')} puts the slot on a standby: ` +
+          `run ${command} with ${name('replicaUrl')} unset (the slot is then the primary's), and run the relay from the primary too, or set up the standby's slot again afterwards (docs/operations.md#reading-from-a-standby)`,
+  };
+}
+
 function required<const N extends string>(command: string, ...names: N[]): Check<Record<N, unknown>> {
   return { uses: names, problem: (values, name) => (names.some((key) => values[key] === undefined) ? `${command} needs ${names.map(name).join(' and ')}` : null) };
 }
@@ -138,7 +156,7 @@ export const COMMANDS = {
   }),
   prune: declared({
     summary: 'Delete outbox rows older than the retention that the relay has confirmed; one pass, or a loop with --every.',
-    options: [...DATABASE_ACCESS, 'table', 'sources', 'slot', 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
+    options: [...DATABASE_ACCESS, 'table', 'sources', ...SLOT, 'columnCreatedAt', 'pruneRetention', 'pruneEvery', 'pruneBatchSize', 'logLevel', 'httpHost', 'httpPort'],
     // Its own port: a pruner beside a relay on one host must not collide with the relay's 9464.
     defaults: { httpPort: '9465' },
   }),
@@ -168,9 +186,9 @@ export const COMMANDS = {
     summary: 'After the slot was lost or dropped: create it again and publish every retained row it cannot prove delivered, so that nothing is skipped.',
     // replay's options, and the slot it re-creates (the publication must exist: run checks it).
     // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
-    options: [...DATABASE_ACCESS, 'table', 'sources', 'slot', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
+    options: [...DATABASE_ACCESS, 'table', 'sources', ...SLOT, 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
-    checks: [oneTable('recover')],
+    checks: [oneTable('recover'), onThePrimary('recover')],
   }),
   cutover: declared({
     summary: "Take over a table a polling relay fills (it may keep running meanwhile): create the slot with a snapshot, publish the rows the poller has not sent, then `run` streams what commits after.",
@@ -180,7 +198,7 @@ export const COMMANDS = {
       pending: { description: "SQL condition, true of the rows the polling relay has not sent (e.g. \"status = 'pending'\" or \"NOT published\")", parser: p.text },
       dryRun: { description: 'say how many rows would be published, and their time range; change nothing', switch: true },
     },
-    checks: [oneTable('cutover'), { uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
+    checks: [oneTable('cutover'), onThePrimary('cutover'), { uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
   }),
   handback: declared({
     summary: 'The way back to polling, with the relay stopped: mark sent every pending row the relay confirmed, then drop the slot.',
@@ -192,6 +210,7 @@ export const COMMANDS = {
     },
     checks: [
       oneTable('handback'),
+      onThePrimary('handback'),
       {
         uses: ['pending', 'markSent'],
         problem: (values, name) => (values.pending === undefined || values.markSent === undefined ? `handback needs ${name('pending')} (which rows the poller would send) and ${name('markSent')} (how a row is marked sent)` : null),
@@ -200,7 +219,7 @@ export const COMMANDS = {
   }),
   'drop-slot': declared({
     summary: 'Drop the replication slot (releases the WAL it holds; events after its position then need `recover`).',
-    options: [...DATABASE_ACCESS, 'slot'],
+    options: [...DATABASE_ACCESS, ...SLOT],
     args: { yes: { description: 'confirm: you accept that unconfirmed events must be replayed with `outbox-relay replay`', switch: true } },
     checks: [
       {

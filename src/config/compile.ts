@@ -9,6 +9,7 @@ import type { ColumnMap } from '../outbox-table.js';
 import { completeOutbox, qualifiedName, tableOutboxOf, type Outbox, type OutboxEntry, type TableOutbox } from '../outboxes.js';
 import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
+import type { SlotServer } from '../slot-server.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
@@ -80,7 +81,7 @@ export interface RunOptions {
   readonly setup: { readonly target: SetupTarget; readonly create: boolean };
   readonly encoder: EncoderOptions;
   readonly relay: RelayOptions;
-  readonly slotMonitor: { readonly database: DatabaseAccess; readonly slot: string; readonly intervalMs: number };
+  readonly slotMonitor: { readonly slotServer: SlotServer; readonly slot: string; readonly intervalMs: number };
   readonly http: HttpOptions;
 }
 
@@ -109,7 +110,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
     encoder: encoderOptions(config),
     relay: {
       source: {
-        database: database(config),
+        slotServer: slotServer(config),
         slot: config.slot,
         publication: config.publication,
         silenceTimeoutMs: config.replicationTimeout,
@@ -124,7 +125,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
       reconnectMaxMs: config.reconnectMax,
       standbyPollMs: config.standbyPoll,
     },
-    slotMonitor: { database: database(config), slot: config.slot, intervalMs: config.slotPollInterval },
+    slotMonitor: { slotServer: slotServer(config), slot: config.slot, intervalMs: config.slotPollInterval },
     http: httpOptions(config),
   });
 }
@@ -199,7 +200,7 @@ export function compileHandback(config: CommandConfig<'handback'>): { readonly l
 export function compilePrune(config: CommandConfig<'prune'>): PruneCommandOptions {
   return frozen({
     logLevel: config.logLevel,
-    pruner: { database: database(config), slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
+    pruner: { database: database(config), slotServer: slotServer(config), slot: config.slot, retentionMs: config.pruneRetention, batchSize: config.pruneBatchSize },
     tables: tablesByAge(config),
     everyMs: config.pruneEvery,
     http: httpOptions(config),
@@ -264,6 +265,7 @@ export function templateTopics(template: string, deadLetterTopic: string): RegEx
 export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   return frozen({
     database: database(config),
+    slotServer: slotServer(config),
     slot: config.slot,
     publication: config.publication,
     tables: tablesByAge(config),
@@ -274,8 +276,8 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
   });
 }
 
-export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'publication' | 'slot' | 'slotFailover'> & OutboxesConfig): SetupTarget {
-  return frozen({ database: database(config), outboxes: outboxes(config).filter((outbox) => outbox.kind !== 'messages'), publication: config.publication, slot: config.slot, failover: config.slotFailover });
+export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'publication' | 'slot' | 'slotFailover'> & ReplicaConfig & OutboxesConfig): SetupTarget {
+  return frozen({ database: database(config), outboxes: outboxes(config).filter((outbox) => outbox.kind !== 'messages'), publication: config.publication, slot: config.slot, failover: config.slotFailover, slotServer: slotServer(config) });
 }
 
 /** Every outbox table (OUTBOX_SOURCES' tables and patterns, or OUTBOX_TABLE), with its created_at column. */
@@ -412,6 +414,14 @@ function registryAccess(config: Pick<RelayConfig, 'schemaRegistryUrl' | 'schemaR
 
 function database(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword'>): DatabaseAccess {
   return databaseAccess(config.databaseUrl, config.databasePassword);
+}
+
+/** Where the slot lives and the WAL is read: OUTBOX_REPLICA_URL's standby, or the primary; same login. */
+/** OUTBOX_REPLICA_URL as a command loads it: null when unset. */
+type ReplicaConfig = { readonly replicaUrl: RelayConfig['replicaUrl'] | null };
+
+export function slotServer(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword'> & ReplicaConfig): SlotServer {
+  return config.replicaUrl === null ? { database: database(config), standby: false } : { database: databaseAccess(config.replicaUrl, config.databasePassword), standby: true };
 }
 
 export function kafkaSecurity(config: Pick<RelayConfig, KafkaSecurityKey>): KafkaSecurity {

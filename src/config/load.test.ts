@@ -285,4 +285,13 @@ describe('OUTBOX_SOURCES', () => {
     const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: one }, flags: { since: '2026-01-01T00:00:00Z' } }));
     expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });
   });
+
+  it('with the slot on a standby (OUTBOX_REPLICA_URL), refuses the commands that re-create or drop it under a snapshot, saying where to run them', () => {
+    const replica = { ...required, OUTBOX_REPLICA_URL: 'postgres://relay@db-standby:5432/billing' };
+    expect(problems(COMMANDS.recover, { env: replica })).toMatch(/recover re-creates the slot under a snapshot of the outbox table, which it does on the primary only, and OUTBOX_REPLICA_URL puts the slot on a standby: run recover with OUTBOX_REPLICA_URL unset/);
+    expect(problems(COMMANDS.cutover, { env: replica, flags: { pending: "status = 'pending'" } })).toMatch(/cutover re-creates the slot/);
+    expect(problems(COMMANDS.handback, { env: replica, flags: { pending: "status = 'pending'", 'mark-sent': "status = 'sent'" } })).toMatch(/handback drops the slot/);
+    expect(compileRun(load(COMMANDS.run, { env: replica })).relay.source.slotServer.standby).toBe(true);
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_REPLICA_URL: 'mysql://db-standby/billing' } })).toMatch(/OUTBOX_REPLICA_URL.*not postgres:\/\//);
+  });
 });

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
 import { readStandbyCopies, syncedStandbys } from './standby-copies.js';
+import { SERVER_WAL_LSN_SQL, type SlotServer } from '../slot-server.js';
 
 export interface SlotReport {
   readonly slot: string;
@@ -11,7 +12,10 @@ export interface SlotReport {
   readonly active: boolean;
   readonly activePid: number | null;
   readonly confirmedFlushLsn: string | null;
+  /** The server's WAL position: a primary's current one, or what a standby has replayed. */
   readonly currentWalLsn: string;
+  /** The slot's server is a standby in recovery (OUTBOX_REPLICA_URL); false on a primary, a promoted one included. */
+  readonly onStandby: boolean;
   readonly lagBytes: number | null;
   readonly walStatus: string | null;
   /** null when max_slot_wal_keep_size is unlimited. */
@@ -28,12 +32,12 @@ export interface SlotReport {
 /** What Postgres says about the slot: for `status` and for the relay's slot metrics. */
 export async function readSlot(client: pg.ClientBase, slot: string): Promise<SlotReport> {
   const { rows } = await client.query<{
-    active: boolean; active_pid: number | null; confirmed: string | null; current: string; lag: string | null;
+    active: boolean; active_pid: number | null; confirmed: string | null; current: string; lag: string | null; on_standby: boolean;
     wal_status: string | null; safe_wal_size: string | null; flush_lag: number | null;
     application_name: string | null; client_addr: string | null; backend_start: Date | null; failover: boolean | null; synced: boolean | null;
   }>(
-    `SELECT s.active, s.active_pid, s.confirmed_flush_lsn::text AS confirmed, pg_current_wal_lsn()::text AS current,
-            (pg_current_wal_lsn() - s.confirmed_flush_lsn)::text AS lag, s.wal_status, s.safe_wal_size::text AS safe_wal_size,
+    `SELECT s.active, s.active_pid, s.confirmed_flush_lsn::text AS confirmed, ${SERVER_WAL_LSN_SQL}::text AS current, pg_is_in_recovery() AS on_standby,
+            (${SERVER_WAL_LSN_SQL} - s.confirmed_flush_lsn)::text AS lag, s.wal_status, s.safe_wal_size::text AS safe_wal_size,
             extract(epoch FROM r.flush_lag)::float8 AS flush_lag, r.application_name, r.client_addr::text, r.backend_start,
             -- Columns of Postgres 17: absent keys (null) before it.
             (to_jsonb(s) ->> 'failover')::boolean AS failover, (to_jsonb(s) ->> 'synced')::boolean AS synced
@@ -43,8 +47,8 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
   );
   const row = rows[0];
   if (!row) {
-    const current = await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null };
+    const current = await client.query<{ lsn: string; on_standby: boolean }>(`SELECT ${SERVER_WAL_LSN_SQL}::text AS lsn, pg_is_in_recovery() AS on_standby`);
+    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, onStandby: current.rows[0]!.on_standby, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null };
   }
   return {
     slot,
@@ -53,6 +57,7 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
     activePid: row.active_pid,
     confirmedFlushLsn: row.confirmed,
     currentWalLsn: row.current,
+    onStandby: row.on_standby,
     lagBytes: row.lag === null ? null : Number(row.lag),
     walStatus: row.wal_status,
     // Null means unlimited, except for a lost slot, which has no WAL left to lose.
@@ -77,7 +82,7 @@ export class SlotMonitor {
   /** The poll under way: one at a time (a slow server must not pile connections up). */
   private polling: Promise<void> | null = null;
 
-  constructor(private readonly options: { database: DatabaseAccess; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {}
+  constructor(private readonly options: { slotServer: SlotServer; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {}
 
   start(): void {
     const poll = () => {
@@ -101,7 +106,8 @@ export class SlotMonitor {
   }
 
   private async poll(): Promise<void> {
-    const { metrics, database, slot } = this.options;
+    const { metrics, slot } = this.options;
+    const { database } = this.options.slotServer;
     if (!this.client) {
       const client = await connectPostgres(database, 'outbox-relay-monitor');
       client.on('error', () => undefined);
@@ -109,6 +115,7 @@ export class SlotMonitor {
     }
     const report = await readSlot(this.client, slot);
     metrics.slotActive.set(report.active ? 1 : 0);
+    metrics.slotOnStandby.set(report.onStandby ? 1 : 0);
     if (report.lagBytes !== null) metrics.slotLagBytes.set(report.lagBytes);
     const walStatus = report.exists ? report.walStatus : 'missing';
     for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, walStatus === status ? 1 : 0);

@@ -1,5 +1,6 @@
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
+import { SERVER_WAL_LSN_SQL } from '../slot-server.js';
 
 /**
  * Drops the replication slot: Postgres releases the WAL it held, and every outbox row committed
@@ -10,7 +11,7 @@ export async function dropSlot(database: DatabaseAccess, slot: string): Promise<
   const client = await connectPostgres(database, 'outbox-relay-drop-slot');
   try {
     const { rows } = await client.query<{ active: boolean; confirmed: string | null; lag: string | null }>(
-      `SELECT active, confirmed_flush_lsn::text AS confirmed, (pg_current_wal_lsn() - confirmed_flush_lsn)::text AS lag FROM pg_replication_slots WHERE slot_name = $1`,
+      `SELECT active, confirmed_flush_lsn::text AS confirmed, (${SERVER_WAL_LSN_SQL} - confirmed_flush_lsn)::text AS lag FROM pg_replication_slots WHERE slot_name = $1`,
       [slot],
     );
     const row = rows[0];

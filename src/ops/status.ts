@@ -7,9 +7,12 @@ import { countTopicRecords } from '../sink/kafka-clients.js';
 import type { KafkaClientName } from '../sink/producer.js';
 import { findTables, type TableByAge } from '../setup/outbox-tables.js';
 import { qualifiedName } from '../outboxes.js';
+import type { SlotServer } from '../slot-server.js';
 
 export interface StatusInput {
   readonly database: DatabaseAccess;
+  /** Where the slot is read: the primary, or OUTBOX_REPLICA_URL's standby. */
+  readonly slotServer: SlotServer;
   readonly slot: string;
   readonly publication: string;
   /** Every outbox table, with the column its rows' age is read from. */
@@ -22,6 +25,8 @@ export interface StatusInput {
 
 export interface StatusReport {
   readonly slot: SlotReport;
+  /** Where the slot is: the primary, a standby (OUTBOX_REPLICA_URL), or that standby promoted. */
+  readonly slotServer: 'primary' | 'standby' | 'promoted standby';
   /** Each host of a several-host DATABASE_URL and its copy of the slot; empty for one host. */
   readonly standbys: readonly StandbyCopy[];
   readonly publication: { readonly name: string; readonly exists: boolean };
@@ -35,7 +40,7 @@ export interface StatusReport {
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
   const client = await connectPostgres(input.database, 'outbox-relay-status');
   try {
-    const slot = await readSlot(client, input.slot);
+    const slot = input.slotServer.standby ? await readSlotOn(input.slotServer, input.slot) : await readSlot(client, input.slot);
     const publication = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [input.publication]);
     const outboxes: StatusReport['outboxes'][number][] = [];
     for (const { table: relation, createdAtColumn } of await findTables(client, input.tables)) {
@@ -49,6 +54,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
     }
     return {
       slot,
+      slotServer: !input.slotServer.standby ? 'primary' : slot.onStandby ? 'standby' : 'promoted standby',
       standbys: await readStandbyCopies(input.database, input.slot),
       publication: { name: input.publication, exists: publication.rows.length > 0 },
       outboxes,
@@ -58,6 +64,21 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
     await client.end();
   }
 }
+
+async function readSlotOn(server: SlotServer, slot: string): Promise<SlotReport> {
+  const client = await connectPostgres(server.database, 'outbox-relay-status');
+  try {
+    return await readSlot(client, slot);
+  } finally {
+    await client.end();
+  }
+}
+
+const SLOT_SERVERS: Record<StatusReport['slotServer'], string> = {
+  primary: 'the primary (DATABASE_URL)',
+  standby: 'a standby (OUTBOX_REPLICA_URL): lag is measured against what it has replayed',
+  'promoted standby': 'OUTBOX_REPLICA_URL, promoted: a primary now, read on as one (point DATABASE_URL at it too)',
+};
 
 async function countDeadLetters(input: StatusInput): Promise<StatusReport['deadLetters']> {
   const topic = input.deadLetterTopic;
@@ -75,6 +96,7 @@ export function formatStatus(report: StatusReport): string {
   const seconds = (value: number | null) => (value === null ? '-' : `${value.toFixed(1)} s`);
   const rows: [string, string][] = [
     ['slot', slot.exists ? slot.slot : `${slot.slot} (MISSING: run outbox-relay setup)`],
+    ['slot server', SLOT_SERVERS[report.slotServer]],
     ['active reader', slot.reader ? `pid ${slot.activePid} ${slot.reader.applicationName} ${slot.reader.clientAddress ?? 'local'} since ${slot.reader.since.toISOString()}` : 'none'],
     ['confirmed flush lsn', slot.confirmedFlushLsn ?? '-'],
     ['current wal lsn', slot.currentWalLsn],

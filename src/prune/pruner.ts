@@ -6,9 +6,13 @@ import { RelayError, sqlState } from '../errors.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { ensurePruneMarks, pruneMarksTable } from './marks.js';
 import { qualifiedName } from '../outboxes.js';
+import type { SlotServer } from '../slot-server.js';
 
 export interface PruneOptions {
+  /** The primary, where rows are deleted and marks written. */
   readonly database: DatabaseAccess;
+  /** Where the slot's confirmed position is read: the primary, or OUTBOX_REPLICA_URL's standby (its LSNs are the primary's). */
+  readonly slotServer: SlotServer;
   readonly table: { readonly schema: string; readonly name: string };
   /** The metrics' `outbox` label: the table, or the pattern of OUTBOX_SOURCES that named it (one series per entry, not per tenant). */
   readonly label: string;
@@ -101,7 +105,11 @@ export class Pruner {
   }
 
   private async confirmedFlushLsn(client: pg.Client): Promise<string | null> {
-    const { rows } = await client.query<{ lsn: string | null }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [this.options.slot]);
+    const { slotServer } = this.options;
+    const slotClient = slotServer.standby ? await connectPostgres(slotServer.database, 'outbox-relay-prune') : client;
+    const { rows } = await slotClient
+      .query<{ lsn: string | null }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [this.options.slot])
+      .finally(() => (slotClient === client ? undefined : slotClient.end()));
     if (!rows[0]) throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${this.options.slot}" does not exist; the pruner deletes only what the relay confirmed through it`);
     return rows[0].lsn;
   }

@@ -14,6 +14,8 @@ import { recordSlotCreated, slotHistory } from './slot-history.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
 import { checkPayloadColumn, type PayloadColumnTarget } from './payload-column.js';
+import { checkStandby, createStandbySlot, noFailoverOnStandby } from './standby-slot.js';
+import type { SlotServer } from '../slot-server.js';
 import { alignFailover, createSlot, describe, failoverFinding, serverVersion, standbySlotsFinding, wantsFailover, type SlotFailover } from './failover-slot.js';
 
 /** An outbox table to set up; its column map, when given, is checked against it and reported, and the payload column's type too. */
@@ -37,6 +39,8 @@ export interface SetupTarget {
   readonly format?: PayloadColumnTarget['format'];
   /** OUTBOX_SLOT_FAILOVER (default auto: a failover slot on Postgres 17+). */
   readonly failover?: SlotFailover;
+  /** Where the slot lives (default: the primary, `database`); a standby's is made there, the rest on the primary. */
+  readonly slotServer?: SlotServer;
 }
 
 const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
@@ -53,7 +57,7 @@ export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 
     const target = await resolve(client, setupTarget);
     // OUTBOX_SLOT_FAILOVER=true on a server before 17 is refused before anything is made.
     const version = await serverVersion(client);
-    const failover = wantsFailover(target.failover ?? 'auto', version);
+    const failover = target.slotServer?.standby ? noFailoverOnStandby(target.failover ?? 'auto') : wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
     // `cutover` itself runs these steps again after an unfinished cutover.
     if (slot === 'create') for (const { table } of target.tables) await refuseDuringRecovery(client, table, 'set up');
@@ -135,6 +139,11 @@ export async function verify(setupTarget: SetupTarget): Promise<string[]> {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not cover the outbox ${publication.map(qualifiedName).join(', ')} yet: their inserts would never reach the relay; run \`outbox-relay setup\` (it adds them)`);
     }
     for (const { table } of target.named) await refuseDuringRecovery(client, table, 'stream');
+    if (target.slotServer?.standby) {
+      noFailoverOnStandby(target.failover ?? 'auto');
+      const standby = await withClient(target.slotServer.database, (replica) => checkStandby(client, replica));
+      return [...(await findings(client, target)), ...standby];
+    }
     const slot = await failoverFinding(client, target.slot, target.failover ?? 'auto');
     return [...(await findings(client, target)), ...(slot ? [slot] : [])];
   });
@@ -328,16 +337,28 @@ async function ensurePublication(client: pg.Client, target: Resolved): Promise<s
 }
 
 async function ensureSlot(client: pg.Client, target: Resolved, failover: boolean, version: number): Promise<string[]> {
-  const made = await ensurePlainSlot(client, target, failover, version);
+  if (target.slotServer?.standby) {
+    const { slotServer } = target;
+    return withClient(slotServer.database, async (standby) => {
+      const found = await checkStandby(client, standby);
+      const made = await ensurePlainSlot(client, standby, target, async () => `slot ${target.slot}: created on the standby at ${await createStandbySlot(standby, client, target.slot)}`);
+      return [...found, made ?? `slot ${target.slot}: exists (on the standby)`];
+    });
+  }
+  const made = await ensurePlainSlot(client, client, target, async () => `slot ${target.slot}: created at ${await createSlot(client, target.slot, failover, version)}${version >= 170_000 ? ` (${describe(failover)})` : ''}`);
   // Before 17 there is nothing to align: no slot is a failover slot.
   const lines = [made ?? (version >= 170_000 ? await alignFailover(target.database, client, target.slot, failover) : `slot ${target.slot}: exists`)];
   if (failover) lines.push(await standbySlotsFinding(client));
   return lines;
 }
 
-/** Creates the slot if missing and returns what it did; null if it exists (and is usable). */
-async function ensurePlainSlot(client: pg.Client, target: Resolved, failover: boolean, version: number): Promise<string | null> {
-  const { rows } = await client.query<{ plugin: string; database: string; current: string; wal_status: string | null }>(
+/**
+ * Creates the slot on `slotClient` (the primary, or the standby of OUTBOX_REPLICA_URL) if
+ * missing and returns what it did; null if it exists (and is usable). The outbox tables and the
+ * slot history are read on the primary (`client`).
+ */
+async function ensurePlainSlot(client: pg.Client, slotClient: pg.Client, target: Resolved, create: () => Promise<string>): Promise<string | null> {
+  const { rows } = await slotClient.query<{ plugin: string; database: string; current: string; wal_status: string | null }>(
     'SELECT plugin, database, current_database() AS current, wal_status FROM pg_replication_slots WHERE slot_name = $1',
     [target.slot],
   );
@@ -361,9 +382,9 @@ async function ensurePlainSlot(client: pg.Client, target: Resolved, failover: bo
     if (!history.existed) throw firstStartOnRows(target, table, rows);
     throw slotMissing(target.slot, `and the outbox ${qualifiedName(table)} holds ${rows} rows that a new slot would never stream (a slot existed before: ${history.evidence})`);
   }
-  const lsn = await createSlot(client, target.slot, failover, version);
+  const made = await create();
   const unrecorded = await recordSlotCreated(client, target.publication, target.slot);
-  return `slot ${target.slot}: created at ${lsn}${version >= 170_000 ? ` (${describe(failover)})` : ''}${unrecorded ? `; ${unrecorded}` : ''}`;
+  return `${made}${unrecorded ? `; ${unrecorded}` : ''}`;
 }
 
 /**

@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
-import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres } from '../pg-connection.js';
+import type { SlotServer } from '../slot-server.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
@@ -24,7 +25,8 @@ interface ReplicationWire {
 }
 
 export interface ReplicationStreamOptions {
-  readonly database: DatabaseAccess;
+  /** Where the slot is: the primary, or a standby (OUTBOX_REPLICA_URL). */
+  readonly slotServer: SlotServer;
   readonly slot: string;
   readonly publication: string;
   /** Messages buffered before the socket is paused: the memory bound on the source side. */
@@ -57,7 +59,7 @@ const UNDEFINED_OBJECT = '42704';
  * position reaches Postgres is `sendStatus(lsn)`, and the wire carries exactly that lsn.
  */
 export class ReplicationStream implements SourceStream {
-  /** Connected by `start` (to the first primary of DATABASE_URL's hosts). */
+  /** Connected by `start` (to the slot's server: the first primary of DATABASE_URL's hosts, or OUTBOX_REPLICA_URL's standby). */
   private client: pg.Client | null = null;
   private readonly decoder: PgoutputDecoder;
   private readonly messagesReceived = new Fifo<SourceMessage>();
@@ -86,12 +88,13 @@ export class ReplicationStream implements SourceStream {
   async start(): Promise<StreamStart> {
     // The application name shows in pg_stat_replication and `outbox-relay status`: which
     // instance (pod) is the active reader.
-    const client = await connectPostgres(this.options.database, `outbox-relay@${hostname()}`, { replication: true });
+    const client = await connectPostgres(this.options.slotServer.database, `outbox-relay@${hostname()}`, { replication: true });
     this.client = client;
     client.on('error', (error) => this.fail(error));
     client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed')));
     const confirmed = await this.readConfirmedPosition(client);
     const origin = await readOrigin(client);
+    const onStandby = (await client.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby')).rows[0]!.standby;
     this.wire = client.connection as unknown as ReplicationWire;
     this.wire.on('copyData', ({ chunk }) => this.receive(chunk));
     const started = new Promise<void>((resolve) => client.connection.once('replicationStart', () => resolve()));
@@ -113,7 +116,7 @@ export class ReplicationStream implements SourceStream {
     await Promise.race([started, this.streaming]);
     if (this.failure) throw this.failure;
     this.watchdog = setInterval(() => this.checkSilence(), Math.min(1_000, this.options.silenceTimeoutMs / 4));
-    return { confirmed, origin };
+    return { confirmed, origin, onStandby };
   }
 
   /**

@@ -15,6 +15,8 @@ export interface SourceOrigin {
 export interface StreamStart {
   readonly confirmed: Lsn;
   readonly origin: SourceOrigin;
+  /** The server is a standby in recovery (the slot of OUTBOX_REPLICA_URL); false on a primary. */
+  readonly onStandby: boolean;
 }
 
 /**
