@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
+import { connectPostgres } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
