@@ -46,8 +46,6 @@ const SOURCE_HIGH_WATER_MESSAGES = 2_000;
 export class Relay {
   private readonly lifecycle: RelayLifecycle;
   private readonly progress = new ProgressWatch();
-  /** Whether the last session read a standby: a change is said once, at the session that sees it. */
-  private readFromStandby: boolean | null = null;
   /** Events (dead letters included) Kafka acknowledged since the relay started. */
   private publishedEvents = 0;
   private readonly routes: OutboxRoutes;
@@ -130,19 +128,6 @@ export class Relay {
     return true;
   }
 
-  /**
-   * OUTBOX_REPLICA_URL's standby found a primary: it was promoted, and its own slot (a standby's
-   * slot stays through a promotion) is read on from the same position, nothing to recover. Said
-   * once, loudly: DATABASE_URL, where prune and setup write, must name the new primary too.
-   */
-  private noteSlotServer(onStandby: boolean): void {
-    const { logger, options } = this.deps;
-    if (options.source.slotServer.standby && !onStandby && this.readFromStandby !== false) {
-      logger.warn({ slot: options.source.slot }, 'the standby of OUTBOX_REPLICA_URL is a primary now (promoted): streaming on from its slot, from the position it confirmed; DATABASE_URL must name it too for prune and setup');
-    }
-    this.readFromStandby = onStandby;
-  }
-
   private async session(signal: AbortSignal): Promise<SessionOutcome> {
     const { options, logger, metrics, encoder } = this.deps;
     const { delivery } = options;
@@ -168,7 +153,6 @@ export class Relay {
         throw error;
       }
       const { confirmed: startLsn, origin } = start;
-      this.noteSlotServer(start.onStandby);
       const tracker = new CommitTracker(startLsn);
       const sessionCheckpointer = new Checkpointer(tracker, stream, options.statusIntervalMs);
       checkpointer = sessionCheckpointer;

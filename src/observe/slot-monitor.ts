@@ -79,6 +79,8 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
 export class SlotMonitor {
   private timer: NodeJS.Timeout | undefined;
   private client: pg.Client | null = null;
+  /** Whether the last poll found the slot's server in recovery: a promotion is said once, when seen. */
+  private lastOnStandby: boolean | null = null;
   /** The poll under way: one at a time (a slow server must not pile connections up). */
   private polling: Promise<void> | null = null;
 
@@ -105,6 +107,18 @@ export class SlotMonitor {
     await this.client?.end().catch(() => undefined);
   }
 
+  /**
+   * OUTBOX_REPLICA_URL's standby answering as a primary: it was promoted, and its own slot (a
+   * standby's slot stays through a promotion) is read on from the same position, with nothing to
+   * recover. Said once, loudly: DATABASE_URL, where prune and setup write, must name it too.
+   */
+  private notePromotion(onStandby: boolean): void {
+    if (this.options.slotServer.standby && !onStandby && this.lastOnStandby !== false) {
+      this.options.logger.warn({ slot: this.options.slot }, 'the standby of OUTBOX_REPLICA_URL is a primary now (promoted): the slot is read on there from the position it confirmed; DATABASE_URL must name it too for prune and setup');
+    }
+    this.lastOnStandby = onStandby;
+  }
+
   private async poll(): Promise<void> {
     const { metrics, slot } = this.options;
     const { database } = this.options.slotServer;
@@ -116,6 +130,7 @@ export class SlotMonitor {
     const report = await readSlot(this.client, slot);
     metrics.slotActive.set(report.active ? 1 : 0);
     metrics.slotOnStandby.set(report.onStandby ? 1 : 0);
+    this.notePromotion(report.onStandby);
     if (report.lagBytes !== null) metrics.slotLagBytes.set(report.lagBytes);
     const walStatus = report.exists ? report.walStatus : 'missing';
     for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, walStatus === status ? 1 : 0);

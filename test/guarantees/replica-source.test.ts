@@ -1,0 +1,195 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RelayError } from '../../src/errors.js';
+import { databaseAccess } from '../../src/pg-connection.js';
+import { setup, type SetupTarget } from '../../src/setup/setup.js';
+import { cli } from '../harness/cli.js';
+import { expectExactlyOnce } from '../harness/exactly-once.js';
+import { useFailoverPair, type FailoverMajor } from '../harness/failover-pair.js';
+import { get, metric } from '../harness/http.js';
+import { createTopics } from '../harness/kafka.js';
+import { OutboxLoad } from '../harness/load.js';
+import { billingEvent, TestOutbox } from '../harness/outbox.js';
+import { freePort } from '../harness/ports.js';
+import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+
+/**
+ * Issue 49: the slot on a physical standby (OUTBOX_REPLICA_URL, Postgres 16+), the WAL read
+ * there. On each major with logical decoding on a standby, a primary and its standby made for
+ * the file (scripts/stack.sh up failover): the settings a standby's slot needs refused by name,
+ * prune deleting what the standby's slot confirmed, an idle outbox holding no WAL on the standby,
+ * and under load kill -9 of the relay, a restart of the standby and its promotion, with
+ * exactly-once delivery: every committed event once to a read_committed consumer.
+ */
+const STANDBY_MAJORS: readonly FailoverMajor[] = [16, 17, 18];
+
+describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA_URL)', (major) => {
+  const pair = useFailoverPair(major);
+  let outbox: TestOutbox;
+  let standby: pg.Client;
+
+  const target = (replicaUrl = pair.standbyUrl): SetupTarget => ({
+    database: databaseAccess(pair.databaseUrl),
+    outboxes: [{ table: { schema: 'public', name: outbox.table } }],
+    publication: outbox.publication,
+    slot: outbox.slot,
+    slotServer: { database: databaseAccess(replicaUrl), standby: true },
+  });
+  const relayEnv = (extra: Record<string, string> = {}) => outbox.relayEnv({ OUTBOX_REPLICA_URL: pair.standbyUrl, OUTBOX_SLOT_POLL_INTERVAL: '300ms', ...extra });
+  const standbySlot = async () => {
+    const { rows } = await standby.query<{ active: boolean; lag: string; held: string }>(
+      `SELECT active, (pg_last_wal_replay_lsn() - confirmed_flush_lsn)::text AS lag, (pg_last_wal_replay_lsn() - restart_lsn)::text AS held
+         FROM pg_replication_slots WHERE slot_name = $1`,
+      [outbox.slot],
+    );
+    if (!rows[0]) throw new Error(`slot ${outbox.slot} is missing on the standby`);
+    return { active: rows[0].active, lagBytes: Number(rows[0].lag), heldBytes: Number(rows[0].held) };
+  };
+  /** A setting of the standby changed with ALTER SYSTEM (allowed during recovery), applied by a reload or a restart. */
+  const setOnStandby = async (name: string, value: string | null, apply: 'reload' | 'restart') => {
+    await standby.query(value === null ? `ALTER SYSTEM RESET ${name}` : `ALTER SYSTEM SET ${name} = ${pg.escapeLiteral(value)}`);
+    if (apply === 'reload') {
+      await standby.query('SELECT pg_reload_conf()');
+      await delay(300);
+      return;
+    }
+    await standby.end();
+    await pair.node('stop', 'standby');
+    await pair.node('start', 'standby');
+    standby = await connected(pair.standbyUrl);
+  };
+
+  beforeAll(async () => {
+    outbox = new TestOutbox({ databaseUrl: pair.databaseUrl, sqlUrl: pair.primaryUrl });
+    standby = await connected(pair.standbyUrl);
+    await createTopics([outbox.topic('invoice'), outbox.topic('credit')]);
+  });
+
+  afterAll(async () => {
+    await standby?.end().catch(() => undefined);
+    await outbox?.pool.end().catch(() => undefined);
+  });
+
+  it('refuses, naming it, each setting a standby needs for a logical slot, and a server of another cluster; then makes the slot on the standby', async () => {
+    const refusal = async (what: RegExp, replicaUrl?: string) => {
+      const error = await setup(target(replicaUrl)).then(() => null, (caught: unknown) => caught);
+      expect(error).toBeInstanceOf(RelayError);
+      expect(error).toMatchObject({ code: 'SETUP_STANDBY' });
+      expect((error as Error).message).toMatch(what);
+    };
+    await setOnStandby('hot_standby_feedback', 'off', 'reload');
+    await refusal(/hot_standby_feedback is off on the standby/);
+    await setOnStandby('hot_standby_feedback', null, 'reload');
+    await setOnStandby('primary_slot_name', '', 'reload');
+    await refusal(/primary_slot_name is empty on the standby/);
+    await setOnStandby('primary_slot_name', null, 'reload');
+    await setOnStandby('wal_level', 'replica', 'restart');
+    await refusal(/wal_level is "replica" on the standby/);
+    await setOnStandby('wal_level', null, 'restart');
+    // The test services' own Postgres: a primary of another cluster.
+    await refusal(/not a standby of DATABASE_URL's primary: its system identifier is/, inject('services').databaseUrl);
+
+    const done = await setup(target());
+    expect(done).toContain(`OUTBOX_REPLICA_URL: a standby (Postgres ${await serverVersion(standby)}, hot_standby_feedback on, through the primary's physical slot outbox_standby): the slot lives and the WAL is read there`);
+    expect(done.find((line) => line.startsWith(`slot ${outbox.slot}: created on the standby at`)), done.join('\n')).toBeDefined();
+    const onPrimary = await outbox.pool.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
+    expect(onPrimary.rows, 'no slot on the primary').toEqual([]);
+    expect((await standbySlot()).active).toBe(false);
+  });
+
+  it('streams from the standby, prunes what its slot confirmed, and an idle outbox holds no WAL there after the primary writes 64 MB elsewhere', async () => {
+    const port = await freePort();
+    const relay = new RelayProcess(relayEnv({ OUTBOX_HTTP_PORT: String(port) })).start();
+    const filler = `filler_${outbox.id}`;
+    try {
+      await relay.waitActive();
+      expect(relay.logs.find((line) => /^active:/.test(line.msg))?.server, relay.tail()).toBe('standby');
+      await eventually('the metrics to say the slot is on a standby', async () => (metric((await get(port, '/metrics')).body, 'outbox_relay_slot_on_standby') === 1 ? true : undefined), 30_000, 250);
+      expect((await cli(['status'], relayEnv())).stdout).toMatch(/slot server\s+a standby \(OUTBOX_REPLICA_URL\)/);
+
+      // Their own topic: the exactly-once test below counts the invoice topic's events.
+      await outbox.insert(Array.from({ length: 20 }, (_, i) => ({ ...billingEvent('cred_standby_prune', i), aggregateType: 'credit' })));
+      const prune = () => cli(['prune', '--retention', '0s'], relayEnv());
+      await eventually('prune to delete the rows the standby slot confirmed', async () => {
+        const pass = await prune();
+        expect(pass.code, pass.stderr).toBe(0);
+        return (await outbox.committedIds()).length === 0 ? true : undefined;
+      }, 60_000, 500);
+
+      await outbox.pool.query(`CREATE TABLE ${filler} AS SELECT i, repeat('x', 900) AS pad FROM generate_series(1, 70000) AS i`);
+      const written = await outbox.pool.query<{ bytes: string }>(`SELECT pg_total_relation_size('${filler}')::text AS bytes`);
+      expect(Number(written.rows[0]!.bytes)).toBeGreaterThan(64 << 20);
+      // The standby's slot moves at what it replayed; its restart point at the primary's next
+      // running-transactions record (every 15 s while it writes).
+      const settled = await eventually('the standby slot to hold no more than 16 MB after 64 MB elsewhere', async () => {
+        const slot = await standbySlot();
+        return slot.lagBytes < 1 << 20 && slot.heldBytes < 16 << 20 ? slot : undefined;
+      }, 90_000, 500);
+      process.stdout.write(`standby ${major} idle slot: ${JSON.stringify(settled)} after ${written.rows[0]!.bytes} bytes elsewhere\n`);
+      expect(await relay.stop()).toBe(0);
+    } finally {
+      await relay.kill9();
+      await outbox.pool.query(`DROP TABLE IF EXISTS ${filler}`).catch(() => undefined);
+    }
+  });
+
+  it('under load, exactly-once: kill -9 twice, the standby restarted, then promoted: every committed event once, in order, read_committed', { timeout: 300_000 }, async () => {
+    const env = () => relayEnv({ OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: `${outbox.topicPrefix}.progress` });
+    const load = new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 9 }).start();
+    const kills = 2;
+    let relay = new RelayProcess(env()).start();
+    try {
+      await relay.waitActive();
+      for (let kill = 0; kill < kills; kill += 1) {
+        await delay(1_500);
+        await relay.kill9();
+        await eventually('the standby slot to be released', async () => ((await standbySlot()).active ? undefined : true));
+        relay = new RelayProcess(env()).start();
+        await relay.waitActive();
+      }
+      await delay(1_000);
+      // A restart of the standby: the relay reconnects to it.
+      await standby.end();
+      await pair.node('stop', 'standby');
+      await pair.node('start', 'standby');
+      standby = await connected(pair.standbyUrl);
+      await eventually('the relay to stream from the restarted standby', async () => ((await standbySlot()).active ? true : undefined), 60_000, 250);
+      await delay(1_500);
+
+      // The promotion: the primary shuts down (sending the standby all it has) under the writers,
+      // the standby is promoted, and the writers go on there.
+      const beforePromotion = load.committedTransactions;
+      await standby.end();
+      await pair.node('stop', 'primary');
+      await pair.promote();
+      const promotedAt = Date.now();
+      outbox.useServer(pair.standbyUrl);
+      const noticed = await relay.waitForLog(/is a primary now \(promoted\)/, 60_000);
+      await eventually('writers to commit on the promoted standby', async () => (load.committedTransactions > beforePromotion + 20 ? true : undefined), 60_000, 250);
+      await load.stop();
+
+      const { records, uncommittedDuplicates } = await expectExactlyOnce(outbox, load.rolledBackIds, () => relay.tail());
+      expect((await cli(['status'], relayEnv())).stdout).toMatch(/slot server\s+OUTBOX_REPLICA_URL, promoted: a primary now/);
+      expect(relay.logs.some((line) => line.code === 'SOURCE_SLOT_MISSING')).toBe(false);
+      expect(await relay.stop()).toBe(0);
+      process.stdout.write(
+        `standby ${major} under load: ${JSON.stringify({ committed: records.length, kills, standbyRestarts: 1, promotions: 1, lost: 0, duplicatesReadCommitted: 0, duplicatesReadUncommitted: uncommittedDuplicates, transactionsBeforePromotion: beforePromotion, promotionNoticedAfterMs: Number(noticed.time) - promotedAt })}\n`,
+      );
+    } finally {
+      await load.stop();
+      await relay.kill9();
+    }
+  });
+});
+
+async function connected(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+async function serverVersion(client: pg.Client): Promise<string> {
+  const { rows } = await client.query<{ version: string }>("SELECT current_setting('server_version') AS version");
+  return rows[0]!.version;
+}
