@@ -5,6 +5,11 @@ import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
 import { readStandbyCopies, syncedStandbys } from './standby-copies.js';
 import { SERVER_WAL_LSN_SQL, type SlotServer } from '../slot-server.js';
+import { parseLsn } from '../lsn.js';
+import { outageBudgetSeconds } from './outage-budget.js';
+
+/** Weight of the newest poll in the WAL rate's moving average. */
+const WAL_RATE_WEIGHT = 0.1;
 
 export interface SlotReport {
   readonly slot: string;
@@ -27,6 +32,10 @@ export interface SlotReport {
   readonly failover: boolean | null;
   /** This slot is itself a copy synchronized from a primary (true on a promoted standby); null before 17, or no slot. */
   readonly synced: boolean | null;
+  /** idle_replication_slot_timeout in seconds (Postgres 18): an unread slot is invalidated after it; null when off or before 18. */
+  readonly idleTimeoutSeconds: number | null;
+  /** When the slot stopped being read (inactive_since, 17+); null while read, or before 17. */
+  readonly inactiveSince: Date | null;
 }
 
 /** What Postgres says about the slot: for `status` and for the relay's slot metrics. */
@@ -34,13 +43,14 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
   const { rows } = await client.query<{
     active: boolean; active_pid: number | null; confirmed: string | null; current: string; lag: string | null; on_standby: boolean;
     wal_status: string | null; safe_wal_size: string | null; flush_lag: number | null;
-    application_name: string | null; client_addr: string | null; backend_start: Date | null; failover: boolean | null; synced: boolean | null;
+    application_name: string | null; client_addr: string | null; backend_start: Date | null; failover: boolean | null; synced: boolean | null; inactive_since: Date | null;
   }>(
     `SELECT s.active, s.active_pid, s.confirmed_flush_lsn::text AS confirmed, ${SERVER_WAL_LSN_SQL}::text AS current, pg_is_in_recovery() AS on_standby,
             (${SERVER_WAL_LSN_SQL} - s.confirmed_flush_lsn)::text AS lag, s.wal_status, s.safe_wal_size::text AS safe_wal_size,
             extract(epoch FROM r.flush_lag)::float8 AS flush_lag, r.application_name, r.client_addr::text, r.backend_start,
             -- Columns of Postgres 17: absent keys (null) before it.
-            (to_jsonb(s) ->> 'failover')::boolean AS failover, (to_jsonb(s) ->> 'synced')::boolean AS synced
+            (to_jsonb(s) ->> 'failover')::boolean AS failover, (to_jsonb(s) ->> 'synced')::boolean AS synced,
+            (to_jsonb(s) ->> 'inactive_since')::timestamptz AS inactive_since
        FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
       WHERE s.slot_name = $1`,
     [slot],
@@ -48,7 +58,7 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
   const row = rows[0];
   if (!row) {
     const current = await client.query<{ lsn: string; on_standby: boolean }>(`SELECT ${SERVER_WAL_LSN_SQL}::text AS lsn, pg_is_in_recovery() AS on_standby`);
-    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, onStandby: current.rows[0]!.on_standby, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null };
+    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, onStandby: current.rows[0]!.on_standby, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null, idleTimeoutSeconds: await idleTimeoutSeconds(client), inactiveSince: null };
   }
   return {
     slot,
@@ -66,7 +76,17 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
     reader: row.active && row.backend_start ? { applicationName: row.application_name ?? '', clientAddress: row.client_addr, since: row.backend_start } : null,
     failover: row.failover,
     synced: row.synced,
+    idleTimeoutSeconds: await idleTimeoutSeconds(client),
+    inactiveSince: row.inactive_since,
   };
+}
+
+/** idle_replication_slot_timeout (Postgres 18) in seconds; null when 0 (off) or on a server without it. */
+async function idleTimeoutSeconds(client: pg.ClientBase): Promise<number | null> {
+  const { rows } = await client.query<{ setting: string; unit: string | null }>("SELECT setting, unit FROM pg_settings WHERE name = 'idle_replication_slot_timeout'");
+  const row = rows[0];
+  if (!row || Number(row.setting) <= 0) return null;
+  return Number(row.setting) * (row.unit === 'min' ? 60 : row.unit === 'h' ? 3_600 : 1);
 }
 
 /**
@@ -81,6 +101,10 @@ export class SlotMonitor {
   private client: pg.Client | null = null;
   /** Whether the last poll found the slot's server in recovery: a promotion is said once, when seen. */
   private lastOnStandby: boolean | null = null;
+  /** The server's WAL position at the last poll, for the rate it writes (or replays) WAL at. */
+  private lastWal: { readonly lsn: bigint; readonly atMs: number } | null = null;
+  /** WAL bytes per second, smoothed over polls; null until two polls. */
+  private walRate: number | null = null;
   /** The poll under way: one at a time (a slow server must not pile connections up). */
   private polling: Promise<void> | null = null;
 
@@ -119,6 +143,16 @@ export class SlotMonitor {
     this.lastOnStandby = onStandby;
   }
 
+  /** A moving average over polls (a few minutes' worth at the default interval): one quiet or busy poll does not swing it. */
+  private sampleWalRate(currentWalLsn: string): void {
+    const now = { lsn: parseLsn(currentWalLsn), atMs: Date.now() };
+    const last = this.lastWal;
+    this.lastWal = now;
+    if (!last || now.atMs <= last.atMs || now.lsn < last.lsn) return;
+    const rate = Number(now.lsn - last.lsn) / ((now.atMs - last.atMs) / 1000);
+    this.walRate = this.walRate === null ? rate : this.walRate + WAL_RATE_WEIGHT * (rate - this.walRate);
+  }
+
   private async poll(): Promise<void> {
     const { metrics, slot } = this.options;
     const { database } = this.options.slotServer;
@@ -135,6 +169,11 @@ export class SlotMonitor {
     const walStatus = report.exists ? report.walStatus : 'missing';
     for (const status of WAL_STATUSES) metrics.slotWalStatus.set({ status }, walStatus === status ? 1 : 0);
     metrics.slotSafeWalSize.set(report.safeWalSizeBytes ?? -1);
+    metrics.slotIdleTimeout.set(report.idleTimeoutSeconds ?? -1);
+    this.sampleWalRate(report.currentWalLsn);
+    metrics.walRate.set(this.walRate ?? 0);
+    const budget = outageBudgetSeconds({ idleTimeoutSeconds: report.idleTimeoutSeconds, inactiveSinceMs: report.inactiveSince?.getTime() ?? null, nowMs: Date.now(), safeWalSizeBytes: report.exists ? report.safeWalSizeBytes : null, walBytesPerSecond: this.walRate });
+    metrics.slotOutageBudget.set(budget ?? -1);
     metrics.slotFailover.set(report.failover === null ? -1 : report.failover ? 1 : 0);
     metrics.slotSyncedStandbys.set(syncedStandbys(await readStandbyCopies(database, slot)));
   }

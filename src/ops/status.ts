@@ -8,6 +8,7 @@ import type { KafkaClientName } from '../sink/producer.js';
 import { findTables, type TableByAge } from '../setup/outbox-tables.js';
 import { qualifiedName } from '../outboxes.js';
 import type { SlotServer } from '../slot-server.js';
+import { formatDuration, outageBudgetSeconds } from '../observe/outage-budget.js';
 
 export interface StatusInput {
   readonly database: DatabaseAccess;
@@ -27,6 +28,10 @@ export interface StatusReport {
   readonly slot: SlotReport;
   /** Where the slot is: the primary, a standby (OUTBOX_REPLICA_URL), or that standby promoted. */
   readonly slotServer: 'primary' | 'standby' | 'promoted standby';
+  /** How long every reader may be down before Postgres may invalidate the slot (outage-budget.ts); null: unbounded. */
+  readonly outageBudgetSeconds: number | null;
+  /** The primary's WAL rate the budget was computed with: its average since pg_stat_wal was reset. */
+  readonly walBytesPerSecond: number | null;
   /** Each host of a several-host DATABASE_URL and its copy of the slot; empty for one host. */
   readonly standbys: readonly StandbyCopy[];
   readonly publication: { readonly name: string; readonly exists: boolean };
@@ -52,8 +57,11 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
       const row = rows[0]!;
       outboxes.push({ table: qualifiedName(relation), rows: Number(row.rows), oldestRowAgeSeconds: row.age, totalBytes: Number(row.bytes) });
     }
+    const walBytesPerSecond = await averageWalRate(client);
     return {
       slot,
+      outageBudgetSeconds: outageBudgetSeconds({ idleTimeoutSeconds: slot.idleTimeoutSeconds, inactiveSinceMs: slot.inactiveSince?.getTime() ?? null, nowMs: Date.now(), safeWalSizeBytes: slot.exists ? slot.safeWalSizeBytes : null, walBytesPerSecond }),
+      walBytesPerSecond,
       slotServer: !input.slotServer.standby ? 'primary' : slot.onStandby ? 'standby' : 'promoted standby',
       standbys: await readStandbyCopies(input.database, input.slot),
       publication: { name: input.publication, exists: publication.rows.length > 0 },
@@ -63,6 +71,12 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
   } finally {
     await client.end();
   }
+}
+
+/** The primary's WAL bytes per second since its WAL statistics were last reset (pg_stat_wal, 14+): an outage's rate, roughly. */
+async function averageWalRate(client: pg.Client): Promise<number | null> {
+  const { rows } = await client.query<{ rate: number | null }>('SELECT wal_bytes::float8 / greatest(extract(epoch FROM now() - stats_reset)::float8, 1) AS rate FROM pg_stat_wal');
+  return rows[0]?.rate ?? null;
 }
 
 async function readSlotOn(server: SlotServer, slot: string): Promise<SlotReport> {
@@ -104,6 +118,8 @@ export function formatStatus(report: StatusReport): string {
     ['wal status', slot.walStatus ?? '-'],
     ['failover', slot.failover === null ? (slot.exists ? 'no (Postgres before 17)' : '-') : `${slot.failover ? 'yes' : 'no'}${slot.synced ? ' (this slot was synchronized from a primary: this server was promoted)' : ''}`],
     ['standby copies', report.standbys.length === 0 ? "unknown: DATABASE_URL names one host (on the standby: SELECT synced, temporary FROM pg_replication_slots)" : report.standbys.filter((copy) => copy.state !== 'primary').map((copy) => `${copy.host} ${copy.state}${copy.confirmedFlushLsn ? ` at ${copy.confirmedFlushLsn}` : ''}`).join(', ') || 'none'],
+    ['idle timeout', slot.idleTimeoutSeconds === null ? 'none (idle_replication_slot_timeout off, or before Postgres 18)' : `${formatDuration(slot.idleTimeoutSeconds)}: Postgres invalidates the slot once it has been unread that long (idle_replication_slot_timeout)${slot.inactiveSince ? `; unread since ${slot.inactiveSince.toISOString()}` : ''}`],
+    ['outage budget', report.outageBudgetSeconds === null ? 'unbounded: neither idle_replication_slot_timeout nor max_slot_wal_keep_size can invalidate the slot' : `${formatDuration(report.outageBudgetSeconds)}: a longer outage of every relay may lose the slot (the first of the idle timeout and safe wal size at ${bytes(report.walBytesPerSecond === null ? null : Math.round(report.walBytesPerSecond))}/s of WAL, the primary's average)`],
     ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
     ['publication', `${report.publication.name}${report.publication.exists ? '' : ' (MISSING)'}`],
     ...report.outboxes.map((outbox): [string, string] => ['outbox', `${outbox.table}: ${outbox.rows} rows, ${bytes(outbox.totalBytes)}, oldest ${seconds(outbox.oldestRowAgeSeconds)} old`]),
