@@ -8,7 +8,7 @@ import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
 import { connectPostgres } from '../pg-connection.js';
 import type { SlotServer } from '../slot-server.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
-import { slotLost, slotMissing } from './slot-errors.js';
+import { invalidation, slotLost, slotMissing } from './slot-errors.js';
 import { finishesWithin } from '../time.js';
 import type { RelationRef, SourceMessage } from './messages.js';
 import { readOrigin } from './origin.js';
@@ -224,12 +224,18 @@ export class ReplicationStream implements SourceStream {
 
   private async readConfirmedPosition(client: pg.Client): Promise<Lsn> {
     // A replication connection speaks only the simple query protocol: no bind parameters.
-    const result = await client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null }>(
-      `SELECT confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = ${pg.escapeLiteral(this.options.slot)}`,
+    // invalidation_reason is Postgres 17's (null before): an idle timeout (18) or a standby's
+    // conflict leaves wal_status as it was.
+    const result = await client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null; invalidation_reason: string | null }>(
+      `SELECT confirmed_flush_lsn::text, wal_status, to_jsonb(s) ->> 'invalidation_reason' AS invalidation_reason FROM pg_replication_slots s WHERE slot_name = ${pg.escapeLiteral(this.options.slot)}`,
     );
     const row = result.rows[0];
     if (!row) {
       throw slotMissing(this.options.slot, 'for the relay to stream from');
+    }
+    if (row.invalidation_reason) {
+      const { why, prevent } = invalidation(row.invalidation_reason);
+      throw slotLost(this.options.slot, row.confirmed_flush_lsn, why, undefined, prevent);
     }
     if (row.wal_status === 'lost') throw slotLost(this.options.slot, row.confirmed_flush_lsn, 'its wal_status is "lost": Postgres removed WAL the slot still needed (max_slot_wal_keep_size)');
     // Every session, not only at start: a relay that was reconnecting while a recover died must

@@ -133,6 +133,45 @@ describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA
     }
   });
 
+  it("says in status how long an outage the slot survives (unbounded here: no idle timeout, no WAL limit)", async () => {
+    const status = await cli(['status'], relayEnv());
+    expect(status.stdout).toMatch(/idle timeout\s+none \(idle_replication_slot_timeout off, or before Postgres 18\)/);
+    expect(status.stdout).toMatch(/outage budget\s+unbounded/);
+  });
+
+  // Postgres 18's idle_replication_slot_timeout, on a slot of the primary's (the standby's own
+  // slots are the standby's business): the new way to lose a slot, handled as the others.
+  if (major >= 18) {
+    it('a slot unread longer than idle_replication_slot_timeout is lost at the next checkpoint: status says the budget, run stops with SOURCE_SLOT_LOST naming the setting', async () => {
+      const idle = new TestOutbox({ databaseUrl: pair.primaryUrl });
+      await idle.create();
+      const setTimeout = async (value: string | null) => {
+        await idle.pool.query(value === null ? 'ALTER SYSTEM RESET idle_replication_slot_timeout' : `ALTER SYSTEM SET idle_replication_slot_timeout = '${value}'`);
+        await idle.pool.query('SELECT pg_reload_conf()');
+        await delay(300);
+      };
+      try {
+        await setTimeout('1h');
+        const status = await cli(['status'], idle.relayEnv());
+        expect(status.stdout).toMatch(/idle timeout\s+60 min: Postgres invalidates the slot once it has been unread that long/);
+        expect(status.stdout).toMatch(/outage budget\s+(59|60) min: a longer outage of every relay may lose the slot/);
+        await setTimeout('1s');
+        await delay(2_000);
+        await idle.pool.query('CHECKPOINT');
+        const { rows } = await idle.pool.query<{ reason: string | null }>('SELECT invalidation_reason AS reason FROM pg_replication_slots WHERE slot_name = $1', [idle.slot]);
+        expect(rows[0]?.reason).toBe('idle_timeout');
+        const relay = new RelayProcess(idle.relayEnv()).start();
+        expect(await relay.waitExit(30_000), relay.tail()).toBe(1);
+        const fatal = relay.logs.find((line) => line.level === 60);
+        expect(fatal, relay.tail()).toMatchObject({ code: 'SOURCE_SLOT_LOST' });
+        expect(String(fatal!.err)).toMatch(/is lost: it was unread for longer than idle_replication_slot_timeout\..*`outbox-relay recover`.*raise idle_replication_slot_timeout/);
+      } finally {
+        await setTimeout(null);
+        await idle.destroy();
+      }
+    });
+  }
+
   it('under load, exactly-once: kill -9 twice, the standby restarted, then promoted: every committed event once, in order, read_committed', { timeout: 300_000 }, async () => {
     const env = () => relayEnv({ OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: `${outbox.topicPrefix}.progress` });
     const load = new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 9 }).start();
