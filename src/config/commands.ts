@@ -106,9 +106,9 @@ function oneTable(command: 'replay' | 'recover' | 'cutover' | 'handback'): Check
 }
 
 /**
- * recover, cutover, handback: they make or drop the slot under a snapshot of the outbox table,
- * read and marked on the primary. With the slot on a standby they are refused, naming where
- * to run them, rather than making a second slot on the primary that nobody reads.
+ * recover, cutover, handback: they make or drop the slot under a snapshot of the outbox table in
+ * which they prove rows delivered by transaction ids, or write. With the slot on a standby they
+ * are refused, naming where to run them, rather than done half on each server.
  */
 function onThePrimary(command: 'recover' | 'cutover' | 'handback'): Check<{ readonly replicaUrl: RelayConfig['replicaUrl'] | null }> {
   return {
@@ -116,8 +116,8 @@ function onThePrimary(command: 'recover' | 'cutover' | 'handback'): Check<{ read
     problem: (values, name) =>
       values.replicaUrl === null
         ? null
-        : `${command} ${command === 'handback' ? 'drops' : 're-creates'} the slot under a snapshot of the outbox table, which it does on the primary only, and ${name('replicaUrl')} puts the slot on a standby: ` +
-          `run ${command} with ${name('replicaUrl')} unset (the slot is then the primary's), and run the relay from the primary too, or set up the standby's slot again afterwards (docs/operations.md#reading-from-a-standby)`,
+        : `${command} ${command === 'handback' ? 'drops' : 're-creates'} the slot under a snapshot of the outbox table, on the primary only, and ${name('replicaUrl')} puts the slot on a standby: ` +
+          `run ${command} with ${name('replicaUrl')} unset; the slot is then the primary's, and \`run\` must read it there (${name('replicaUrl')} unset for it too) (docs/operations.md#reading-from-a-standby)`,
   };
 }
 

@@ -288,7 +288,7 @@ describe('OUTBOX_SOURCES', () => {
 
   it('with the slot on a standby (OUTBOX_REPLICA_URL), refuses the commands that re-create or drop it under a snapshot, saying where to run them', () => {
     const replica = { ...required, OUTBOX_REPLICA_URL: 'postgres://relay@db-standby:5432/billing' };
-    expect(problems(COMMANDS.recover, { env: replica })).toMatch(/recover re-creates the slot under a snapshot of the outbox table, which it does on the primary only, and OUTBOX_REPLICA_URL puts the slot on a standby: run recover with OUTBOX_REPLICA_URL unset/);
+    expect(problems(COMMANDS.recover, { env: replica })).toMatch(/recover re-creates the slot under a snapshot of the outbox table, on the primary only, and OUTBOX_REPLICA_URL puts the slot on a standby: run recover with OUTBOX_REPLICA_URL unset; the slot is then the primary.s, and `run` must read it there/);
     expect(problems(COMMANDS.cutover, { env: replica, flags: { pending: "status = 'pending'" } })).toMatch(/cutover re-creates the slot/);
     expect(problems(COMMANDS.handback, { env: replica, flags: { pending: "status = 'pending'", 'mark-sent': "status = 'sent'" } })).toMatch(/handback drops the slot/);
     expect(compileRun(load(COMMANDS.run, { env: replica })).relay.source.slotServer.standby).toBe(true);
