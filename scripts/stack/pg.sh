@@ -148,13 +148,14 @@ pg_start() {
   pg_ensure_db outbox
 }
 
+# pg_ensure_db DB [PORT SERVICE]: on the plain cluster, or on another of the stack's servers.
 pg_ensure_db() {
-  local db=$1
-  if [ "$("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -XtAc \
+  local db=$1 port=${2:-$PG_PORT} service=${3:-pg}
+  if [ "$("$PG_BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -XtAc \
           "select 1 from pg_database where datname = '$db'")" != 1 ]; then
-    "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -Xq \
+    "$PG_BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -Xq \
       -c "create database \"$db\" owner postgres" >/dev/null
-    say "pg: created database $db"
+    say "$service: created database $db"
   fi
 }
 

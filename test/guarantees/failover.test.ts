@@ -14,7 +14,7 @@ import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
 /**
  * Issue 15 (d): a Postgres 17 primary with a physical standby that synchronizes the relay's
- * failover slot (scripts/stack/pg17.sh: sync_replication_slots, hot_standby_feedback,
+ * failover slot (scripts/stack/pg-embedded.sh: sync_replication_slots, hot_standby_feedback,
  * synchronized_standby_slots, and a synchronous standby so that every COMMIT a writer saw
  * returned is on it). The relay runs with both hosts in DATABASE_URL. Under load the primary
  * is killed -9 and the standby promoted: the relay reconnects to the new primary by itself,
@@ -64,7 +64,7 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
       await delay(3_000);
 
       const beforeKill = load.committedTransactions;
-      await pair.node('kill', 'pg17_primary');
+      await pair.node('kill', 'primary');
       const killedAt = Date.now();
       // A failover manager's detection time; meanwhile the relay finds no primary and retries.
       await delay(2_000);
