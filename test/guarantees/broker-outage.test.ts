@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { serviceAction } from '../harness/control.js';
 import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { TopicReader } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import { billingEvent } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
-describe.each(KAFKA_CLIENTS)('Kafka stopped under load (%s)', (kafkaClient) => {
+describe.each(testKafkaClients())('Kafka stopped under load (%s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ kafkaClient });
 
   afterAll(async () => {

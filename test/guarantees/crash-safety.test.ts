@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { parseLsn } from '../../src/lsn.js';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { expectEveryCommittedEventDelivered, useTestOutbox } from '../harness/fixture.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { OutboxLoad } from '../harness/load.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
-describe.each(KAFKA_CLIENTS)('crash safety: kill -9 of the relay under load (%s)', (kafkaClient) => {
+describe.each(testKafkaClients())('crash safety: kill -9 of the relay under load (%s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ kafkaClient });
 
   it('delivers every committed event; duplicates only of events after the confirmed position at a crash', async () => {

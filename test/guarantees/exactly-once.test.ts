@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/sink/producer.js';
+import type { KafkaClientName } from '../../src/sink/producer.js';
 import { serviceAction } from '../harness/control.js';
 import { expectOrderPerAggregate, useTestOutbox } from '../harness/fixture.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { kafkaClient, openForgottenTransaction, TopicReader, waitForLeaders, type ConsumedRecord } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import { billingEvent, type TestOutbox } from '../harness/outbox.js';
@@ -63,7 +64,7 @@ function useExactlyOnceOutbox(kafkaClient: KafkaClientName) {
   return { outbox, env: () => outbox.relayEnv({ ...EXACTLY_ONCE, OUTBOX_PROGRESS_TOPIC: `${outbox.topicPrefix}.progress` }) };
 }
 
-describe.each(KAFKA_CLIENTS)('exactly-once delivery on %s', (client) => {
+describe.each(testKafkaClients())('exactly-once delivery on %s', (client) => {
   describe('kill -9 under load', () => {
     const { outbox, env } = useExactlyOnceOutbox(client);
 

@@ -6,9 +6,9 @@ import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { avroRegistryFromEnv, kafkaConfigFromEnv } from '../../src/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { cli } from '../harness/cli.js';
 import { get } from '../harness/http.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { TopicReader } from '../harness/kafka.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
@@ -126,7 +126,7 @@ describe('the relay on secured services', () => {
   beforeAll(async () => {
     admin = new pg.Pool({ ...secure.pg('postgres'), max: 2 });
     // Every test's slot before any row exists: setup refuses a new slot over retained rows.
-    for (const client of KAFKA_CLIENTS) for (const name of ['scram', 'mtls', 'oauth', 'refused', 'eos']) await createSlot(`slot_${name}_${client}_${id}`);
+    for (const client of testKafkaClients()) for (const name of ['scram', 'mtls', 'oauth', 'refused', 'eos']) await createSlot(`slot_${name}_${client}_${id}`);
     await createSlot(`slot_refused_${id}`);
     await secure.createTopics([topic, deadLetterTopic]);
     // What the relay's principals need on their topics (docs/security.md#kafka-acls).
@@ -146,7 +146,7 @@ describe('the relay on secured services', () => {
     await admin?.end();
   });
 
-  describe.each(KAFKA_CLIENTS)('Kafka on %s', (client) => {
+  describe.each(testKafkaClients())('Kafka on %s', (client) => {
     it('SCRAM-SHA-512 over TLS, Postgres verify-full with a client certificate, Avro through the registry over HTTPS with basic auth: delivered, and no secret anywhere it is written', async () => {
       const slot = `slot_scram_${client}_${id}`;
       const port = await freePort();
@@ -263,7 +263,7 @@ describe('the relay on secured services', () => {
     const slot = `slot_refused_${id}`;
     const working = () => ({ ...baseEnv(slot), ...passwordDatabaseEnv(), ...scramEnv() });
 
-    describe.each(KAFKA_CLIENTS)('Kafka refusals on %s', (client) => {
+    describe.each(testKafkaClients())('Kafka refusals on %s', (client) => {
       const clientSlot = `slot_refused_${client}_${id}`;
       const working = () => ({ ...baseEnv(clientSlot), OUTBOX_KAFKA_CLIENT: client, ...passwordDatabaseEnv(), ...scramEnv() });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 import { useTestWebhooks, verifiedBody, WebhookReceiver } from '../harness/webhooks.js';
@@ -29,7 +29,7 @@ interface Endpoint {
  * header (OUTBOX_WEBHOOK_CUSTOMER_FROM=header:customer_id), as the relay carries it to Kafka.
  * On each Kafka client the consumer can run on (OUTBOX_KAFKA_CLIENT).
  */
-describe.each(KAFKA_CLIENTS)('webhooks per customer (consumer on %s)', (kafkaClient) => {
+describe.each(testKafkaClients())('webhooks per customer (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const endpoints: Endpoint[] = [];

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { useTestOutbox } from '../harness/fixture.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 import { kafkaClient as kafkaOf } from '../harness/kafka.js';
@@ -12,7 +12,7 @@ import { useTestWebhooks, verifiedBody, WebhookReceiver } from '../harness/webho
  * is sent again (same webhook-id) once its lease runs out. On each Kafka client the consumer can
  * run on (OUTBOX_KAFKA_CLIENT).
  */
-describe.each(KAFKA_CLIENTS)('webhooks survive kill -9 (consumer on %s)', (kafkaClient) => {
+describe.each(testKafkaClients())('webhooks survive kill -9 (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const receivers: WebhookReceiver[] = [];

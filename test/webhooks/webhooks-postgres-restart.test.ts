@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { serviceAction } from '../harness/control.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { get } from '../harness/http.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { billingEvent } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
@@ -14,7 +14,7 @@ import { useTestWebhooks, WebhookReceiver } from '../harness/webhooks.js';
  * is back, nothing is lost, and the process says it is ready again. On each Kafka client the
  * consumer can run on.
  */
-describe.each(KAFKA_CLIENTS)('webhooks through a Postgres restart (consumer on %s)', (kafkaClient) => {
+describe.each(testKafkaClients())('webhooks through a Postgres restart (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   let relay: RelayProcess;

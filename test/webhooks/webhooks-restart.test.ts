@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS } from '../../src/sink/producer.js';
 import { useTestOutbox } from '../harness/fixture.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { kafkaClient as kafkaOf } from '../harness/kafka.js';
 import { billingEvent, type OutboxRow } from '../harness/outbox.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
@@ -18,7 +18,7 @@ const STEADY_MS = 35_000;
  * slow endpoint holding every slot), so the group does not rebalance while it works. On each
  * Kafka client the consumer can run on (OUTBOX_KAFKA_CLIENT).
  */
-describe.each(KAFKA_CLIENTS)('webhooks restart after kill -9 (consumer on %s)', (kafkaClient) => {
+describe.each(testKafkaClients())('webhooks restart after kill -9 (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const receivers: WebhookReceiver[] = [];
