@@ -13,15 +13,17 @@ const run = promisify(execFile);
 export async function serviceAction(action: 'stop' | 'kill' | 'start' | 'freeze' | 'thaw', service: ServiceName): Promise<void> {
   const control = inject('services').control;
   switch (control.kind) {
-    case 'stack':
+    case 'stack': {
+      const name = service === 'pg' ? control.postgres : service;
       // Frozen: the process stops (SIGSTOP) with its sockets open, as a hung server or a long
       // GC pause; nothing answers until it is thawed (SIGCONT).
       if (action === 'freeze' || action === 'thaw') {
-        process.kill(Number((await readFile(`${control.stackDir}/${service}.pid`, 'utf8')).trim()), action === 'freeze' ? 'SIGSTOP' : 'SIGCONT');
+        process.kill(Number((await readFile(`${control.stackDir}/${name}.pid`, 'utf8')).trim()), action === 'freeze' ? 'SIGSTOP' : 'SIGCONT');
         return;
       }
-      await run(control.script, [action, service], { timeout: 180_000 });
+      await run(control.script, [action, name], { timeout: 180_000 });
       return;
+    }
     case 'docker': {
       const id = control.containers[service];
       const command = action === 'kill' ? ['kill', '--signal', 'KILL', id] : action === 'freeze' ? ['pause', id] : action === 'thaw' ? ['unpause', id] : [action, id];

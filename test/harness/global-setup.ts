@@ -9,15 +9,24 @@ import { startContainers } from './containers.js';
 const run = promisify(execFile);
 const STACK_SCRIPT = fileURLToPath(new URL('../../scripts/stack.sh', import.meta.url));
 
+/** Majors the stack serves besides its own 15 (scripts/stack/pg-embedded.sh: pg14 ... pg18). */
+const OTHER_POSTGRES = ['14', '16', '17', '18'];
+
 /**
  * Finds the services, in this order: connection settings in the environment; else
  * testcontainers when a Docker engine answers; else the local stack (scripts/stack.sh),
  * started for the run and stopped after — unless it was already running, then left as found.
  * Nothing is skipped for want of a service: if none can be had, the run fails saying how.
+ *
+ * OUTBOX_TEST_POSTGRES=<major> (the version matrix, scripts/test-postgres-versions.sh): the
+ * local stack, with that major's server (`scripts/stack.sh up pg<major>`) as the Postgres;
+ * 15 is the stack's own.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   requireLibrdkafka();
   const env = process.env;
+  const postgres = testPostgres();
+  if (postgres !== 'pg') return useLocalStack(project, postgres);
   if (env.DATABASE_URL && env.KAFKA_BROKERS && env.SCHEMA_REGISTRY_URL) {
     provide(project, {
       databaseUrl: env.DATABASE_URL,
@@ -58,16 +67,29 @@ function dockerAnswers(): boolean {
   return probe.status === 0;
 }
 
-async function useLocalStack(project: TestProject): Promise<() => Promise<void>> {
+/**
+ * The stack's service that is the run's Postgres: `pg` (15), or `pg<major>` for
+ * OUTBOX_TEST_POSTGRES's. Those come from the stack script only: services given in the
+ * environment would be of a version nobody chose.
+ */
+function testPostgres(): string {
+  const major = process.env.OUTBOX_TEST_POSTGRES;
+  if (major === undefined || major === '' || major === '15') return 'pg';
+  if (!OTHER_POSTGRES.includes(major)) throw new Error(`OUTBOX_TEST_POSTGRES=${major}: expected one of 15 (the stack's own), ${OTHER_POSTGRES.join(', ')}`);
+  if (process.env.DATABASE_URL) throw new Error(`OUTBOX_TEST_POSTGRES=${major} runs on the local stack's Postgres ${major} (scripts/stack.sh up pg${major}): unset DATABASE_URL, KAFKA_BROKERS and SCHEMA_REGISTRY_URL`);
+  return `pg${major}`;
+}
+
+async function useLocalStack(project: TestProject, postgres = 'pg'): Promise<() => Promise<void>> {
   const alreadyUp = spawnSync(STACK_SCRIPT, ['status'], { stdio: 'ignore' }).status === 0;
   if (!alreadyUp) {
     process.stdout.write('starting the local stack (scripts/stack.sh up): Postgres, Kafka, schema registry\n');
-    const started = spawnSync(STACK_SCRIPT, ['up'], { stdio: 'inherit' });
-    if (started.status !== 0) {
-      // What did start would outlive the run and hold its ports for the next one.
-      spawnSync(STACK_SCRIPT, ['down'], { stdio: 'inherit' });
-      throw new Error(`could not start the local services with ${STACK_SCRIPT} up (exit ${started.status}); see .stack/logs/, or set DATABASE_URL, KAFKA_BROKERS and SCHEMA_REGISTRY_URL to services you run`);
-    }
+    stackUp([]);
+  }
+  const postgresUp = postgres === 'pg' || serviceRunning(postgres);
+  if (!postgresUp) {
+    process.stdout.write(`starting Postgres ${postgres.slice(2)} (scripts/stack.sh up ${postgres})\n`);
+    stackUp([postgres], alreadyUp ? [postgres] : []);
   }
   const { stdout } = await run(STACK_SCRIPT, ['env']);
   const vars = Object.fromEntries(
@@ -77,15 +99,33 @@ async function useLocalStack(project: TestProject): Promise<() => Promise<void>>
     }),
   );
   provide(project, {
-    databaseUrl: required(vars, 'DATABASE_URL'),
+    databaseUrl: required(vars, postgres === 'pg' ? 'DATABASE_URL' : `${postgres.toUpperCase()}_DATABASE_URL`),
     kafkaBrokers: required(vars, 'KAFKA_BROKERS'),
     schemaRegistryUrl: required(vars, 'SCHEMA_REGISTRY_URL'),
-    control: { kind: 'stack', script: STACK_SCRIPT, stackDir: required(vars, 'OUTBOX_STACK_DIR') },
+    control: { kind: 'stack', script: STACK_SCRIPT, stackDir: required(vars, 'OUTBOX_STACK_DIR'), postgres },
   });
   return async () => {
-    if (alreadyUp || process.env.OUTBOX_KEEP_STACK === 'true') return;
-    spawnSync(STACK_SCRIPT, ['down'], { stdio: 'inherit' });
+    if (process.env.OUTBOX_KEEP_STACK === 'true') return;
+    if (!alreadyUp) spawnSync(STACK_SCRIPT, ['down'], { stdio: 'inherit' });
+    else if (!postgresUp) spawnSync(STACK_SCRIPT, ['down', postgres], { stdio: 'inherit' });
   };
+}
+
+/**
+ * `scripts/stack.sh up SERVICES`; on failure takes down what it started (`undo`, or the whole
+ * stack), which would otherwise outlive the run and hold its ports for the next one.
+ */
+function stackUp(services: string[], undo: string[] = []): void {
+  const started = spawnSync(STACK_SCRIPT, ['up', ...services], { stdio: 'inherit' });
+  if (started.status === 0) return;
+  spawnSync(STACK_SCRIPT, ['down', ...undo], { stdio: 'inherit' });
+  const own = services.length === 0 ? ', or set DATABASE_URL, KAFKA_BROKERS and SCHEMA_REGISTRY_URL to services you run' : '';
+  throw new Error(`could not start the local services with ${STACK_SCRIPT} up ${services.join(' ')} (exit ${started.status}); see .stack/logs/${own}`);
+}
+
+function serviceRunning(service: string): boolean {
+  const status = spawnSync(STACK_SCRIPT, ['status'], { encoding: 'utf8' }).stdout.split('\n');
+  return status.some((line) => line.startsWith(`${service} `) && line.includes(' up '));
 }
 
 function required(vars: Record<string, string>, name: string): string {

@@ -14,7 +14,13 @@ export interface ServiceEndpoints {
    * nothing (services given in the environment belong to someone else).
    */
   readonly control:
-    | { readonly kind: 'stack'; readonly script: string; readonly stackDir: string }
+    | {
+        readonly kind: 'stack';
+        readonly script: string;
+        readonly stackDir: string;
+        /** The stack's service that `pg` means: pg, or pg14 ... pg18 (OUTBOX_TEST_POSTGRES). */
+        readonly postgres: string;
+      }
     | { readonly kind: 'docker'; readonly containers: Readonly<Record<ServiceName, string>> }
     | { readonly kind: 'none'; readonly reason: string };
 }
