@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
-import { expectOrderPerAggregate } from './fixture.js';
+import type { KafkaClientName } from '../../src/sink/producer.js';
+import { expectOrderPerAggregate, useTestOutbox } from './fixture.js';
 import { TopicReader, type ConsumedRecord } from './kafka.js';
 import type { TestOutbox } from './outbox.js';
 import { delay } from './relay-process.js';
@@ -35,4 +36,12 @@ export async function expectExactlyOnce(outbox: TestOutbox, rolledBackIds: reado
     await committedReader.stop();
     await uncommittedReader.stop();
   }
+}
+
+export const EXACTLY_ONCE = { OUTBOX_DELIVERY: 'exactly-once' } as const;
+
+/** A fresh outbox (table, slot, topics) per test: each counts its own events; the relay's env with exactly-once and the outbox's own progress topic. */
+export function useExactlyOnceOutbox(kafkaClient: KafkaClientName): { outbox: TestOutbox; env: () => Record<string, string> } {
+  const { outbox } = useTestOutbox({ kafkaClient });
+  return { outbox, env: () => outbox.relayEnv({ ...EXACTLY_ONCE, OUTBOX_PROGRESS_TOPIC: `${outbox.topicPrefix}.progress` }) };
 }
