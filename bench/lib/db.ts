@@ -66,9 +66,10 @@ $p$;
 export class Database {
   readonly pool: pg.Pool;
 
-  constructor(readonly url: string) {
+  /** `pool`: e.g. idleTimeoutMillis 0 for a load whose sessions must not come and go (bench:standby). */
+  constructor(readonly url: string, pool: Pick<pg.PoolConfig, 'max' | 'idleTimeoutMillis'> = {}) {
     // Named, so that the soak can tell the load's backends from the contender's (pg-cpu.ts).
-    this.pool = new pg.Pool({ connectionString: url, max: 12, application_name: BENCH_APPLICATION });
+    this.pool = new pg.Pool({ connectionString: url, max: 12, application_name: BENCH_APPLICATION, ...pool });
     this.pool.on('error', () => undefined);
   }
 
