@@ -106,17 +106,18 @@ function oneTable(command: 'replay' | 'recover' | 'cutover' | 'handback'): Check
 }
 
 /**
- * recover, cutover, handback: they make or drop the slot under a snapshot of the outbox table in
- * which they prove rows delivered by transaction ids, or write. With the slot on a standby they
- * are refused, naming where to run them, rather than done half on each server.
+ * cutover, handback: the way from and back to a polling relay, whose rows they read and mark on
+ * the primary (handback writes; cutover's --pending may need to). With the slot on a standby they
+ * are refused, naming where to run them, rather than done half on each server. (recover works
+ * with the slot on a standby.)
  */
-function onThePrimary(command: 'recover' | 'cutover' | 'handback'): Check<{ readonly replicaUrl: RelayConfig['replicaUrl'] | null }> {
+function onThePrimary(command: 'cutover' | 'handback'): Check<{ readonly replicaUrl: RelayConfig['replicaUrl'] | null }> {
   return {
     uses: ['replicaUrl'],
     problem: (values, name) =>
       values.replicaUrl === null
         ? null
-        : `${command} ${command === 'handback' ? 'drops' : 're-creates'} the slot under a snapshot of the outbox table, on the primary only, and ${name('replicaUrl')} puts the slot on a standby: ` +
+        : `${command} ${command === 'handback' ? 'drops' : 'creates'} the slot under a snapshot of a polling relay's table, on the primary only, and ${name('replicaUrl')} puts the slot on a standby: ` +
           `run ${command} with ${name('replicaUrl')} unset; the slot is then the primary's, and \`run\` must read it there (${name('replicaUrl')} unset for it too) (docs/operations.md#reading-from-a-standby)`,
   };
 }
@@ -188,7 +189,7 @@ export const COMMANDS = {
     // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
     options: [...DATABASE_ACCESS, 'table', 'sources', ...SLOT, 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
-    checks: [oneTable('recover'), onThePrimary('recover')],
+    checks: [oneTable('recover')],
   }),
   cutover: declared({
     summary: "Take over a table a polling relay fills (it may keep running meanwhile): create the slot with a snapshot, publish the rows the poller has not sent, then `run` streams what commits after.",

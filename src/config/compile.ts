@@ -160,7 +160,7 @@ export function compileRecover(config: CommandConfig<'recover'>): RecoverCommand
   return frozen({
     logLevel: config.logLevel,
     // Its own client id, like replay; only inserts reach its pipeline.
-    recover: { database: database(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON, transactionalId: `${streamTransactionalId(config)}.recover` }) },
+    recover: { database: database(config), slotServer: slotServer(config), slot: config.slot, failover: config.slotFailover, delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-recover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON, transactionalId: `${streamTransactionalId(config)}.recover` }) },
     encoder: encoderOptions(config),
     dryRun: config.dryRun,
   });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, type Args, type CommandSpec } from './commands.js';
-import { compileReplay, compileRun } from './compile.js';
+import { compileRecover, compileReplay, compileRun } from './compile.js';
 import { load, redactedConfig, type ConfigSources } from './load.js';
 import type { OptionKey } from './options.js';
 
@@ -286,11 +286,11 @@ describe('OUTBOX_SOURCES', () => {
     expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });
   });
 
-  it('with the slot on a standby (OUTBOX_REPLICA_URL), refuses the commands that re-create or drop it under a snapshot, saying where to run them', () => {
+  it("with the slot on a standby (OUTBOX_REPLICA_URL), refuses cutover and handback (a polling relay's table, on the primary), saying where to run them; recover and run read the standby", () => {
     const replica = { ...required, OUTBOX_REPLICA_URL: 'postgres://relay@db-standby:5432/billing' };
-    expect(problems(COMMANDS.recover, { env: replica })).toMatch(/recover re-creates the slot under a snapshot of the outbox table, on the primary only, and OUTBOX_REPLICA_URL puts the slot on a standby: run recover with OUTBOX_REPLICA_URL unset; the slot is then the primary.s, and `run` must read it there/);
-    expect(problems(COMMANDS.cutover, { env: replica, flags: { pending: "status = 'pending'" } })).toMatch(/cutover re-creates the slot/);
+    expect(problems(COMMANDS.cutover, { env: replica, flags: { pending: "status = 'pending'" } })).toMatch(/cutover creates the slot under a snapshot of a polling relay's table, on the primary only, and OUTBOX_REPLICA_URL puts the slot on a standby: run cutover with OUTBOX_REPLICA_URL unset; the slot is then the primary.s, and `run` must read it there/);
     expect(problems(COMMANDS.handback, { env: replica, flags: { pending: "status = 'pending'", 'mark-sent': "status = 'sent'" } })).toMatch(/handback drops the slot/);
+    expect(compileRecover(load(COMMANDS.recover, { env: replica })).recover.slotServer.standby).toBe(true);
     expect(compileRun(load(COMMANDS.run, { env: replica })).relay.source.slotServer.standby).toBe(true);
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_REPLICA_URL: 'mysql://db-standby/billing' } })).toMatch(/OUTBOX_REPLICA_URL.*not postgres:\/\//);
   });

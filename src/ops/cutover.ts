@@ -73,14 +73,13 @@ export async function cutover(options: CutoverOptions, context: { encoder: Paylo
     for (const line of setupLines) logger.info(line);
     const done = await handOver(sql, inspect, {
       command: 'cutover',
-      database: target.database,
+      slotServer: { database: target.database, standby: false },
       slot: target.slot,
       failover,
       delivery,
       encoder: context.encoder!,
       logger,
       dropSlot: slot.exists,
-      readOnly: true,
       condition: async () => condition,
       counted: (count, newSlotAt) => {
         logger.info({ slot: target.slot, newSlotAt, pending: count.matching, notPending: count.others, from: count.from, to: count.to, order }, `cutover: new slot at ${newSlotAt}; publishing ${count.matching} pending rows, then \`run\` streams what commits after it`);

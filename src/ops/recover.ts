@@ -8,11 +8,16 @@ import type { DatabaseAccess } from '../pg-connection.js';
 import { pruneMarksTable } from '../prune/marks.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
-import { commitOrder, countRows, handOver, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { noFailoverOnStandby } from '../setup/standby-slot.js';
+import type { SlotServer } from '../slot-server.js';
+import { commitOrder, countRows, handOver, onSlotServer, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
 import { soleTable } from './republish.js';
 
 export interface RecoverOptions {
+  /** The primary: the recovery mark, the pruner's marks. */
   readonly database: DatabaseAccess;
+  /** Where the slot is re-created and the retained rows read in its snapshot: the primary, or OUTBOX_REPLICA_URL's standby. */
+  readonly slotServer: SlotServer;
   readonly slot: string;
   /** OUTBOX_SLOT_FAILOVER: the re-created slot is a failover slot on Postgres 17+, as setup's. */
   readonly failover: SlotFailover;
@@ -59,7 +64,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
   const { logger, dryRun } = context;
   const { table } = soleTable(options.delivery).outbox;
   return withHandoverConnections(options.database, table, 'recover', async (sql, inspect) => {
-    const slot = await readSlot(inspect, options.slot);
+    const slot = await onSlotServer(options.slotServer, inspect, (client) => readSlot(client, options.slot));
     // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.
     const unfinished = await unfinishedRecovery(inspect, table);
     if (unfinished?.command === 'cutover') {
@@ -73,7 +78,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     const bound = cause === 'lost' && slot.confirmedFlushLsn ? await deliveredBound(inspect, options, slot.confirmedFlushLsn) : null;
     const order = await commitOrder(inspect);
     // Refused (OUTBOX_SLOT_FAILOVER=true before 17) before anything is changed.
-    const failover = wantsFailover(options.failover, await serverVersion(inspect));
+    const failover = options.slotServer.standby ? noFailoverOnStandby(options.failover) : wantsFailover(options.failover, await serverVersion(inspect));
     if (dryRun) {
       await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       const found = report(await countRows(sql, options.delivery, await undelivered(sql, options, bound)));
@@ -82,15 +87,13 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     }
     const done = await handOver(sql, inspect, {
       command: 'recover',
-      database: options.database,
+      slotServer: options.slotServer,
       slot: options.slot,
       failover,
       delivery: options.delivery,
       encoder: context.encoder!,
       logger,
       dropSlot: slot.exists,
-      // The proof of delivery compares transaction ids with our own: the transaction takes one.
-      readOnly: false,
       condition: (client) => undelivered(client, options, bound),
       counted: (count, newSlotAt) => {
         const found = report(count);
@@ -99,7 +102,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
     });
     const found = report(done.count);
     return { cause, provablyDelivered: found.provablyDelivered, republish: { ...found.republish, rows: done.published }, order, newSlotAt: done.newSlotAt };
-  });
+  }, options.slotServer.database);
 }
 
 function report(count: RowCount): Pick<RecoverReport, 'provablyDelivered' | 'republish'> {
@@ -120,17 +123,21 @@ async function deliveredBound(sql: pg.Client, options: RecoverOptions, confirmed
 
 /**
  * The rows to publish again: those not proved delivered by the pruner's rule (its
- * deleteConfirmed). A row's 64-bit xid is our own xid minus age(xmin), so the transaction takes
- * an xid first.
+ * deleteConfirmed). A row's 64-bit xid is found from its 32-bit xmin and the snapshot's xmax (the
+ * next xid, 64-bit): a row's xid lies less than 2^31 below it. Read only, so it is the same on a
+ * standby, which can take no xid of its own. A frozen row reads as xid 2 of the current epoch:
+ * old, unless the mark is from the epoch before (then it is published again: a copy, never a
+ * loss); its created_at must predate the mark's time too, as the pruner requires.
  */
 async function undelivered(sql: pg.Client, options: RecoverOptions, bound: DeliveredBound | null): Promise<RowCondition> {
   if (!bound) return { sql: 'true', values: [] };
   const createdAt = pg.escapeIdentifier(soleTable(options.delivery).outbox.columns.createdAt);
-  return { sql: `NOT ($1::bigint - age(xmin) < $2::bigint AND coalesce(${createdAt} < $3, false))`, values: [await ownXid(sql), bound.oldestRunningXid, bound.takenAt] };
+  const rowXid = '($1::bigint - ((($1::bigint % 4294967296) - xmin::text::bigint + 4294967296) % 4294967296))';
+  return { sql: `NOT (${rowXid} < $2::bigint AND coalesce(${createdAt} < $3, false))`, values: [await snapshotXmax(sql), bound.oldestRunningXid, bound.takenAt] };
 }
 
-async function ownXid(sql: pg.Client): Promise<string> {
-  const { rows } = await sql.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
-  return rows[0]!.xid;
+async function snapshotXmax(sql: pg.Client): Promise<string> {
+  const { rows } = await sql.query<{ xmax: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax');
+  return rows[0]!.xmax;
 }
 

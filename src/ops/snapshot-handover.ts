@@ -4,6 +4,7 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
+import type { SlotServer } from '../slot-server.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
 import type { RelationRef } from '../source/messages.js';
 import { connectForText, parseRow, republish, soleTable } from './republish.js';
@@ -27,7 +28,8 @@ export type CommitOrder = 'commit timestamp' | 'transaction id';
 
 export interface HandoverOptions {
   readonly command: Handover;
-  readonly database: DatabaseAccess;
+  /** Where the slot is made (and dropped), and the rows are read in its snapshot: the primary, or OUTBOX_REPLICA_URL's standby. */
+  readonly slotServer: SlotServer;
   readonly slot: string;
   /** Whether the new slot is a failover slot (Postgres 17+). */
   readonly failover: boolean;
@@ -36,8 +38,6 @@ export interface HandoverOptions {
   readonly logger: Logger;
   /** Drop this slot first (it exists and can never stream what is missing, or an earlier run left it). */
   readonly dropSlot: boolean;
-  /** The snapshot's transaction reads only: true unless the condition must take a transaction id. */
-  readonly readOnly: boolean;
   /** The rows to publish, built inside the snapshot's transaction. */
   readonly condition: (sql: pg.Client) => Promise<RowCondition>;
   /** Called once the rows are counted, before any is published: the command's log line. */
@@ -66,7 +66,7 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
   const order = await commitOrder(inspect);
   await markRecovering(inspect, table, options.command);
   if (options.dropSlot) {
-    await inspect.query('SELECT pg_drop_replication_slot($1)', [slot]);
+    await onSlotServer(options.slotServer, inspect, (client) => client.query('SELECT pg_drop_replication_slot($1)', [slot]));
     logger.warn({ slot }, `${options.command}: dropped the slot it found (it cannot stream the rows before it)`);
   }
   const newSlotAt = await createSlotInto(sql, options);
@@ -86,13 +86,14 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
  * idle_in_transaction_session_timeout would only fail the command.
  */
 async function createSlotInto(sql: pg.Client, options: HandoverOptions): Promise<string> {
-  const replication = await connectPostgres(options.database, `outbox-relay-${options.command}`, { replication: true });
+  const replication = await connectPostgres(options.slotServer.database, `outbox-relay-${options.command}`, { replication: true });
   replication.on('error', () => undefined);
   try {
     const slotOptions = options.failover ? "(SNAPSHOT 'export', FAILOVER true)" : 'EXPORT_SNAPSHOT';
     const { rows } = await replication.query<{ consistent_point: string; snapshot_name: string }>(`CREATE_REPLICATION_SLOT ${pg.escapeIdentifier(options.slot)} LOGICAL pgoutput ${slotOptions}`);
-    // Imported while the exporting connection is open; ours from then on.
-    await sql.query(`BEGIN ISOLATION LEVEL REPEATABLE READ${options.readOnly ? ' READ ONLY' : ''}`);
+    // Imported while the exporting connection is open; ours from then on. Read only: it is a
+    // standby's transaction when the slot is there.
+    await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     await sql.query(`SET TRANSACTION SNAPSHOT ${pg.escapeLiteral(rows[0]!.snapshot_name)}`);
     return rows[0]!.consistent_point;
   } finally {
@@ -103,10 +104,11 @@ async function createSlotInto(sql: pg.Client, options: HandoverOptions): Promise
 /**
  * The two connections a handover works through, for `work`'s whole length: `sql` reads rows as
  * text (parseRow, as replay does), with no per-query bound (counting and reading a large outbox
- * may take minutes); `inspect` reads the slot's facts and sets the mark.
+ * may take minutes), on the server the slot is made on (`rowsFrom`: the snapshot it exports is
+ * imported there); `inspect`, on the primary, reads the slot's facts and sets the mark.
  */
-export async function withHandoverConnections<T>(database: DatabaseAccess, table: RelationRef, command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>): Promise<T> {
-  const sql = await connectForText(database, `outbox-relay-${command}`, 0);
+export async function withHandoverConnections<T>(database: DatabaseAccess, table: RelationRef, command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>, rowsFrom: DatabaseAccess = database): Promise<T> {
+  const sql = await connectForText(rowsFrom, `outbox-relay-${command}`, 0);
   try {
     // handback peeks the whole unconfirmed backlog through it: no per-query bound there.
     const inspect = await connectPostgres(database, `outbox-relay-${command}`, command === 'handback' ? { queryTimeoutMs: 0 } : {});
@@ -137,6 +139,17 @@ async function holdHandoverLock(inspect: pg.Client, table: RelationRef, command:
   );
   const holder = holders[0] ? `${holders[0].application_name} (pid ${holders[0].pid})` : 'another session';
   throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} ${table.schema}.${table.name}: ${holder} is already running recover, cutover or handback on it; wait for it to finish (or stop it), then run ${command} again`);
+}
+
+/** `work` on a connection to the slot's server: `primary` itself when the slot is the primary's. */
+export async function onSlotServer<T>(server: SlotServer, primary: pg.Client, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  if (!server.standby) return work(primary);
+  const client = await connectPostgres(server.database, 'outbox-relay-handover');
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
 }
 
 export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {

@@ -7,7 +7,7 @@ import { cli } from '../harness/cli.js';
 import { expectExactlyOnce } from '../harness/exactly-once.js';
 import { useFailoverPair, type FailoverMajor } from '../harness/failover-pair.js';
 import { get, metric } from '../harness/http.js';
-import { createTopics } from '../harness/kafka.js';
+import { createTopics, TopicReader } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
 import { billingEvent, TestOutbox } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
@@ -62,7 +62,7 @@ describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA
   beforeAll(async () => {
     outbox = new TestOutbox({ databaseUrl: pair.databaseUrl, sqlUrl: pair.primaryUrl });
     standby = await connected(pair.standbyUrl);
-    await createTopics([outbox.topic('invoice'), outbox.topic('credit')]);
+    await createTopics([outbox.topic('invoice'), outbox.topic('credit'), outbox.topic('refund')]);
   });
 
   afterAll(async () => {
@@ -171,6 +171,42 @@ describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA
       }
     });
   }
+
+  it('recovers a slot lost on the standby there: recover re-creates it on the standby and publishes the retained rows again, then run streams on from it', async () => {
+    // Their own topic and rows, deleted afterwards: the exactly-once test below counts the table.
+    const refund = (sequence: number) => ({ ...billingEvent('ref_standby_recover', sequence), aggregateType: 'refund' });
+    const reader = await new TopicReader().start([outbox.topic('refund')]);
+    try {
+      // Lost while no relay ran, with rows committed meanwhile.
+      await standby.query('SELECT pg_drop_replication_slot($1)', [outbox.slot]);
+      await outbox.insert(Array.from({ length: 10 }, (_, i) => refund(i)));
+      const dryRun = await cli(['recover', '--dry-run'], relayEnv());
+      expect(dryRun.code, dryRun.stderr).toBe(0);
+      expect(dryRun.stdout).toMatch(/slot missing;[^\n]*\nwould publish again: 10 rows/);
+      const recovered = await cli(['recover'], relayEnv());
+      expect(recovered.code, `${recovered.stdout}${recovered.stderr}`).toBe(0);
+      expect(recovered.stdout).toMatch(/published again: 10 rows/);
+      expect((await standbySlot()).active).toBe(false);
+      const onPrimary = await outbox.pool.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
+      expect(onPrimary.rows, 'no slot on the primary').toEqual([]);
+
+      const relay = new RelayProcess(relayEnv()).start();
+      try {
+        await relay.waitActive();
+        await outbox.insert(Array.from({ length: 5 }, (_, i) => refund(10 + i)));
+        await reader.until('every refund, the recovered and the streamed', (records) => new Set(records.map((record) => record.headers.event_id)).size >= 15, 60_000, () => relay.tail());
+        expect(await relay.stop()).toBe(0);
+      } finally {
+        await relay.kill9();
+      }
+      const ids = new Set(reader.records.map((record) => record.headers.event_id));
+      const committed = await outbox.pool.query<{ event_id: string }>("SELECT event_id FROM " + outbox.table + " WHERE aggregate_type = 'refund'");
+      expect(committed.rows.filter((row) => !ids.has(row.event_id))).toEqual([]);
+    } finally {
+      await reader.stop();
+      await outbox.pool.query(`DELETE FROM ${outbox.table} WHERE aggregate_type = 'refund'`);
+    }
+  });
 
   it('under load, exactly-once: kill -9 twice, the standby restarted, then promoted: every committed event once, in order, read_committed', { timeout: 300_000 }, async () => {
     const env = () => relayEnv({ OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: `${outbox.topicPrefix}.progress` });
