@@ -1,5 +1,5 @@
 /**
- * `npm run bench:standby [-- --rate 1000] [-- --seconds 60] [-- --rounds 3] [-- --postgres 16|17|18] [-- --synchronous on|off] [-- --keep-stack] [-- --render <report>.json]`
+ * `npm run bench:standby [-- --rate 1000] [-- --seconds 60] [-- --rounds 3] [-- --postgres 16|17|18] [-- --synchronous on|off] [-- --keep-stack] [-- --pin-primary] [-- --render <report>.json]`
  *
  * Issue 49, OUTBOX_REPLICA_URL: what the relay costs the primary when it reads the WAL from a
  * physical standby instead of from the primary, and what it costs in latency. Three cases under
@@ -24,8 +24,8 @@
  * report's .md again from its .json (after a change to the report), with no stack.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -67,6 +67,7 @@ const { values } = parseArgs({
     postgres: { type: 'string', default: '17' },
     synchronous: { type: 'string', default: 'on' },
     'keep-stack': { type: 'boolean', default: false },
+    'pin-primary': { type: 'boolean', default: false },
     render: { type: 'string' },
   },
 });
@@ -83,6 +84,37 @@ interface Servers {
   readonly primaryCpu: PostgresCpu;
   readonly standbyCpu: PostgresCpu;
   readonly kafka: KafkaTools;
+}
+
+/**
+ * --pin-primary: the primary's server alone on the first core, everything else (the standby,
+ * Kafka, this bench with its load and consumer, and the relays it starts, which inherit its
+ * affinity) on the others. On a shared 2-core machine the relay's work elsewhere otherwise slows
+ * the primary's own backends, and the floor's difference counts that as the relay's cost.
+ * Processes the postmasters fork later inherit their affinity.
+ */
+async function pinPrimary(servers: Servers): Promise<void> {
+  const count = cpus().length;
+  if (count < 2) throw new Error('--pin-primary needs at least 2 cores');
+  const rest = count === 2 ? '1' : `1-${count - 1}`;
+  const kafkaPid = Number(readFileSync(join(process.env.OUTBOX_STACK_DIR!, 'kafka.pid'), 'utf8').trim());
+  const pin = (cores: string, pids: readonly number[]) => Promise.all(pids.map((pid) => run('taskset', ['-a', '-p', '-c', cores, String(pid)]).catch(() => undefined)));
+  await pin('0', withChildren(servers.primaryCpu.postmaster));
+  await pin(rest, [process.pid, kafkaPid, ...withChildren(servers.standbyCpu.postmaster)]);
+  progress(`pinned the primary (postmaster ${servers.primaryCpu.postmaster} and its processes) to core 0, everything else to ${rest}`);
+}
+
+/** A process and its children (a postmaster's backends and workers), from /proc. */
+function withChildren(pid: number): number[] {
+  const children = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).filter((entry) => {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+    } catch {
+      return false;
+    }
+  });
+  return [pid, ...children.map(Number)];
 }
 
 async function main(): Promise<void> {
@@ -112,6 +144,7 @@ async function main(): Promise<void> {
     const sessions = await Promise.all(Array.from({ length: POOL_SIZE }, () => primary.pool.connect()));
     for (const session of sessions) session.release();
     const servers: Servers = { env, primary, standby, primaryCpu: await PostgresCpu.find(primary), standbyCpu: await PostgresCpu.find(standby), kafka };
+    if (values['pin-primary']) await pinPrimary(servers);
     const measured: Measured[] = [];
     for (let round = 1; round <= rounds; round += 1) {
       // Alternated, so that no case always runs on a warmer (or busier) machine.
@@ -129,6 +162,7 @@ async function main(): Promise<void> {
       standbyPostgres: await standby.description(),
       synchronousStandbyNames: await primary.setting('synchronous_standby_names'),
       synchronizedStandbySlots: Number(major) >= 17 ? await primary.setting('synchronized_standby_slots') : null,
+      pinnedPrimary: values['pin-primary'],
       rate,
       seconds,
       rounds,

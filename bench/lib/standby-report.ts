@@ -50,6 +50,8 @@ export interface StandbyRun {
   readonly standbyPostgres: string;
   readonly synchronousStandbyNames: string;
   readonly synchronizedStandbySlots: string | null;
+  /** --pin-primary: the primary alone on core 0, everything else on the others (absent in runs before the flag). */
+  readonly pinnedPrimary?: boolean;
   readonly rate: number;
   readonly seconds: number;
   readonly rounds: number;
@@ -104,7 +106,8 @@ export function renderStandbyReport(run: StandbyRun): string {
     `# bench:standby, ${run.date}`,
     '',
     `${run.machine}; primary Postgres ${run.postgres}; standby ${run.standbyPostgres}; ${sync}${run.synchronizedStandbySlots === null ? '' : `, synchronized_standby_slots=${run.synchronizedStandbySlots || "''"}`}; ${num(run.minutes, 1)} min. ` +
-      `A shared machine: "busy" is every core, everything on it, while a case ran.`,
+      `A shared machine: "busy" is every core, everything on it, while a case ran.` +
+      (run.pinnedPrimary ? ' The primary ran alone on core 0 (--pin-primary), the standby, Kafka, the relay and the load on the others.' : ''),
     '',
     `Built from ${run.source}.`,
     '',
