@@ -343,16 +343,20 @@ describe('webhooks to customers endpoints', () => {
     const endpoint = await webhooks.addEndpoint(`http://localhost:${local.port}/hook`, 'ssrf.invoice.paid');
     await dispatcher.stop();
     const strict = new RelayProcess({ ...env(), OUTBOX_WEBHOOK_ALLOW_ADDRESSES: '' }, [], 'webhooks').start();
+    // Counted before the tests' own process (which allows loopback) starts again: it may retry
+    // the refused delivery to the receiver at once, rightly.
+    let requestsWhileStrict: number | null = null;
     try {
       await strict.waitForLog(/webhooks: consuming and dispatching/);
       await outbox.insert(events(1, 'ssrf.invoice.paid'));
       await eventually('a refused attempt', async () => ((await attempts(endpoint.id)).length > 0 ? true : undefined), 30_000);
     } finally {
       await strict.stop();
+      requestsWhileStrict = local.requests.length;
       dispatcher = new RelayProcess(env(), [], 'webhooks').start();
       await dispatcher.waitForLog(/webhooks: consuming and dispatching/);
     }
     expect((await attempts(endpoint.id))[0]).toMatchObject({ outcome: 'refused_address' });
-    expect(local.requests).toHaveLength(0);
+    expect(requestsWhileStrict, 'requests the receiver had while only the strict process ran').toBe(0);
   });
 });
