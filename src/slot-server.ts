@@ -1,4 +1,5 @@
-import type { DatabaseAccess } from './pg-connection.js';
+import type pg from 'pg';
+import { connectPostgres, type DatabaseAccess } from './pg-connection.js';
 
 /**
  * Where the relay's slot lives and its WAL is read: DATABASE_URL's primary, or a physical
@@ -18,3 +19,14 @@ export interface SlotServer {
  * recovery, and a standby's slot can only ever reach what it has replayed).
  */
 export const SERVER_WAL_LSN_SQL = 'CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END';
+
+/** `work` on a connection to the slot's server: `primary` itself when the slot is the primary's. */
+export async function onSlotServer<T>(server: SlotServer, primary: pg.Client, work: (client: pg.Client) => Promise<T>, applicationName = 'outbox-relay'): Promise<T> {
+  if (!server.standby) return work(primary);
+  const client = await connectPostgres(server.database, applicationName);
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}

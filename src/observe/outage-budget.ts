@@ -30,6 +30,11 @@ export function outageBudgetSeconds(input: OutageBudgetInput): number | null {
   return bounds.length === 0 ? null : Math.min(...bounds);
 }
 
+/** The budget of a slot as readSlot reports it (no slot: only the idle timeout counts), at a WAL rate. */
+export function slotOutageBudget(slot: { readonly exists: boolean; readonly idleTimeoutSeconds: number | null; readonly inactiveSince: Date | null; readonly safeWalSizeBytes: number | null }, walBytesPerSecond: number | null, nowMs = Date.now()): number | null {
+  return outageBudgetSeconds({ idleTimeoutSeconds: slot.idleTimeoutSeconds, inactiveSinceMs: slot.inactiveSince?.getTime() ?? null, nowMs, safeWalSizeBytes: slot.exists ? slot.safeWalSizeBytes : null, walBytesPerSecond });
+}
+
 /** A duration an operator reads at a glance: 45 s, 12 min, 3.5 h, 2.1 days. */
 export function formatDuration(seconds: number): string {
   if (seconds < 120) return `${Math.round(seconds)} s`;

@@ -6,7 +6,7 @@ import { WAL_STATUSES } from './metrics.js';
 import { readStandbyCopies, syncedStandbys } from './standby-copies.js';
 import { SERVER_WAL_LSN_SQL, type SlotServer } from '../slot-server.js';
 import { parseLsn } from '../lsn.js';
-import { outageBudgetSeconds } from './outage-budget.js';
+import { slotOutageBudget } from './outage-budget.js';
 
 /** Weight of the newest poll in the WAL rate's moving average. */
 const WAL_RATE_WEIGHT = 0.1;
@@ -43,22 +43,23 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
   const { rows } = await client.query<{
     active: boolean; active_pid: number | null; confirmed: string | null; current: string; lag: string | null; on_standby: boolean;
     wal_status: string | null; safe_wal_size: string | null; flush_lag: number | null;
-    application_name: string | null; client_addr: string | null; backend_start: Date | null; failover: boolean | null; synced: boolean | null; inactive_since: Date | null;
+    application_name: string | null; client_addr: string | null; backend_start: Date | null; failover: boolean | null; synced: boolean | null; inactive_since: Date | null; idle_timeout: number | null;
   }>(
     `SELECT s.active, s.active_pid, s.confirmed_flush_lsn::text AS confirmed, ${SERVER_WAL_LSN_SQL}::text AS current, pg_is_in_recovery() AS on_standby,
             (${SERVER_WAL_LSN_SQL} - s.confirmed_flush_lsn)::text AS lag, s.wal_status, s.safe_wal_size::text AS safe_wal_size,
             extract(epoch FROM r.flush_lag)::float8 AS flush_lag, r.application_name, r.client_addr::text, r.backend_start,
             -- Columns of Postgres 17: absent keys (null) before it.
             (to_jsonb(s) ->> 'failover')::boolean AS failover, (to_jsonb(s) ->> 'synced')::boolean AS synced,
-            (to_jsonb(s) ->> 'inactive_since')::timestamptz AS inactive_since
+            (to_jsonb(s) ->> 'inactive_since')::timestamptz AS inactive_since, ${IDLE_TIMEOUT_SQL} AS idle_timeout
        FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
       WHERE s.slot_name = $1`,
     [slot],
   );
   const row = rows[0];
   if (!row) {
-    const current = await client.query<{ lsn: string; on_standby: boolean }>(`SELECT ${SERVER_WAL_LSN_SQL}::text AS lsn, pg_is_in_recovery() AS on_standby`);
-    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: current.rows[0]!.lsn, onStandby: current.rows[0]!.on_standby, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null, idleTimeoutSeconds: await idleTimeoutSeconds(client), inactiveSince: null };
+    const current = await client.query<{ lsn: string; on_standby: boolean; idle_timeout: number | null }>(`SELECT ${SERVER_WAL_LSN_SQL}::text AS lsn, pg_is_in_recovery() AS on_standby, ${IDLE_TIMEOUT_SQL} AS idle_timeout`);
+    const server = current.rows[0]!;
+    return { slot, exists: false, active: false, activePid: null, confirmedFlushLsn: null, currentWalLsn: server.lsn, onStandby: server.on_standby, lagBytes: null, walStatus: null, safeWalSizeBytes: null, flushLagSeconds: null, reader: null, failover: null, synced: null, idleTimeoutSeconds: server.idle_timeout, inactiveSince: null };
   }
   return {
     slot,
@@ -76,18 +77,13 @@ export async function readSlot(client: pg.ClientBase, slot: string): Promise<Slo
     reader: row.active && row.backend_start ? { applicationName: row.application_name ?? '', clientAddress: row.client_addr, since: row.backend_start } : null,
     failover: row.failover,
     synced: row.synced,
-    idleTimeoutSeconds: await idleTimeoutSeconds(client),
+    idleTimeoutSeconds: row.idle_timeout,
     inactiveSince: row.inactive_since,
   };
 }
 
 /** idle_replication_slot_timeout (Postgres 18) in seconds; null when 0 (off) or on a server without it. */
-async function idleTimeoutSeconds(client: pg.ClientBase): Promise<number | null> {
-  const { rows } = await client.query<{ setting: string; unit: string | null }>("SELECT setting, unit FROM pg_settings WHERE name = 'idle_replication_slot_timeout'");
-  const row = rows[0];
-  if (!row || Number(row.setting) <= 0) return null;
-  return Number(row.setting) * (row.unit === 'min' ? 60 : row.unit === 'h' ? 3_600 : 1);
-}
+const IDLE_TIMEOUT_SQL = `(SELECT nullif(setting::float8, 0) * CASE unit WHEN 'min' THEN 60 WHEN 'h' THEN 3600 ELSE 1 END FROM pg_settings WHERE name = 'idle_replication_slot_timeout')`;
 
 /**
  * Polls the slot on an interval and exports what it finds. Runs on a normal connection, in
@@ -172,8 +168,7 @@ export class SlotMonitor {
     metrics.slotIdleTimeout.set(report.idleTimeoutSeconds ?? -1);
     this.sampleWalRate(report.currentWalLsn);
     metrics.walRate.set(this.walRate ?? 0);
-    const budget = outageBudgetSeconds({ idleTimeoutSeconds: report.idleTimeoutSeconds, inactiveSinceMs: report.inactiveSince?.getTime() ?? null, nowMs: Date.now(), safeWalSizeBytes: report.exists ? report.safeWalSizeBytes : null, walBytesPerSecond: this.walRate });
-    metrics.slotOutageBudget.set(budget ?? -1);
+    metrics.slotOutageBudget.set(slotOutageBudget(report, this.walRate) ?? -1);
     metrics.slotFailover.set(report.failover === null ? -1 : report.failover ? 1 : 0);
     metrics.slotSyncedStandbys.set(syncedStandbys(await readStandbyCopies(database, slot)));
   }

@@ -9,8 +9,8 @@ import { pruneMarksTable } from '../prune/marks.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { noFailoverOnStandby } from '../setup/standby-slot.js';
-import type { SlotServer } from '../slot-server.js';
-import { commitOrder, countRows, handOver, onSlotServer, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { onSlotServer, type SlotServer } from '../slot-server.js';
+import { commitOrder, countRows, handOver, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
 import { soleTable } from './republish.js';
 
 export interface RecoverOptions {
@@ -64,7 +64,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
   const { logger, dryRun } = context;
   const { table } = soleTable(options.delivery).outbox;
   return withHandoverConnections(options.database, table, 'recover', async (sql, inspect) => {
-    const slot = await onSlotServer(options.slotServer, inspect, (client) => readSlot(client, options.slot));
+    const slot = await onSlotServer(options.slotServer, inspect, (client) => readSlot(client, options.slot), 'outbox-relay-recover');
     // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.
     const unfinished = await unfinishedRecovery(inspect, table);
     if (unfinished?.command === 'cutover') {

@@ -4,7 +4,7 @@ import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
-import type { SlotServer } from '../slot-server.js';
+import { onSlotServer, type SlotServer } from '../slot-server.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
 import type { RelationRef } from '../source/messages.js';
 import { connectForText, parseRow, republish, soleTable } from './republish.js';
@@ -66,7 +66,7 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
   const order = await commitOrder(inspect);
   await markRecovering(inspect, table, options.command);
   if (options.dropSlot) {
-    await onSlotServer(options.slotServer, inspect, (client) => client.query('SELECT pg_drop_replication_slot($1)', [slot]));
+    await onSlotServer(options.slotServer, inspect, (client) => client.query('SELECT pg_drop_replication_slot($1)', [slot]), `outbox-relay-${options.command}`);
     logger.warn({ slot }, `${options.command}: dropped the slot it found (it cannot stream the rows before it)`);
   }
   const newSlotAt = await createSlotInto(sql, options);
@@ -139,17 +139,6 @@ async function holdHandoverLock(inspect: pg.Client, table: RelationRef, command:
   );
   const holder = holders[0] ? `${holders[0].application_name} (pid ${holders[0].pid})` : 'another session';
   throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} ${table.schema}.${table.name}: ${holder} is already running recover, cutover or handback on it; wait for it to finish (or stop it), then run ${command} again`);
-}
-
-/** `work` on a connection to the slot's server: `primary` itself when the slot is the primary's. */
-export async function onSlotServer<T>(server: SlotServer, primary: pg.Client, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  if (!server.standby) return work(primary);
-  const client = await connectPostgres(server.database, 'outbox-relay-handover');
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
 }
 
 export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {

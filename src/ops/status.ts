@@ -7,8 +7,8 @@ import { countTopicRecords } from '../sink/kafka-clients.js';
 import type { KafkaClientName } from '../sink/producer.js';
 import { findTables, type TableByAge } from '../setup/outbox-tables.js';
 import { qualifiedName } from '../outboxes.js';
-import type { SlotServer } from '../slot-server.js';
-import { formatDuration, outageBudgetSeconds } from '../observe/outage-budget.js';
+import { onSlotServer, type SlotServer } from '../slot-server.js';
+import { formatDuration, slotOutageBudget } from '../observe/outage-budget.js';
 
 export interface StatusInput {
   readonly database: DatabaseAccess;
@@ -45,7 +45,7 @@ export interface StatusReport {
 export async function readStatus(input: StatusInput): Promise<StatusReport> {
   const client = await connectPostgres(input.database, 'outbox-relay-status');
   try {
-    const slot = input.slotServer.standby ? await readSlotOn(input.slotServer, input.slot) : await readSlot(client, input.slot);
+    const slot = await onSlotServer(input.slotServer, client, (slotClient) => readSlot(slotClient, input.slot), 'outbox-relay-status');
     const publication = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [input.publication]);
     const outboxes: StatusReport['outboxes'][number][] = [];
     for (const { table: relation, createdAtColumn } of await findTables(client, input.tables)) {
@@ -60,7 +60,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
     const walBytesPerSecond = await averageWalRate(client);
     return {
       slot,
-      outageBudgetSeconds: outageBudgetSeconds({ idleTimeoutSeconds: slot.idleTimeoutSeconds, inactiveSinceMs: slot.inactiveSince?.getTime() ?? null, nowMs: Date.now(), safeWalSizeBytes: slot.exists ? slot.safeWalSizeBytes : null, walBytesPerSecond }),
+      outageBudgetSeconds: slotOutageBudget(slot, walBytesPerSecond),
       walBytesPerSecond,
       slotServer: !input.slotServer.standby ? 'primary' : slot.onStandby ? 'standby' : 'promoted standby',
       standbys: await readStandbyCopies(input.database, input.slot),
@@ -77,15 +77,6 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
 async function averageWalRate(client: pg.Client): Promise<number | null> {
   const { rows } = await client.query<{ rate: number | null }>('SELECT wal_bytes::float8 / greatest(extract(epoch FROM now() - stats_reset)::float8, 1) AS rate FROM pg_stat_wal');
   return rows[0]?.rate ?? null;
-}
-
-async function readSlotOn(server: SlotServer, slot: string): Promise<SlotReport> {
-  const client = await connectPostgres(server.database, 'outbox-relay-status');
-  try {
-    return await readSlot(client, slot);
-  } finally {
-    await client.end();
-  }
 }
 
 const SLOT_SERVERS: Record<StatusReport['slotServer'], string> = {

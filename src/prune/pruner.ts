@@ -6,7 +6,7 @@ import { RelayError, sqlState } from '../errors.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { ensurePruneMarks, pruneMarksTable } from './marks.js';
 import { qualifiedName } from '../outboxes.js';
-import type { SlotServer } from '../slot-server.js';
+import { onSlotServer, type SlotServer } from '../slot-server.js';
 
 export interface PruneOptions {
   /** The primary, where rows are deleted and marks written. */
@@ -105,11 +105,12 @@ export class Pruner {
   }
 
   private async confirmedFlushLsn(client: pg.Client): Promise<string | null> {
-    const { slotServer } = this.options;
-    const slotClient = slotServer.standby ? await connectPostgres(slotServer.database, 'outbox-relay-prune') : client;
-    const { rows } = await slotClient
-      .query<{ lsn: string | null }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [this.options.slot])
-      .finally(() => (slotClient === client ? undefined : slotClient.end()));
+    const { rows } = await onSlotServer(
+      this.options.slotServer,
+      client,
+      (slotClient) => slotClient.query<{ lsn: string | null }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [this.options.slot]),
+      'outbox-relay-prune',
+    );
     if (!rows[0]) throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${this.options.slot}" does not exist; the pruner deletes only what the relay confirmed through it`);
     return rows[0].lsn;
   }
