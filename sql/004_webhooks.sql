@@ -140,7 +140,8 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.events_without_customer (
 CREATE TABLE IF NOT EXISTS outbox_webhooks.deliveries (
   id              bigserial   PRIMARY KEY,
   event_id        text        NOT NULL,
-  endpoint_id     text        NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
+  -- No foreign key (see below, after attempts): removing an endpoint removes its deliveries all the same.
+  endpoint_id     text        NOT NULL,
   -- The aggregate, for an ordered endpoint (null for the others): it sends one aggregate's
   -- deliveries one at a time, by id. Set when recorded: `--ordered` applies from then on.
   ordering_key    text,
@@ -188,28 +189,23 @@ CREATE INDEX IF NOT EXISTS deliveries_endpoint_idx ON outbox_webhooks.deliveries
 -- replay: a delivered or pending delivery is never in it, so the hot path writes nothing to it.
 CREATE INDEX IF NOT EXISTS deliveries_failed_idx ON outbox_webhooks.deliveries (endpoint_id, id) WHERE status = 'failed';
 
--- Deliveries in flight per (endpoint, process), as two counters that only grow: `taken` here (by
--- a claim, or the consumer recording deliveries leased, in the transaction that leases them) and
--- `returned` in endpoint_slots_returned (by the completion that writes their results). An
--- endpoint's free slots are its max_in_flight minus taken - returned over the rows not expired.
--- Two tables, so that a completion never waits for a claim's lock on a row, nor a claim for a
--- completion's. Counted here rather than off the deliveries' index: that index also holds the
--- dead entries of every delivery completed within a lease (thousands a second), which a count
--- would walk each time. A process that dies leaves its rows: they stop counting at expires_at,
--- when the leases it counted end too (each claim moves it to the end of that claim's leases).
-CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoint_slots (
-  endpoint_id text        NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
-  owner       text        NOT NULL,
-  taken       bigint      NOT NULL,
-  expires_at  timestamptz NOT NULL,
-  PRIMARY KEY (endpoint_id, owner)
+-- The webhooks processes alive, each renewing its row every second: each endpoint's limit of
+-- deliveries in flight is shared over them, each process counting its own in memory, so a
+-- delivery writes nothing for it (src/webhooks/endpoint-shares.ts). `view` and `settled`: the
+-- membership a process moved to, and whether it holds no more than its share of it; a new
+-- membership is used once every member says so.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.processes (
+  owner        text        PRIMARY KEY,
+  heartbeat_at timestamptz NOT NULL,
+  view         text        NOT NULL,
+  settled      boolean     NOT NULL
 );
-CREATE TABLE IF NOT EXISTS outbox_webhooks.endpoint_slots_returned (
-  endpoint_id text   NOT NULL REFERENCES outbox_webhooks.endpoints (id) ON DELETE CASCADE,
-  owner       text   NOT NULL,
-  returned    bigint NOT NULL,
-  PRIMARY KEY (endpoint_id, owner)
-);
+
+-- An earlier setup counted every delivery in flight in these two tables, a row written per
+-- endpoint and process at each lease and completion. Processes of that version fail on their
+-- next lease once they are gone: stop them before running this setup.
+DROP TABLE IF EXISTS outbox_webhooks.endpoint_slots;
+DROP TABLE IF EXISTS outbox_webhooks.endpoint_slots_returned;
 
 -- Every attempt, as the endpoint answered it, but a first one kept in its delivery's row (the
 -- first_* columns of deliveries). delivery_id has no foreign key (its check is a
@@ -230,9 +226,42 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.attempts (
   PRIMARY KEY (delivery_id, attempt)
 );
 
--- Tables of an earlier setup had the two foreign keys.
+-- Tables of an earlier setup had the three foreign keys.
 ALTER TABLE outbox_webhooks.deliveries DROP CONSTRAINT IF EXISTS deliveries_event_id_fkey;
+ALTER TABLE outbox_webhooks.deliveries DROP CONSTRAINT IF EXISTS deliveries_endpoint_id_fkey;
 ALTER TABLE outbox_webhooks.attempts DROP CONSTRAINT IF EXISTS attempts_delivery_id_fkey;
+
+-- A delivery's endpoint has no foreign key either: its check locked the endpoint's row (a WAL
+-- record) for every endpoint a recording writes deliveries to, thousands a second with many
+-- customers. What holds it instead: every recording takes this advisory lock shared, in its
+-- first statement (DeliveryStore.storeEvents), and inserts deliveries only for endpoints its
+-- later statements still find; removing endpoints takes it exclusively (below, whoever
+-- deletes), so it waits for the recordings under way and deletes what they wrote, and the
+-- recordings after it no longer find the endpoint. A removed endpoint leaves no delivery
+-- behind, which one made later with the same id could be sent. The key is the schema's: see
+-- WebhookTables.endpointsLockKey.
+CREATE OR REPLACE FUNCTION outbox_webhooks.lock_out_recordings() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext(TG_TABLE_SCHEMA || '.endpoints removed'));
+  RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS endpoints_removing ON outbox_webhooks.endpoints;
+CREATE TRIGGER endpoints_removing
+  BEFORE DELETE ON outbox_webhooks.endpoints
+  FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.lock_out_recordings();
+
+CREATE OR REPLACE FUNCTION outbox_webhooks.delete_deliveries_of_removed_endpoints() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM outbox_webhooks.deliveries d USING removed r WHERE d.endpoint_id = r.id;
+  RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS endpoints_removed ON outbox_webhooks.endpoints;
+CREATE TRIGGER endpoints_removed
+  AFTER DELETE ON outbox_webhooks.endpoints
+  REFERENCING OLD TABLE AS removed
+  FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.delete_deliveries_of_removed_endpoints();
 
 -- A delivery's attempts go with it (the pruner's deletes, an endpoint's cascade, an operator's
 -- DELETE): once per statement, over the deleted rows, so inserts pay nothing for it.

@@ -18,7 +18,9 @@ import { AddressGuard } from '../webhooks/address-guard.js';
 import { DeliveryQueries } from '../webhooks/delivery-queries.js';
 import { DeliveryStore } from '../webhooks/delivery-store.js';
 import { Dispatcher, leaseFor } from '../webhooks/dispatcher.js';
+import { EndpointShares } from '../webhooks/endpoint-shares.js';
 import { startHousekeeping } from '../webhooks/housekeeping.js';
+import { ProcessHeartbeat } from '../webhooks/process-heartbeat.js';
 import { WebhookSender } from '../webhooks/http-sender.js';
 import { ThreadedSender } from '../webhooks/threaded-sender.js';
 import { WebhookIntake } from '../webhooks/intake.js';
@@ -56,6 +58,11 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
         new ThreadedSender(options.senderThreads, { sender: senderOptions, allowAddresses: options.sender.allowAddresses })
       : new WebhookSender({ ...senderOptions, guard: new AddressGuard(options.sender.allowAddresses) });
   const store = new DeliveryStore(pool, tables);
+  const shares = new EndpointShares(owner);
+  const heartbeat = new ProcessHeartbeat(pool, tables, owner, shares, logger);
+  // A member before it takes any slot: alone, it has its endpoints' whole limits at once; beside
+  // others, once they agree (a second or two), or once a killed predecessor's row is stale.
+  await heartbeat.beat();
   const dispatcher = new Dispatcher({
     store,
     sender,
@@ -65,6 +72,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     leaseMs: leaseFor(options.sender.timeoutMs),
     pollMs: options.pollMs,
     owner,
+    slots: shares,
     clock,
     logger,
     metrics,
@@ -97,7 +105,10 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     rules: options.rules,
   });
   const housekeeping = new AbortController();
-  const housekeepingDone = startHousekeeping({ queries: new DeliveryQueries(pool, tables), metrics, logger, clock, circuitFailures: options.rules.circuitFailures, retentionMs: options.retentionMs }, housekeeping.signal);
+  const housekeepingDone = Promise.all([
+    startHousekeeping({ queries: new DeliveryQueries(pool, tables), metrics, logger, clock, circuitFailures: options.rules.circuitFailures, retentionMs: options.retentionMs }, housekeeping.signal),
+    heartbeat.run(housekeeping.signal),
+  ]);
   const server =
     options.http &&
     (await startHttpServer(options.http.host, options.http.port, {
@@ -123,6 +134,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   if (unfinished > 0) logger.warn({ unfinished }, 'webhooks: attempts still running at the shutdown timeout; their leases run out and they are sent again');
   housekeeping.abort();
   await housekeepingDone;
+  await heartbeat.leave().catch((error: unknown) => logger.warn({ err: errorMessage(error) }, 'webhooks: deleting the process heartbeat failed; the others count this process out once it is stale'));
   server?.close();
   await sender.close();
   await pool.end();

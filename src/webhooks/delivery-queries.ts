@@ -220,15 +220,6 @@ export class DeliveryQueries {
     if (rows.length === 0) throw new RelayError('WEBHOOK_NOT_FOUND', `${what}; \`outbox-relay webhooks deliveries list\` and \`webhooks endpoint list\` show what there is`);
   }
 
-  /** Slot rows of processes whose leases all ended (a process that died): they count nothing any more. */
-  async dropExpiredSlots(now: Date): Promise<void> {
-    await this.pool.query(
-      `WITH expired AS (DELETE FROM ${this.tables.endpointSlots} WHERE expires_at < $1 RETURNING endpoint_id, owner)
-       DELETE FROM ${this.tables.endpointSlotsReturned} r USING expired x WHERE r.endpoint_id = x.endpoint_id AND r.owner = x.owner`,
-      [now],
-    );
-  }
-
   /**
    * Deletes delivered deliveries finished before `before` (their attempts with them), then the
    * events no delivery refers to any more; in batches, so no transaction holds many locks.

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from '../pg-transaction.js';
+import type { EndpointLimit, EndpointSlots } from './endpoint-shares.js';
 import type { SigningSecret } from './endpoint-store.js';
 import type { AttemptResult } from './http-sender.js';
 import type { Verdict } from './retry-policy.js';
@@ -146,28 +147,19 @@ export class DeliveryStore {
    * to it, so this lock is what keeps the pruner, which deletes old events no delivery refers to
    * yet, from deleting it before this transaction's deliveries are committed. (DO UPDATE
    * touches a row once per statement: an event twice in a chunk, which Kafka's at-least-once
-   * can bring, goes in once.)
+   * can bring, goes in once.) First in every recording, it takes the lock that removing an
+   * endpoint waits for (sql/004_webhooks.sql, lock_out_recordings): the deliveries' inserts,
+   * later statements, find only endpoints not removed, and a removal deletes what they wrote.
    */
   private async storeEvents(client: pg.ClientBase, owed: readonly EventToDeliver[]): Promise<void> {
     const events = [...new Map(owed.map((event) => [event.eventId, event])).values()];
     await client.query(
-      prepared(`INSERT INTO ${this.tables.events} AS ev (event_id, event_type, aggregate_id, body, produced_at)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
+      prepared(`WITH recording AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(hashtext($6)))
+         INSERT INTO ${this.tables.events} AS ev (event_id, event_type, aggregate_id, body, produced_at)
+         SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u CROSS JOIN recording
          ON CONFLICT (event_id) DO UPDATE SET recorded_at = GREATEST(ev.recorded_at, excluded.recorded_at)`,
-      [events.map((e) => e.eventId), events.map((e) => e.eventType), events.map((e) => e.aggregateId), events.map((e) => e.body), events.map((e) => e.producedAt)]),
+      [events.map((e) => e.eventId), events.map((e) => e.eventType), events.map((e) => e.aggregateId), events.map((e) => e.body), events.map((e) => e.producedAt), this.tables.endpointsRemovedLock]),
     );
-  }
-
-  /**
-   * A SELECT locking, in id order, those of the endpoints `ids` names that a delivery may be
-   * sent to at once (healthy, unordered, unthrottled at `now`), with what a request needs.
-   */
-  private lockOpenEndpoints(ids: string, now: string): string {
-    return `SELECT e.id, e.url, e.secrets, e.headers FROM ${this.tables.endpoints} e
-       WHERE e.id = ANY(${ids}) AND ${this.sendable('e', now)}
-         AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
-       ORDER BY e.id
-       FOR NO KEY UPDATE`;
   }
 
   /** Events whose customer was not found (see WebhookIntake.recordWithoutCustomer); one read again adds nothing. */
@@ -183,42 +175,32 @@ export class DeliveryStore {
   /**
    * In-flight slots for first attempts sent before their deliveries are recorded (the intake
    * records them once, with their results: recordFirstAttempts). Of each endpoint `wanted`
-   * names, as many of its free slots as wanted, if it is healthy, unordered, unthrottled and has
-   * nothing older due (a new delivery does not overtake a backlog); counted as taken by `owner`
-   * until the lease ends, as a lease counts them, so limits hold across processes. One short
-   * transaction: the locks, then — in a snapshot taken after them — the count.
+   * names, as many of this process's free share of its limit as wanted (EndpointSlots), if it
+   * is healthy, unordered, unthrottled and has nothing older due (a new delivery does not
+   * overtake a backlog). One read, no write: the slots are counted in the process.
    */
-  async takeSlots(wanted: ReadonlyMap<string, number>, lease: { readonly owner: string; readonly now: Date; readonly leaseMs: number }): Promise<Map<string, GrantedSlots>> {
+  async takeSlots(wanted: ReadonlyMap<string, number>, now: Date, slots: EndpointSlots): Promise<Map<string, GrantedSlots>> {
     if (wanted.size === 0) return new Map();
-    return inTransaction(this.pool, async (client) => {
-      const { rows: open } = await client.query(prepared(this.lockOpenEndpoints('$1', '$2'), [[...wanted.keys()], lease.now]));
-      if (open.length === 0) return new Map();
-      const { rows } = await client.query<{ endpoint_id: string; n: number }>(
-        prepared(`WITH granted AS (
-           SELECT w.endpoint_id, LEAST(w.wanted, GREATEST(e.max_in_flight - ${this.slotsInUse('e', '$3')}, 0)) AS n
-           FROM unnest($1::text[], $2::int[]) AS w(endpoint_id, wanted) JOIN ${this.tables.endpoints} e ON e.id = w.endpoint_id
-           WHERE ${this.dueProbe('e', '$3')} IS NULL
-         ), counted AS (
-           ${this.countSlots('granted', '$4', '$3', '$5')}
-         )
-         SELECT endpoint_id, n FROM granted WHERE n > 0`,
-        [open.map((row) => row.id), open.map((row) => wanted.get(row.id)!), lease.now, lease.owner, new Date(lease.now.getTime() + lease.leaseMs)]),
-      );
-      const byId = new Map(open.map((row) => [row.id as string, row]));
-      return new Map(
-        rows.map((row) => {
-          const endpoint = byId.get(row.endpoint_id)!;
-          return [row.endpoint_id, { slots: row.n, url: endpoint.url, secrets: signingSecretsOf(endpoint.secrets), headers: endpoint.headers }];
-        }),
-      );
-    });
+    const { rows } = await this.pool.query<{ id: string; url: string; secrets: unknown; headers: Record<string, string>; max_in_flight: number }>(
+      prepared(`SELECT e.id, e.url, e.secrets, e.headers, e.max_in_flight FROM ${this.tables.endpoints} e
+         WHERE e.id = ANY($1) AND ${this.sendable('e', '$2')}
+           AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
+           AND ${this.dueProbe('e', '$2')} IS NULL`,
+      [[...wanted.keys()], now]),
+    );
+    const granted = new Map<string, GrantedSlots>();
+    for (const row of rows) {
+      const n = slots.take({ endpointId: row.id, maxInFlight: row.max_in_flight, halfOpen: false }, wanted.get(row.id)!);
+      if (n > 0) granted.set(row.id, { slots: n, url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers });
+    }
+    return granted;
   }
 
   /**
    * One transaction for first attempts sent before their deliveries were recorded (takeSlots),
    * and the rest of their events' deliveries: the events' bodies, what the attempts did to their
    * endpoints, each attempted delivery written once — with its verdict and its attempt when the
-   * attempt ended (the slot returned), or leased to `owner` with attempt 1 when it is still in
+   * attempt ended, or leased to `owner` with attempt 1 when it is still in
    * flight (its completion writes it, as a claimed one's does) — and the deliveries that got no
    * slot recorded due, as record() records them. Returns the ids of those still in flight.
    */
@@ -244,7 +226,7 @@ export class DeliveryStore {
 
   /**
    * First attempts' deliveries, each written once: ended ones with their verdict, their attempt
-   * in the row (first_*: no row of attempts) and their slot returned; those in flight leased to
+   * in the row (first_*: no row of attempts); those in flight leased to
    * `owner` until `leaseEnd`, attempt 1 started (their completion writes it to attempts).
    * Returns the ids of the ones in flight.
    */
@@ -259,13 +241,9 @@ export class DeliveryStore {
                                                 first_started_at, first_latency_ms, first_status_code, first_outcome, first_error, first_response, first_process)
          SELECT u.event_id, u.endpoint_id, u.status, 1, u.failures, u.next_at, CASE WHEN u.in_flight THEN $1 END, CASE WHEN u.status = 'pending' THEN NULL ELSE $14::timestamptz END, u.error,
                 u.started_at, u.latency_ms, u.status_code, u.outcome, u.error, u.response, CASE WHEN NOT u.in_flight THEN $1 END
-         FROM u ORDER BY u.n
+         FROM u JOIN ${this.tables.endpoints} e ON e.id = u.endpoint_id ORDER BY u.n
          ON CONFLICT (event_id, endpoint_id) DO NOTHING
          RETURNING id, event_id, endpoint_id, lease_owner
-       ), returned AS (
-         INSERT INTO ${this.tables.endpointSlotsReturned} AS r (endpoint_id, owner, returned)
-         SELECT u.endpoint_id, $1, count(*) FROM u WHERE NOT u.in_flight GROUP BY u.endpoint_id
-         ON CONFLICT (endpoint_id, owner) DO UPDATE SET returned = r.returned + excluded.returned
        )
        SELECT id::text AS id, event_id, endpoint_id FROM inserted WHERE lease_owner IS NOT NULL`,
       [
@@ -306,79 +284,66 @@ export class DeliveryStore {
     return `(SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = ${endpoint}.id AND d.status = 'pending' AND d.next_attempt_at <= ${now} LIMIT 1)`;
   }
 
-  /** Deliveries in flight to `endpoint` (an alias of the endpoints table), over every process. */
-  private slotsInUse(endpoint: string, now: string): string {
-    return `(SELECT COALESCE(sum(GREATEST(s.taken - COALESCE(r.returned, 0), 0)), 0) FROM ${this.tables.endpointSlots} s
-       LEFT JOIN ${this.tables.endpointSlotsReturned} r ON r.endpoint_id = s.endpoint_id AND r.owner = s.owner
-       WHERE s.endpoint_id = ${endpoint}.id AND s.expires_at > ${now})::int`;
-  }
-
-  /**
-   * An INSERT adding `source`'s counts (rows of endpoint_id and n, the slots taken of it) to
-   * what `owner` took of each endpoint. Only the caller's transaction writes these rows, under
-   * the endpoint's lock. A row that expired counts from what was returned meanwhile, so that
-   * nothing taken before counts any more.
-   */
-  private countSlots(source: string, owner: string, now: string, expiresAt: string): string {
-    const returned = (endpoint: string) => `COALESCE((SELECT r.returned FROM ${this.tables.endpointSlotsReturned} r WHERE r.endpoint_id = ${endpoint} AND r.owner = ${owner}::text), 0)`;
-    return `INSERT INTO ${this.tables.endpointSlots} AS s (endpoint_id, owner, taken, expires_at)
-         SELECT c.endpoint_id, ${owner}::text, c.n + ${returned('c.endpoint_id')}, (${expiresAt})::timestamptz
-         FROM ${source} c WHERE c.n > 0
-         ON CONFLICT (endpoint_id, owner) DO UPDATE SET
-           taken = CASE WHEN s.expires_at > ${now}::timestamptz THEN s.taken + excluded.taken - ${returned('s.endpoint_id')} ELSE excluded.taken END,
-           expires_at = GREATEST(s.expires_at, excluded.expires_at)`;
-  }
-
-  /** countSlots' source for a CTE of deliveries (endpoint_id, lease_owner): those leased, per endpoint. */
-  private leasedPerEndpoint(deliveries: string): string {
-    return `(SELECT endpoint_id, count(*) AS n FROM ${deliveries} WHERE lease_owner IS NOT NULL GROUP BY endpoint_id)`;
-  }
-
   /**
    * Up to `limit` due deliveries, leased to `owner` until now + leaseMs. Two statements in one
    * transaction: first the endpoints are locked, round robin from the last one this process
    * claimed for (every endpoint with due deliveries gets its turn, a claim reads no more
    * endpoints than it locks when many have due work, and no fairness bookkeeping is written;
    * SKIP LOCKED: another process claiming for an endpoint is passed over, not waited for), then
-   * — in a snapshot taken after the locks, so
-   * every earlier claim for those endpoints is seen — each endpoint gets no more than its free
-   * in-flight slots (one while its circuit is half-open), its rate limit's remainder, and, when
-   * ordered, only the oldest pending delivery of each aggregate.
+   * — in a snapshot taken after the locks, so every earlier claim for those endpoints is seen —
+   * each endpoint gets no more than the free slots of this process's share of its limit
+   * (EndpointSlots; one over every process while its circuit is half-open), its rate limit's
+   * remainder, and, when ordered, only the oldest pending delivery of each aggregate.
    */
-  async claim(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, endpointsPerClaim = 200): Promise<ClaimedDelivery[]> {
+  async claim(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, slots: EndpointSlots, endpointsPerClaim = 200): Promise<ClaimedDelivery[]> {
+    /** The slots taken per endpoint for this claim: what it did not lease (all, if it failed) is given back. */
+    const taken = new Map<string, number>();
+    let claimed: ClaimedDelivery[] = [];
+    try {
+      claimed = await this.claimIn(owner, now, limit, leaseMs, rules, slots, endpointsPerClaim, taken);
+      return claimed;
+    } finally {
+      for (const delivery of claimed) taken.set(delivery.endpointId, taken.get(delivery.endpointId)! - 1);
+      for (const [endpointId, unused] of taken) slots.release(endpointId, unused);
+    }
+  }
+
+  private claimIn(owner: string, now: Date, limit: number, leaseMs: number, rules: EndpointRules, slots: EndpointSlots, endpointsPerClaim: number, taken: Map<string, number>): Promise<ClaimedDelivery[]> {
     return inTransaction(this.pool, async (client) => {
-      const lock = async (range: string, want: number): Promise<string[]> => {
-        const { rows } = await client.query<{ id: string }>(
+      const lock = async (range: string, want: number): Promise<EndpointLimit[]> => {
+        const { rows } = await client.query<{ id: string; max_in_flight: number; half_open: boolean }>(
           // The probe is a scalar subquery, not EXISTS: the planner would turn EXISTS into a join
           // that reads every due delivery (or the whole table) to find a few endpoints; this is one
           // partial-index probe per endpoint, in id order until enough are found. FOR NO KEY
-          // UPDATE: the consumer's foreign-key checks (FOR KEY SHARE on the endpoint) must not
-          // make a claim skip an endpoint with due work.
-          `SELECT e.id FROM ${this.tables.endpoints} e
+          // UPDATE: one claim at a time per endpoint, the weakest lock that does it.
+          `SELECT e.id, e.max_in_flight, e.consecutive_failures >= $4 AS half_open FROM ${this.tables.endpoints} e
            WHERE e.id ${range} $3 AND ${this.sendable('e', '$1')}
              AND ${this.dueProbe('e', '$1')}
            ORDER BY e.id
            LIMIT $2
            FOR NO KEY UPDATE SKIP LOCKED`,
-          [now, want, this.claimCursor],
+          [now, want, this.claimCursor, rules.circuitFailures],
         );
-        return rows.map((row) => row.id);
+        return rows.map((row) => ({ endpointId: row.id, maxInFlight: row.max_in_flight, halfOpen: row.half_open }));
       };
       const after = await lock('>', endpointsPerClaim);
       const wrapped = after.length < endpointsPerClaim && this.claimCursor !== '' ? await lock('<=', endpointsPerClaim - after.length) : [];
-      const ids = [...after, ...wrapped];
-      if (ids.length === 0) return [];
-      this.claimCursor = (wrapped.length > 0 ? wrapped : after).at(-1)!;
+      const locked = [...after, ...wrapped];
+      if (locked.length === 0) return [];
+      this.claimCursor = (wrapped.length > 0 ? wrapped : after).at(-1)!.endpointId;
+      // This process's free share of each endpoint, held now (nothing else takes it meanwhile);
+      // what the claim does not lease is given back (claim).
+      const capacity = locked.map((endpoint) => slots.take(endpoint, limit));
+      locked.forEach((endpoint, i) => taken.set(endpoint.endpointId, capacity[i]!));
+      const ids = locked.map((endpoint) => endpoint.endpointId);
       const { rows } = await client.query(
         `WITH ep AS (
-           SELECT e.id, e.ordered, LEAST(
-             (CASE WHEN e.consecutive_failures >= $5 THEN 1 ELSE e.max_in_flight END)
-               - ${this.slotsInUse('e', '$2')},
+           SELECT e.id, e.ordered, LEAST(c.capacity,
              CASE WHEN e.rate_limit IS NULL THEN $3
                   WHEN e.rate_window = date_trunc('second', $2::timestamptz) THEN e.rate_limit - e.rate_window_count
                   ELSE e.rate_limit END
            ) AS capacity
-           FROM ${this.tables.endpoints} e WHERE e.id = ANY($1)
+           FROM unnest($1::text[], $5::int[]) AS c(id, capacity) JOIN ${this.tables.endpoints} e ON e.id = c.id
          ), picked AS (
            SELECT d.id FROM ep CROSS JOIN LATERAL (
              SELECT d.id FROM ${this.tables.deliveries} d
@@ -392,9 +357,7 @@ export class DeliveryStore {
          ), claimed AS (
            UPDATE ${this.tables.deliveries} d SET next_attempt_at = $2::timestamptz + make_interval(secs => $6 / 1000.0), lease_owner = $4, attempts = d.attempts + 1
            FROM picked WHERE d.id = picked.id
-           RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures, d.lease_owner
-         ), slotted AS (
-           ${this.countSlots(this.leasedPerEndpoint('claimed'), '$4', '$2', '$2::timestamptz + make_interval(secs => $6 / 1000.0)')}
+           RETURNING d.id, d.event_id, d.endpoint_id, d.attempts, d.failures
          ), counted AS (
            UPDATE ${this.tables.endpoints} e SET
              rate_window = date_trunc('second', $2::timestamptz),
@@ -404,7 +367,7 @@ export class DeliveryStore {
          )
          SELECT c.id::text AS id, c.event_id, c.endpoint_id, c.attempts, c.failures, ev.body, ev.event_type, ev.produced_at, e.url, e.secrets, e.headers
          FROM claimed c JOIN ${this.tables.events} ev ON ev.event_id = c.event_id JOIN ${this.tables.endpoints} e ON e.id = c.endpoint_id`,
-        [ids, now, limit, owner, rules.circuitFailures, leaseMs],
+        [ids, now, limit, owner, capacity, leaseMs],
       );
       return rows.map((row) => ({
         id: row.id,
@@ -501,27 +464,21 @@ export class DeliveryStore {
   }
 
   /**
-   * The deliveries' verdicts, their attempts, and the slots they return, in one statement. Last
+   * The deliveries' verdicts and their attempts, in one statement. Last
    * in the transaction: the endpoints' updates before it may wait for a claim holding an
    * endpoint, and hold nothing a claim waits for while they do.
    */
   private async writeResults(client: pg.ClientBase, owner: string, now: Date, completions: readonly Completion[]): Promise<void> {
-    const ended = new Map<string, number>();
-    for (const { delivery } of completions) ended.set(delivery.endpointId, (ended.get(delivery.endpointId) ?? 0) + 1);
     await client.query(
       prepared(`WITH verdicts AS (
          UPDATE ${this.tables.deliveries} d SET status = u.status, next_attempt_at = COALESCE(u.next_at, d.next_attempt_at), failures = u.failures, lease_owner = NULL,
            finished_at = CASE WHEN u.status = 'pending' THEN NULL ELSE $2::timestamptz END, last_error = u.error
          FROM unnest($3::bigint[], $4::text[], $5::timestamptz[], $6::int[], $7::text[], $8::int[]) AS u(id, status, next_at, failures, error, attempt)
          WHERE d.id = u.id AND d.status = 'pending' AND (u.status = 'delivered' OR (d.lease_owner = $1 AND d.attempts = u.attempt))
-       ), attempts AS (
-         INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
-         SELECT *, $1 FROM unnest($3::bigint[], $8::int[], $9::timestamptz[], $10::int[], $11::int[], $12::text[], $7::text[], $13::text[])
-         ON CONFLICT (delivery_id, attempt) DO NOTHING
        )
-       INSERT INTO ${this.tables.endpointSlotsReturned} AS r (endpoint_id, owner, returned)
-       SELECT endpoint_id, $1, ended FROM unnest($14::text[], $15::int[]) AS u(endpoint_id, ended)
-       ON CONFLICT (endpoint_id, owner) DO UPDATE SET returned = r.returned + excluded.returned`,
+       INSERT INTO ${this.tables.attempts} (delivery_id, attempt, started_at, latency_ms, status_code, outcome, error, response, process)
+       SELECT *, $1 FROM unnest($3::bigint[], $8::int[], $9::timestamptz[], $10::int[], $11::int[], $12::text[], $7::text[], $13::text[])
+       ON CONFLICT (delivery_id, attempt) DO NOTHING`,
       [
         owner,
         now,
@@ -537,8 +494,6 @@ export class DeliveryStore {
         completions.map((c) => c.result.outcome),
         // Postgres text holds no NUL: a binary answer keeps its other characters.
         completions.map((c) => c.result.response?.replaceAll('\0', '') ?? null),
-        [...ended.keys()],
-        [...ended.values()],
       ]),
     );
   }

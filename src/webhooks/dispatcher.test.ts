@@ -2,6 +2,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { ClaimedDelivery, Completion, DeliveryStore } from './delivery-store.js';
 import { Dispatcher, type AttemptSender } from './dispatcher.js';
+import { EndpointShares } from './endpoint-shares.js';
 import type { AttemptResult } from './http-sender.js';
 import { createWebhookMetrics } from './metrics.js';
 
@@ -61,6 +62,7 @@ function dispatcher(store: DeliveryStore, sender: AttemptSender, concurrency: nu
     leaseMs: 10_000,
     pollMs: 60_000,
     owner: 'unit',
+    slots: EndpointShares.alone('unit'),
     clock: () => new Date(),
     logger: pino({ level: 'silent' }),
     metrics: createWebhookMetrics(),

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { errorMessage } from '../errors.js';
 import { sleep } from '../time.js';
 import type { ClaimedDelivery, Completion, DeliveryStore, EndpointChange, EndpointRules } from './delivery-store.js';
+import type { EndpointSlots } from './endpoint-shares.js';
 import { signingSecrets } from './endpoint-store.js';
 import type { AttemptResult, WebhookRequest } from './http-sender.js';
 import type { WebhookMetrics } from './metrics.js';
@@ -27,6 +28,8 @@ export interface DispatcherOptions {
   readonly pollMs: number;
   /** This process, in leases and in each attempt's record. */
   readonly owner: string;
+  /** This process's share of each endpoint's limit of deliveries in flight (endpoint-shares.ts). */
+  readonly slots: EndpointSlots;
   readonly clock: () => Date;
   readonly random?: () => number;
   readonly logger: Logger;
@@ -173,6 +176,11 @@ export class Dispatcher {
     return { slots };
   }
 
+  /** This process's share of each endpoint's limit: the intake takes first attempts' slots from it. */
+  get slots(): EndpointSlots {
+    return this.options.slots;
+  }
+
   /** What deliveries recorded leased to this process are leased with, from now. */
   lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number } {
     return { owner: this.options.owner, now: this.options.clock(), leaseMs: this.options.leaseMs };
@@ -290,7 +298,7 @@ export class Dispatcher {
       if (free > 0) {
         let claimed: ClaimedDelivery[];
         try {
-          claimed = await store.claim(options.owner, options.clock(), free, options.leaseMs, options.rules);
+          claimed = await store.claim(options.owner, options.clock(), free, options.leaseMs, options.rules, options.slots);
         } catch (error) {
           options.logger.error({ err: errorMessage(error) }, 'webhooks: claiming due deliveries failed; trying again');
           await sleep(STORE_RETRY_MS);
@@ -392,6 +400,8 @@ export class Dispatcher {
       options.logger.debug({ ...where, outcome: result.outcome, status: result.statusCode, err: result.error, next: verdict.delivery.nextAttemptAt }, 'webhooks: attempt failed; retrying');
     }
     this.sending -= 1;
+    // Its endpoint's slot frees with the answer; the process's own (held) once the result is written.
+    options.slots.release(delivery.endpointId, 1);
     // Stopping: the queued are left to their leases (see stop()).
     const next = this.stopped ? undefined : this.queue.shift();
     if (next) this.send(next);

@@ -157,10 +157,9 @@ export class FirstAttemptPath {
     const { store, sendAtOnce } = this.options;
     const wanted = new Map<string, number>();
     for (const { endpointId } of items) wanted.set(endpointId, (wanted.get(endpointId) ?? 0) + 1);
-    const lease = sendAtOnce.lease();
     let granted: Awaited<ReturnType<DeliveryStore['takeSlots']>> = new Map();
     try {
-      if (slots > 0) granted = await store.takeSlots(wanted, lease);
+      if (slots > 0) granted = await store.takeSlots(wanted, sendAtOnce.lease().now, sendAtOnce.slots);
     } catch (error) {
       sendAtOnce.release(slots);
       throw error;
@@ -182,6 +181,8 @@ export class FirstAttemptPath {
       }
     }
     sendAtOnce.release(slots - first.length);
+    // An endpoint's slots beyond the process's (the chunk's first attempts fill them in order) go back to its share.
+    for (const [endpointId, unused] of left) sendAtOnce.slots.release(endpointId, unused);
     const events = [...new Set(items.map((item) => item.event))].map((event) => ({ ...event, endpointIds: [] }));
     return {
       sent: sendAtOnce.sendFirst(first, FIRST_ATTEMPT_WAIT),

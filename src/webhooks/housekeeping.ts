@@ -26,7 +26,6 @@ export function startHousekeeping(options: HousekeepingOptions, signal: AbortSig
     showStoreGauges(metrics, await queries.gauges(now, options.circuitFailures), now);
   }, (error) => logger.warn({ err: errorMessage(error) }, 'webhooks: reading the store gauges failed'));
   const prune = repeat(options.pruneEveryMs ?? 60_000, signal, async () => {
-    await queries.dropExpiredSlots(clock());
     const pruned = await queries.prune(new Date(clock().getTime() - options.retentionMs));
     if (pruned.deliveries > 0 || pruned.events > 0) logger.info(pruned, 'webhooks: pruned delivered deliveries past the retention');
   }, (error) => logger.warn({ err: errorMessage(error) }, 'webhooks: pruning failed; trying again next time'));

@@ -12,6 +12,7 @@ import { HEADER } from '../transform/headers.js';
 import { customerOf, type CustomerRule } from './customer-rule.js';
 import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
+import type { EndpointSlots } from './endpoint-shares.js';
 import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
@@ -25,8 +26,10 @@ import type { WebhookTables } from './webhook-tables.js';
 export interface SendAtOnce {
   /** Up to `wanted` free slots, held once `atLeast` are free or none freed for `stallMs`. */
   reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation>;
-  /** The owner and lease that slots are taken with, and in-flight attempts recorded leased with, from now. */
+  /** The owner and lease that in-flight attempts are recorded leased with, from now. */
   lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number };
+  /** This process's share of each endpoint's limit, which first attempts take their endpoint's slots from. */
+  readonly slots: EndpointSlots;
   release(slots: number): void;
   /** Sends first attempts before their deliveries are recorded (see Dispatcher.sendFirst). */
   sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts>;

@@ -18,13 +18,17 @@ export class WebhookTables {
   readonly attempts: string;
   /** A view: the rows of attempts and the first attempts kept in their deliveries' rows. */
   readonly allAttempts: string;
-  readonly endpointSlots: string;
-  readonly endpointSlotsReturned: string;
+  /** The webhooks processes alive, by their heartbeats: what each endpoint's limit is shared over. */
+  readonly processes: string;
   readonly subscriptionsVersion: string;
   /** The answers of the API's creates, by their Idempotency-Key's digest. */
   readonly apiIdempotency: string;
 
+  /** The advisory lock's name that recordings take shared and removing endpoints exclusively (sql/004_webhooks.sql, lock_out_recordings). */
+  readonly endpointsRemovedLock: string;
+
   constructor(readonly schema: string) {
+    this.endpointsRemovedLock = `${schema}.endpoints removed`;
     const table = (name: string) => `${pg.escapeIdentifier(schema)}.${name}`;
     this.endpoints = table('endpoints');
     this.events = table('events');
@@ -32,8 +36,7 @@ export class WebhookTables {
     this.deliveries = table('deliveries');
     this.attempts = table('attempts');
     this.allAttempts = table('all_attempts');
-    this.endpointSlots = table('endpoint_slots');
-    this.endpointSlotsReturned = table('endpoint_slots_returned');
+    this.processes = table('processes');
     this.subscriptionsVersion = table('subscriptions_version');
     this.apiIdempotency = table('api_idempotency');
   }
@@ -69,7 +72,7 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
 
 /** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view and tables of this version's setup). */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.endpointSlots, tables.endpointSlotsReturned, tables.subscriptionsVersion, tables.apiIdempotency];
+  const names = [tables.endpoints, tables.events, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.processes, tables.subscriptionsVersion, tables.apiIdempotency];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {

@@ -27,7 +27,7 @@ describe('webhook delivery store: pruning', () => {
   });
 
   beforeEach(async () => {
-    await pool.query(`TRUNCATE ${tables.attempts}, ${tables.deliveries}, ${tables.events}, ${tables.endpointSlots}, ${tables.endpointSlotsReturned}`);
+    await pool.query(`TRUNCATE ${tables.attempts}, ${tables.deliveries}, ${tables.events}`);
   });
 
   afterAll(async () => {
@@ -157,9 +157,35 @@ describe('webhook delivery store: pruning', () => {
     expect(await count(tables.attempts)).toBe(0);
   });
 
-  it('setup run again on tables of an earlier setup drops their foreign keys to events and from attempts', async () => {
+  it('an endpoint removed while a recording of its deliveries is under way leaves none of them behind', async () => {
+    const gone = 'ep_removed_meanwhile';
+    await pool.query(`INSERT INTO ${tables.endpoints} (id, url, event_types, secrets) VALUES ($1, 'http://127.0.0.1:1/', ARRAY['*'], '[]')`, [gone]);
+    const recording = await pool.connect();
+    try {
+      await recording.query('BEGIN');
+      await store.record(recording, [{ ...event(), endpointIds: [gone, endpointId] }], () => new Date());
+      // The removal waits for the recording (it holds the endpoints' removal lock shared)...
+      let removed = false;
+      const removal = pool.query(`DELETE FROM ${tables.endpoints} WHERE id = $1`, [gone]).then(() => (removed = true));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(removed).toBe(false);
+      await recording.query('COMMIT');
+      // ...and then deletes what it wrote.
+      await removal;
+    } finally {
+      recording.release();
+    }
+    // A recording after the removal no longer finds the endpoint.
+    await recordDue([{ ...event(), endpointIds: [gone, endpointId] }], new Date());
+    const { rows } = await pool.query<{ endpoint_id: string }>(`SELECT endpoint_id FROM ${tables.deliveries} ORDER BY id`);
+    expect(rows).toEqual([{ endpoint_id: endpointId }, { endpoint_id: endpointId }]);
+  });
+
+  it('setup run again on tables of an earlier setup drops their foreign keys to events, to endpoints and from attempts', async () => {
     await pool.query(`ALTER TABLE ${tables.deliveries} ADD CONSTRAINT deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES ${tables.events} (event_id)`);
+    await pool.query(`ALTER TABLE ${tables.deliveries} ADD CONSTRAINT deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES ${tables.endpoints} (id) ON DELETE CASCADE`);
     await pool.query(`ALTER TABLE ${tables.attempts} ADD CONSTRAINT attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES ${tables.deliveries} (id) ON DELETE CASCADE`);
+    await pool.query(`CREATE TABLE ${tables.schema}.endpoint_slots (endpoint_id text)`);
 
     await createWebhookTables(pool, tables);
 
@@ -167,8 +193,10 @@ describe('webhook delivery store: pruning', () => {
       `SELECT conname AS name FROM pg_constraint WHERE contype = 'f' AND conrelid = ANY($1::regclass[]) ORDER BY conname`,
       [[tables.deliveries, tables.attempts]],
     );
-    // The endpoint's stays: deleting an endpoint still takes its deliveries.
-    expect(rows.map((row) => row.name)).toEqual(['deliveries_endpoint_id_fkey']);
+    expect(rows).toEqual([]);
+    // The in-flight counters of that setup are gone: each process counts its own (endpoint-shares.ts).
+    const { rows: [slots] } = await pool.query(`SELECT to_regclass($1) AS found`, [`${tables.schema}.endpoint_slots`]);
+    expect(slots.found).toBeNull();
   });
 
   it("setup run again on deliveries of an earlier setup adds the columns a first attempt is kept in, and all_attempts, which lists their attempts", async () => {

@@ -6,6 +6,7 @@ import { inject } from 'vitest';
 import { AddressGuard } from '../../src/webhooks/address-guard.js';
 import { DeliveryStore, type EndpointRules } from '../../src/webhooks/delivery-store.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { EndpointShares } from '../../src/webhooks/endpoint-shares.js';
 import { ENDPOINT_DEFAULTS, EndpointStore } from '../../src/webhooks/endpoint-store.js';
 import { WebhookSender } from '../../src/webhooks/http-sender.js';
 import { createWebhookMetrics } from '../../src/webhooks/metrics.js';
@@ -80,7 +81,7 @@ describe('webhook retry schedule and endpoint rules, on an injected clock', () =
   /** Claims what is due now (the dispatcher's first step) and completes it with one answer. */
   async function attemptDue(answer: number): Promise<number> {
     receiver.answerWith(() => ({ status: answer }));
-    const dispatcher = new Dispatcher({ store, sender, policy, rules, concurrency: 50, leaseMs: 10_000, pollMs: 10, owner: 'clock-test', clock, logger: pino({ level: 'silent' }), metrics: createWebhookMetrics() });
+    const dispatcher = new Dispatcher({ store, sender, policy, rules, concurrency: 50, leaseMs: 10_000, pollMs: 10, owner: 'clock-test', slots: EndpointShares.alone('clock-test'), clock, logger: pino({ level: 'silent' }), metrics: createWebhookMetrics() });
     const before = receiver.requests.length;
     dispatcher.start();
     // The dispatcher claims, sends and records; with the clock standing still nothing becomes due again.
@@ -179,7 +180,7 @@ describe('webhook retry schedule and endpoint rules, on an injected clock', () =
     const before = receiver.requests.length;
     // The 429 ends first; four requests already on their way succeed after it, in the same batch of completions or the next.
     receiver.answerWith((_request, index) => (index === before ? { status: 429, headers: { 'retry-after': '2' } } : { status: 204, delayMs: 50 }));
-    const dispatcher = new Dispatcher({ store, sender, policy, rules, concurrency: 50, leaseMs: 10_000, pollMs: 10, owner: 'clock-test', clock, logger: pino({ level: 'silent' }), metrics: createWebhookMetrics() });
+    const dispatcher = new Dispatcher({ store, sender, policy, rules, concurrency: 50, leaseMs: 10_000, pollMs: 10, owner: 'clock-test', slots: EndpointShares.alone('clock-test'), clock, logger: pino({ level: 'silent' }), metrics: createWebhookMetrics() });
     dispatcher.start();
     await new Promise((resolve) => setTimeout(resolve, 400));
     await dispatcher.stop(5_000);
