@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { DeliveryOptions } from './config/compile.js';
-import type { PayloadEncoder } from './encode/encoder.js';
 import type { RelayError } from './errors.js';
 import type { OutgoingMessage } from './sink/record.js';
 import type { RelayMetrics } from './observe/metrics.js';
@@ -21,7 +20,6 @@ export interface DeliveryChainParts {
   readonly delivery: DeliveryOptions;
   /** The outboxes' routes, kept across sessions (each router caches the topics it built). */
   readonly routes: OutboxRoutes;
-  readonly encoder: PayloadEncoder;
   readonly metrics: RelayMetrics;
   /** The transactional producer's settings (run: with its progress record; replay, recover: without); null: at-least-once. */
   readonly exactlyOnce: ExactlyOnceOptions | null;
@@ -66,7 +64,7 @@ export class DeliveryChain {
       },
       ...(parts.onFailure && { onFailure: parts.onFailure }),
     });
-    this.builder = new RecordBuilder(delivery.builder, { topics, encoder: parts.encoder, metrics, logger: parts.pipelineLogger });
+    this.builder = new RecordBuilder(delivery.builder, { topics, metrics, logger: parts.pipelineLogger });
   }
 
   /** Connects the producer (exactly-once: fencing every earlier one). */

@@ -22,10 +22,10 @@ describe('table patterns', () => {
 
   it("give a matching table the pattern's columns and its own {schema} and {table}; a table named outright wins", () => {
     const outboxes: Outbox[] = [
-      { kind: 'table', table: { schema: 'tenant_0001', name: 'event_outbox' }, columns: { ...DEFAULT_COLUMNS, eventId: 'id' }, topicTemplate: 'special' },
-      { kind: 'tables', pattern: { schema: 'tenant_*', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: '{schema}.{table}.{event_type}' },
+      { kind: 'table', table: { schema: 'tenant_0001', name: 'event_outbox' }, columns: { ...DEFAULT_COLUMNS, eventId: 'id' }, topicTemplate: 'special', format: 'json' },
+      { kind: 'tables', pattern: { schema: 'tenant_*', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: '{schema}.{table}.{event_type}', format: 'avro' },
     ];
-    expect(tableOutboxOf(outboxes, { schema: 'tenant_0042', name: 'event_outbox' })).toEqual({ kind: 'table', table: { schema: 'tenant_0042', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: 'tenant_0042.event_outbox.{event_type}' });
+    expect(tableOutboxOf(outboxes, { schema: 'tenant_0042', name: 'event_outbox' })).toEqual({ kind: 'table', table: { schema: 'tenant_0042', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: 'tenant_0042.event_outbox.{event_type}', format: 'avro' });
     expect(tableOutboxOf(outboxes, { schema: 'tenant_0001', name: 'event_outbox' })?.topicTemplate).toBe('special');
     expect(tableOutboxOf(outboxes, { schema: 'public', name: 'event_outbox' })).toBeUndefined();
   });

@@ -10,12 +10,17 @@ import type { RelationRef } from './source/messages.js';
  */
 export type Outbox = TableOutbox | TablePattern | MessageOutbox;
 
+/** How an outbox's payloads are encoded: OUTBOX_FORMAT, or its entry's own "format". */
+export type PayloadFormat = 'json' | 'avro';
+export const PAYLOAD_FORMATS: readonly PayloadFormat[] = ['json', 'avro'];
+
 export interface TableOutbox {
   readonly kind: 'table';
   readonly table: RelationRef;
   readonly columns: ColumnMap;
   /** With {schema} and {table} already filled in: they are this table's. */
   readonly topicTemplate: string;
+  readonly format: PayloadFormat;
 }
 
 /** Every table whose schema and name match, `*` standing for any run of characters. */
@@ -25,12 +30,14 @@ export interface TablePattern {
   readonly columns: ColumnMap;
   /** {schema} and {table} still in: each matching table fills in its own. */
   readonly topicTemplate: string;
+  readonly format: PayloadFormat;
 }
 
 export interface MessageOutbox {
   readonly kind: 'messages';
   readonly prefix: string;
   readonly topicTemplate: string;
+  readonly format: PayloadFormat;
 }
 
 /**
@@ -74,7 +81,7 @@ export function tableOutboxOf(outboxes: readonly Outbox[], relation: RelationRef
   const named = outboxes.find((outbox): outbox is TableOutbox => outbox.kind === 'table' && outbox.table.schema === relation.schema && outbox.table.name === relation.name);
   if (named) return named;
   const pattern = outboxes.find((outbox): outbox is TablePattern => outbox.kind === 'tables' && matchesPattern(outbox.pattern, relation));
-  return pattern && { kind: 'table', table: { schema: relation.schema, name: relation.name }, columns: pattern.columns, topicTemplate: fillTable(pattern.topicTemplate, relation) };
+  return pattern && { kind: 'table', table: { schema: relation.schema, name: relation.name }, columns: pattern.columns, topicTemplate: fillTable(pattern.topicTemplate, relation), format: pattern.format };
 }
 
 function fillTable(template: string, table: RelationRef): string {
@@ -85,22 +92,23 @@ export function qualifiedName(table: RelationRef): string {
   return `${table.schema}.${table.name}`;
 }
 
-/** One entry of OUTBOX_SOURCES as written: what it leaves out comes from OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE. */
-export type OutboxEntry =
-  | { readonly table: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>>; readonly topicTemplate: string | null }
-  | { readonly tables: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>>; readonly topicTemplate: string | null }
-  | { readonly messages: string; readonly topicTemplate: string | null };
+/** One entry of OUTBOX_SOURCES as written: what it leaves out comes from OUTBOX_COLUMN_*, OUTBOX_TOPIC_TEMPLATE and OUTBOX_FORMAT. */
+export type OutboxEntry = (
+  | { readonly table: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>> }
+  | { readonly tables: RelationRef; readonly columns: Partial<Record<ColumnRole, string | null>> }
+  | { readonly messages: string }
+) & { readonly topicTemplate: string | null; readonly format: PayloadFormat | null };
 
 /** The placeholders a table's topic template may hold beside the event's own: filled in once, at start. */
 export const TABLE_PLACEHOLDERS = ['schema', 'table'] as const;
 
-export const OUTBOX_SOURCES_EXAMPLE = '[{"table":"billing.outbox"},{"table":"payments.outbox","columns":{"eventId":"id"},"topicTemplate":"payments.{event_type}"},{"tables":"tenant_*.event_outbox"},{"messages":"outbox"}]';
+export const OUTBOX_SOURCES_EXAMPLE = '[{"table":"billing.outbox"},{"table":"payments.outbox","columns":{"eventId":"id"},"topicTemplate":"payments.{event_type}","format":"avro"},{"tables":"tenant_*.event_outbox"},{"messages":"outbox"}]';
 
-const ENTRY_KEYS = { table: ['table', 'columns', 'topicTemplate'], tables: ['tables', 'columns', 'topicTemplate'], messages: ['messages', 'topicTemplate'] } as const;
+const ENTRY_KEYS = { table: ['table', 'columns', 'topicTemplate', 'format'], tables: ['tables', 'columns', 'topicTemplate', 'format'], messages: ['messages', 'topicTemplate', 'format'] } as const;
 
 /**
  * OUTBOX_SOURCES: a JSON array, each entry `{"table": "schema.name", "columns": {...},
- * "topicTemplate": "..."}`, `{"tables": "tenant_*.name", ...}` (the same, for every table the
+ * "topicTemplate": "...", "format": "json" | "avro"}`, `{"tables": "tenant_*.name", ...}` (the same, for every table the
  * pattern names) or `{"messages": "<prefix>", "topicTemplate": "..."}`. Every
  * problem names the entry and what was expected; a topic template is checked by `checkTemplate`
  * (the one OUTBOX_TOPIC_TEMPLATE is checked with).
@@ -124,28 +132,35 @@ export function parseOutboxEntries(raw: string, checkTemplate: (template: string
     const unknown = Object.keys(fields).filter((key) => !(ENTRY_KEYS[kind] as readonly string[]).includes(key));
     if (unknown.length > 0) throw new Error(`${where} has unknown keys ${unknown.map((key) => `"${key}"`).join(', ')} (expected ${ENTRY_KEYS[kind].map((key) => `"${key}"`).join(', ')})`);
     const topicTemplate = fields.topicTemplate === undefined ? null : checkTemplate(text(fields.topicTemplate, `${where} "topicTemplate"`));
+    const format = fields.format === undefined ? null : payloadFormat(fields.format, where);
     if (kind === 'messages') {
       const prefix = text(fields.messages, `${where} "messages"`);
       if (topicTemplate !== null && TABLE_PLACEHOLDERS.some((name) => topicTemplate.includes(`{${name}}`))) {
         throw new Error(`${where}: a message outbox has no table, so its "topicTemplate" cannot use {schema} or {table}`);
       }
       unique(seen, `message:${prefix}`, `${where} repeats the prefix "${prefix}"`);
-      return { messages: prefix, topicTemplate };
+      return { messages: prefix, topicTemplate, format };
     }
     const table = qualifiedTable(text(fields[kind], `${where} "${kind}"`), where, kind === 'tables');
     unique(seen, qualifiedName(table), `${where} repeats the ${kind === 'tables' ? 'pattern' : 'table'} ${qualifiedName(table)}`);
     const columns = columnOverrides(fields.columns, where);
-    return kind === 'tables' ? { tables: table, columns, topicTemplate } : { table, columns, topicTemplate };
+    return kind === 'tables' ? { tables: table, columns, topicTemplate, format } : { table, columns, topicTemplate, format };
   });
 }
 
-/** An entry made whole with the defaults: OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE. */
-export function completeOutbox(entry: OutboxEntry, defaults: { readonly columns: ColumnMap; readonly topicTemplate: string }): Outbox {
+/** An entry made whole with the defaults: OUTBOX_COLUMN_*, OUTBOX_TOPIC_TEMPLATE and OUTBOX_FORMAT. */
+export function completeOutbox(entry: OutboxEntry, defaults: { readonly columns: ColumnMap; readonly topicTemplate: string; readonly format: PayloadFormat }): Outbox {
   const template = entry.topicTemplate ?? defaults.topicTemplate;
-  if ('messages' in entry) return { kind: 'messages', prefix: entry.messages, topicTemplate: template };
+  const format = entry.format ?? defaults.format;
+  if ('messages' in entry) return { kind: 'messages', prefix: entry.messages, topicTemplate: template, format };
   const columns = { ...defaults.columns, ...entry.columns } as ColumnMap;
-  if ('tables' in entry) return { kind: 'tables', pattern: entry.tables, columns, topicTemplate: template };
-  return { kind: 'table', table: entry.table, columns, topicTemplate: fillTable(template, entry.table) };
+  if ('tables' in entry) return { kind: 'tables', pattern: entry.tables, columns, topicTemplate: template, format };
+  return { kind: 'table', table: entry.table, columns, topicTemplate: fillTable(template, entry.table), format };
+}
+
+function payloadFormat(value: unknown, where: string): PayloadFormat {
+  if (!PAYLOAD_FORMATS.includes(value as PayloadFormat)) throw new Error(`${where} "format" is ${JSON.stringify(value)}, expected ${PAYLOAD_FORMATS.map((format) => `"${format}"`).join(' or ')}`);
+  return value as PayloadFormat;
 }
 
 function columnOverrides(value: unknown, where: string): Partial<Record<ColumnRole, string | null>> {

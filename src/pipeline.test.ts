@@ -3,6 +3,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
+import type { PayloadEncoders } from './encode/create-encoder.js';
 import { JsonEncoder } from './encode/json-encoder.js';
 import { RelayError } from './errors.js';
 import type { OutgoingMessage } from './sink/record.js';
@@ -39,7 +40,13 @@ class RecordingSink implements EventSink {
   }
 }
 
-const OUTBOXES = new OutboxRoutes([{ kind: 'table', table: TABLE, columns: COLUMNS, topicTemplate: 'outbox.{aggregate_type}' }]);
+/** JSON's encoder, and a stand-in for Avro's that marks what it encoded: which outbox used which is visible in the records. */
+const ENCODERS: PayloadEncoders = {
+  formats: ['json', 'avro'],
+  of: (format) => (format === 'json' ? new JsonEncoder() : { format: 'avro', encode: (event) => Buffer.from(`avro:${event.eventId}`) }),
+};
+
+const OUTBOXES = new OutboxRoutes([{ kind: 'table', table: TABLE, columns: COLUMNS, topicTemplate: 'outbox.{aggregate_type}', format: 'json' }], ENCODERS);
 
 function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: number; resumeAfter?: ResumePoint; routes?: OutboxRoutes } = {}) {
   const sink = new RecordingSink();
@@ -49,7 +56,7 @@ function pipelineWith(options: Partial<RecordBuilderOptions> & { recordLimit?: n
   const metrics = createRelayMetrics(new Registry());
   const builder = new RecordBuilder(
     { deadLetterTopic: 'outbox.dead-letter', onPoison: 'dead-letter', maxMessageBytes: 1_000_000, ...options },
-    { topics: { recordLimit: () => options.recordLimit ?? 1_000_000 }, encoder: new JsonEncoder(), metrics, logger },
+    { topics: { recordLimit: () => options.recordLimit ?? 1_000_000 }, metrics, logger },
   );
   const pipeline = new Pipeline(
     { onUnexpectedChange: 'warn', maxBufferedEvents: 10_000 },
@@ -139,11 +146,14 @@ describe('Pipeline', () => {
 
   describe('with several outboxes', () => {
     const OTHER = { schema: 'payments', name: 'outbox' };
-    const routes = new OutboxRoutes([
-      { kind: 'table', table: TABLE, columns: COLUMNS, topicTemplate: 'outbox.{aggregate_type}' },
-      { kind: 'table', table: OTHER, columns: { ...COLUMNS, eventId: 'id' }, topicTemplate: 'payments.{event_type}' },
-      { kind: 'messages', prefix: 'outbox', topicTemplate: 'events.{aggregate_type}' },
-    ]);
+    const routes = new OutboxRoutes(
+      [
+        { kind: 'table', table: TABLE, columns: COLUMNS, topicTemplate: 'outbox.{aggregate_type}', format: 'json' },
+        { kind: 'table', table: OTHER, columns: { ...COLUMNS, eventId: 'id' }, topicTemplate: 'payments.{event_type}', format: 'avro' },
+        { kind: 'messages', prefix: 'outbox', topicTemplate: 'events.{aggregate_type}', format: 'avro' },
+      ],
+      ENCODERS,
+    );
     const content = (id: string) => Buffer.from(JSON.stringify({ event_id: id, aggregate_type: 'invoice', aggregate_id: 'inv-1', event_type: 'invoice.paid', payload: { n: 1 } }));
     const message = (id: string, transactional = true, prefix = 'outbox', lsn = 150): SourceMessage => ({ kind: 'message', transactional, lsn: at(lsn), prefix, content: content(id) });
 
@@ -162,6 +172,8 @@ describe('Pipeline', () => {
         ['events.invoice', 'e2', 'message:outbox', 2],
         ['payments.invoice.paid', 'e3', 'payments.outbox', 3],
       ]);
+      // Each in its outbox's format: the JSON table's payload as JSON, the Avro outboxes' through Avro's encoder.
+      expect(sink.sent.map((m) => m.value.toString())).toEqual(['{"amount":1}', 'avro:e2', 'avro:e3']);
     });
 
     it('dead-letters a message of an undeclared prefix, and tracks a non-transactional one at its own LSN, confirmed just past it', async () => {

@@ -102,7 +102,7 @@ function relayWith(sources: FakeSource[], producer = new FakeProducer()) {
     options,
     logger: pino({ level: 'silent' }),
     metrics,
-    encoder: new JsonEncoder(),
+    encoders: { formats: ['json'], of: () => new JsonEncoder() },
     openSource: () => {
       const source = sources.shift();
       if (!source) throw new Error('the test opened more sessions than it prepared');

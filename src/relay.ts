@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { RelayOptions } from './config/compile.js';
-import type { PayloadEncoder } from './encode/encoder.js';
+import type { PayloadEncoders } from './encode/create-encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './sink/record.js';
 import { formatLsn } from './lsn.js';
@@ -24,7 +24,7 @@ export interface RelayDependencies {
   readonly options: RelayOptions;
   readonly logger: Logger;
   readonly metrics: RelayMetrics;
-  readonly encoder: PayloadEncoder;
+  readonly encoders: PayloadEncoders;
   /** Opens a replication session (default: on Postgres). */
   readonly openSource?: (options: ReplicationStreamOptions) => SourceStream;
   /** Makes a session's producer (default: kafkajs). */
@@ -52,7 +52,7 @@ export class Relay {
 
   constructor(private readonly deps: RelayDependencies) {
     const { delivery } = deps.options;
-    this.routes = new OutboxRoutes(delivery.outboxes);
+    this.routes = new OutboxRoutes(delivery.outboxes, deps.encoders);
     this.lifecycle = new RelayLifecycle((state) => setState(deps.metrics, state));
     initReasons(deps.metrics);
   }
@@ -129,7 +129,7 @@ export class Relay {
   }
 
   private async session(signal: AbortSignal): Promise<SessionOutcome> {
-    const { options, logger, metrics, encoder } = this.deps;
+    const { options, logger, metrics, encoders } = this.deps;
     const { delivery } = options;
     const openSource = this.deps.openSource ?? ((sourceOptions) => new ReplicationStream(sourceOptions));
     const stream = openSource({ ...options.source, highWaterMessages: SOURCE_HIGH_WATER_MESSAGES, logger });
@@ -166,7 +166,6 @@ export class Relay {
       const sessionChain = new DeliveryChain({
         delivery,
         routes: this.routes,
-        encoder,
         metrics,
         exactlyOnce,
         tracker,
@@ -183,7 +182,7 @@ export class Relay {
       const resumeAfter = exactlyOnce ? await this.resumePoint(sessionChain.producer, exactlyOnce.progress.key, origin) : null;
       const pipeline = sessionChain.pipeline(resumeAfter);
       this.lifecycle.transition('active');
-      logger.info({ slot: options.source.slot, from: formatLsn(startLsn), format: encoder.format, server: start.onStandby ? 'standby' : 'primary' }, 'active: streaming from the slot');
+      logger.info({ slot: options.source.slot, from: formatLsn(startLsn), formats: encoders.formats, server: start.onStandby ? 'standby' : 'primary' }, 'active: streaming from the slot');
       sessionCheckpointer.start();
       metricsTimer = setInterval(() => this.reportProgress(stream, sessionCheckpointer, sink), options.statusIntervalMs);
       progressLogTimer = this.logProgressEvery(PROGRESS_LOG_INTERVAL_MS, sessionCheckpointer, sink);

@@ -1,6 +1,6 @@
 import { COMMANDS } from '../config/commands.js';
 import { compileCutover } from '../config/compile.js';
-import { createEncoder } from '../encode/create-encoder.js';
+import { createEncoders } from '../encode/create-encoder.js';
 import { createLogger } from '../observe/logger.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { cutover, type CutoverReport } from '../ops/cutover.js';
@@ -10,8 +10,8 @@ export const cutoverCommand = command(COMMANDS.cutover, async (config) => {
   const options = compileCutover(config);
   const logger = createLogger(options.logLevel, 'outbox-relay-cutover');
   // A dry run publishes nothing: no schemas or registry needed for it.
-  const encoder = options.dryRun ? null : await createEncoder(options.encoder, { logger, metricsRegistry: createRelayMetrics().registry });
-  const report = await cutover(options.cutover, { encoder, logger, dryRun: options.dryRun });
+  const encoders = options.dryRun ? null : await createEncoders(options.encoder, { logger, metricsRegistry: createRelayMetrics().registry });
+  const report = await cutover(options.cutover, { encoders, logger, dryRun: options.dryRun });
   process.stdout.write(describe(report, options.dryRun, options.cutover.pending));
   return EXIT.ok;
 });

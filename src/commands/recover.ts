@@ -1,6 +1,6 @@
 import { COMMANDS } from '../config/commands.js';
 import { compileRecover } from '../config/compile.js';
-import { createEncoder } from '../encode/create-encoder.js';
+import { createEncoders } from '../encode/create-encoder.js';
 import { createLogger } from '../observe/logger.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { recover, type RecoverReport } from '../ops/recover.js';
@@ -10,8 +10,8 @@ export const recoverCommand = command(COMMANDS.recover, async (config) => {
   const options = compileRecover(config);
   const logger = createLogger(options.logLevel, 'outbox-relay-recover');
   // A dry run publishes nothing: no schemas or registry needed for it.
-  const encoder = options.dryRun ? null : await createEncoder(options.encoder, { logger, metricsRegistry: createRelayMetrics().registry });
-  const report = await recover(options.recover, { encoder, logger, dryRun: options.dryRun });
+  const encoders = options.dryRun ? null : await createEncoders(options.encoder, { logger, metricsRegistry: createRelayMetrics().registry });
+  const report = await recover(options.recover, { encoders, logger, dryRun: options.dryRun });
   process.stdout.write(describe(report, options.dryRun));
   return EXIT.ok;
 });

@@ -1,7 +1,7 @@
 import { COMMANDS } from '../config/commands.js';
 import { compileRun } from '../config/compile.js';
 import { redactedConfig } from '../config/load.js';
-import { createEncoder } from '../encode/create-encoder.js';
+import { createEncoders } from '../encode/create-encoder.js';
 import { errorCode, errorMessage } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
@@ -23,8 +23,8 @@ export const runCommand = command(COMMANDS.run, async (config) => {
 
   const stop = new AbortController();
   const metrics = createRelayMetrics();
-  const encoder = await createEncoder(options.encoder, { logger, metricsRegistry: metrics.registry, signal: stop.signal });
-  const relay = new Relay({ options: options.relay, logger, metrics, encoder });
+  const encoders = await createEncoders(options.encoder, { logger, metricsRegistry: metrics.registry, signal: stop.signal });
+  const relay = new Relay({ options: options.relay, logger, metrics, encoders });
   const monitor = new SlotMonitor({ ...options.slotMonitor, metrics, logger });
   monitor.start();
   const server =

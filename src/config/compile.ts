@@ -13,7 +13,7 @@ import type { SlotServer } from '../slot-server.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
-import type { SetupTarget } from '../setup/setup.js';
+import type { SetupPattern, SetupTable, SetupTarget } from '../setup/setup.js';
 import type { TableByAge } from '../setup/outbox-tables.js';
 import type { CustomerRule } from '../webhooks/customer-rule.js';
 import type { EndpointRules } from '../webhooks/delivery-store.js';
@@ -106,7 +106,7 @@ export interface PruneCommandOptions {
 export function compileRun(config: CommandConfig<'run'>): RunOptions {
   return frozen({
     logLevel: config.logLevel,
-    setup: { target: { ...setupTarget(config), format: config.format }, create: config.setup },
+    setup: { target: setupTarget(config), create: config.setup },
     encoder: encoderOptions(config),
     relay: {
       source: {
@@ -178,7 +178,7 @@ export function compileCutover(config: CommandConfig<'cutover'>): CutoverCommand
   return frozen({
     logLevel: config.logLevel,
     cutover: {
-      target: { ...setupTarget(config), failover: config.slotFailover, format: config.format },
+      target: { ...setupTarget(config), failover: config.slotFailover },
       delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-cutover`, onUnexpectedChange: 'fail', onPoison: RECOVER_ON_POISON, transactionalId: `${streamTransactionalId(config)}.cutover` }),
       // CHECKS: required.
       pending: config.pending!,
@@ -277,7 +277,15 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
 }
 
 export function setupTarget(config: Pick<RelayConfig, 'databaseUrl' | 'databasePassword' | 'publication' | 'slot' | 'slotFailover'> & ReplicaConfig & OutboxesConfig): SetupTarget {
-  return frozen({ database: database(config), outboxes: outboxes(config).filter((outbox) => outbox.kind !== 'messages'), publication: config.publication, slot: config.slot, failover: config.slotFailover, slotServer: slotServer(config) });
+  const entries = sourceEntries(config);
+  // Each table with its format where it is known: its entry's, or OUTBOX_FORMAT for the commands that read it (not `setup`).
+  const tables = outboxes(config).flatMap((outbox, i): (SetupTable | SetupPattern)[] => {
+    const format = entries[i]!.format ?? config.format;
+    if (outbox.kind === 'messages') return [];
+    const where = outbox.kind === 'table' ? { table: outbox.table } : { pattern: outbox.pattern };
+    return [{ ...where, columns: outbox.columns, ...(format && { format }) }];
+  });
+  return frozen({ database: database(config), outboxes: tables, publication: config.publication, slot: config.slot, failover: config.slotFailover, slotServer: slotServer(config) });
 }
 
 /** Every outbox table (OUTBOX_SOURCES' tables and patterns, or OUTBOX_TABLE), with its created_at column. */
@@ -334,7 +342,7 @@ function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOpti
   const [first] = all;
   return {
     outboxes: all,
-    table: all.length === 1 && first?.kind === 'table' ? { outbox: first, columnParsers: columnParsers(config.format, first) } : null,
+    table: all.length === 1 && first?.kind === 'table' ? { outbox: first, columnParsers: columnParsers(first) } : null,
     builder: {
       deadLetterTopic: config.deadLetterTopic,
       onPoison: own.onPoison,
@@ -355,49 +363,53 @@ function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOpti
   };
 }
 
-function columnParsers(format: RelayConfig['format'], outbox: TableOutbox): ColumnParserFor {
-  return columnParsersFor({ format, columnPayload: outbox.columns.payload, columnCreatedAt: outbox.columns.createdAt });
+function columnParsers(outbox: TableOutbox): ColumnParserFor {
+  return columnParsersFor({ format: outbox.format, columnPayload: outbox.columns.payload, columnCreatedAt: outbox.columns.createdAt });
 }
 
-type OutboxesConfig = Pick<RelayConfig, 'sources' | 'table' | 'topicTemplate' | ColumnKey>;
+/** What the outboxes are made of; `format` is the default of each entry's own, unknown to `setup` (which reads no encoding). */
+type OutboxesConfig = Pick<RelayConfig, 'sources' | 'table' | 'topicTemplate' | ColumnKey> & { readonly format?: RelayConfig['format'] };
 
 /** OUTBOX_SOURCES made whole, or the one table of OUTBOX_TABLE: each with its columns and topic template. */
 export function outboxes(config: OutboxesConfig): Outbox[] {
-  const defaults = { columns: columnMap(config), topicTemplate: config.topicTemplate };
+  const defaults = { columns: columnMap(config), topicTemplate: config.topicTemplate, format: config.format ?? 'json' };
   return sourceEntries(config).map((entry) => completeOutbox(entry, defaults));
 }
 
 /** OUTBOX_SOURCES as written, or the one entry OUTBOX_TABLE stands for. */
 function sourceEntries(config: Pick<RelayConfig, 'sources' | 'table'>): readonly OutboxEntry[] {
-  return config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null }];
+  return config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null, format: null }];
 }
 
 /** What the replication stream needs of the outboxes: the tables named outright, each table's column parsers, and whether messages are streamed. */
-function sourceReading(config: OutboxesConfig & Pick<RelayConfig, 'format'>): Pick<ReplicationStreamOptions, 'tables' | 'columnParsers' | 'messages'> {
+function sourceReading(config: OutboxesConfig): Pick<ReplicationStreamOptions, 'tables' | 'columnParsers' | 'messages'> {
   const all = outboxes(config);
   return {
     tables: all.flatMap((outbox) => (outbox.kind === 'table' ? [outbox.table] : [])),
     // Once per relation and session (pgoutput describes a table before its first row).
     columnParsers: (relation) => {
       const outbox = tableOutboxOf(all, relation);
-      return outbox && columnParsers(config.format, outbox);
+      return outbox && columnParsers(outbox);
     },
     messages: all.some((outbox) => outbox.kind === 'messages'),
   };
 }
 
+/** The encoders the outboxes use: JSON's, and Avro's when any outbox is Avro (its subjects resolved for those outboxes' topics). */
 function encoderOptions(config: Pick<RelayConfig, 'format' | 'schemaRegistryUrl' | 'schemaRegistryCaFile' | 'schemaRegistryUsername' | 'schemaRegistryPassword' | 'schemasDir' | 'subjectStrategy' | 'autoRegister' | 'keySchema' | 'reconnectMin' | 'reconnectMax'> & OutboxesConfig): EncoderOptions {
-  if (config.format === 'json') return { format: 'json' };
+  const avro = outboxes(config).filter((outbox) => outbox.format === 'avro');
+  if (avro.length === 0) return { avro: null };
   return {
-    format: 'avro',
-    registry: registryAccess(config),
-    schemasDir: config.schemasDir,
-    subjectStrategy: config.subjectStrategy,
-    autoRegister: config.autoRegister,
-    keySchema: config.keySchema,
-    topicTemplates: outboxes(config).map((outbox) => outbox.topicTemplate),
-    retryMinMs: config.reconnectMin,
-    retryMaxMs: config.reconnectMax,
+    avro: {
+      registry: registryAccess(config),
+      schemasDir: config.schemasDir,
+      subjectStrategy: config.subjectStrategy,
+      autoRegister: config.autoRegister,
+      keySchema: config.keySchema,
+      topicTemplates: avro.map((outbox) => outbox.topicTemplate),
+      retryMinMs: config.reconnectMin,
+      retryMaxMs: config.reconnectMax,
+    },
   };
 }
 

@@ -164,7 +164,13 @@ describe('cross-field checks', () => {
   it('refuse what the encoder cannot work with, at load rather than at the first event', () => {
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_BATCH_MAX_EVENTS: '5000', OUTBOX_MAX_BUFFERED_EVENTS: '4000' } })).toMatch(/OUTBOX_BATCH_MAX_EVENTS \(5000\) exceeds OUTBOX_MAX_BUFFERED_EVENTS \(4000\)/);
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_FORMAT: 'avro' } })).toMatch(/SCHEMA_REGISTRY_URL is required with OUTBOX_FORMAT=avro/);
-    expect(problems(COMMANDS.replay, { env: required, flags: { 'key-schema': 'key.avsc', since: '2026-11-29' } })).toMatch(/--key-schema needs OUTBOX_FORMAT=avro/);
+    expect(problems(COMMANDS.replay, { env: required, flags: { 'key-schema': 'key.avsc', since: '2026-11-29' } })).toMatch(/--key-schema needs an Avro outbox \(OUTBOX_FORMAT=avro, or "format": "avro" in an OUTBOX_SOURCES entry\)/);
+    // One Avro outbox among JSON ones needs the registry too, and is named as such.
+    const oneAvro = JSON.stringify([{ table: 'billing.outbox' }, { table: 'payments.outbox', format: 'avro' }]);
+    expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: oneAvro } })).toMatch(/SCHEMA_REGISTRY_URL is required with Avro outboxes \(OUTBOX_SOURCES entries with "format": "avro"\)/);
+    // Every outbox JSON by its entry: no registry needed, whatever OUTBOX_FORMAT says.
+    const allJson = JSON.stringify([{ table: 'billing.outbox', format: 'json' }]);
+    expect(() => load(COMMANDS.run, { env: { ...required, OUTBOX_FORMAT: 'avro', OUTBOX_SOURCES: allJson } })).not.toThrow();
   });
 
   it("hold a command to those whose options it reads (replay has no reconnect loop of its own, but the encoder's retries)", () => {
@@ -221,15 +227,17 @@ describe('OUTBOX_SOURCES', () => {
   it('makes each entry whole with OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE, {schema} and {table} filled in', () => {
     const sources = JSON.stringify([
       { table: 'billing.outbox' },
-      { table: 'payments.outbox', columns: { eventId: 'id', aggregateType: null }, topicTemplate: '{schema}.{table}.{event_type}' },
+      { table: 'payments.outbox', columns: { eventId: 'id', aggregateType: null }, topicTemplate: '{schema}.{table}.{event_type}', format: 'avro' },
       { messages: 'outbox', topicTemplate: 'events.{aggregate_type}' },
     ]);
-    const { relay } = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: sources, OUTBOX_COLUMN_PAYLOAD: 'body' } }));
+    const { relay, encoder } = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: sources, OUTBOX_COLUMN_PAYLOAD: 'body', SCHEMA_REGISTRY_URL: 'http://registry:8081' } }));
     expect(relay.delivery.outboxes).toEqual([
-      { kind: 'table', table: { schema: 'billing', name: 'outbox' }, columns: expect.objectContaining({ eventId: 'event_id', aggregateType: 'aggregate_type', payload: 'body' }), topicTemplate: 'outbox.{aggregate_type}' },
-      { kind: 'table', table: { schema: 'payments', name: 'outbox' }, columns: expect.objectContaining({ eventId: 'id', aggregateType: null, payload: 'body' }), topicTemplate: 'payments.outbox.{event_type}' },
-      { kind: 'messages', prefix: 'outbox', topicTemplate: 'events.{aggregate_type}' },
+      { kind: 'table', table: { schema: 'billing', name: 'outbox' }, columns: expect.objectContaining({ eventId: 'event_id', aggregateType: 'aggregate_type', payload: 'body' }), topicTemplate: 'outbox.{aggregate_type}', format: 'json' },
+      { kind: 'table', table: { schema: 'payments', name: 'outbox' }, columns: expect.objectContaining({ eventId: 'id', aggregateType: null, payload: 'body' }), topicTemplate: 'payments.outbox.{event_type}', format: 'avro' },
+      { kind: 'messages', prefix: 'outbox', topicTemplate: 'events.{aggregate_type}', format: 'json' },
     ]);
+    // The Avro encoder is made for the Avro outbox, its subjects resolved for that outbox's topics only.
+    expect(encoder.avro?.topicTemplates).toEqual(['payments.outbox.{event_type}']);
     // The stream asks for messages, and parses each table's own payload column.
     expect(relay.source.messages).toBe(true);
     expect(relay.source.tables).toEqual([{ schema: 'billing', name: 'outbox' }, { schema: 'payments', name: 'outbox' }]);
@@ -241,7 +249,7 @@ describe('OUTBOX_SOURCES', () => {
 
   it('unset, streams OUTBOX_TABLE alone as before, without asking for messages', () => {
     const { relay } = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_TABLE: 'billing.event_outbox', OUTBOX_TOPIC_TEMPLATE: '{schema}.{aggregate_type}' } }));
-    expect(relay.delivery.outboxes).toEqual([{ kind: 'table', table: { schema: 'billing', name: 'event_outbox' }, columns: expect.objectContaining({ eventId: 'event_id' }), topicTemplate: 'billing.{aggregate_type}' }]);
+    expect(relay.delivery.outboxes).toEqual([{ kind: 'table', table: { schema: 'billing', name: 'event_outbox' }, columns: expect.objectContaining({ eventId: 'event_id' }), topicTemplate: 'billing.{aggregate_type}', format: 'json' }]);
     expect(relay.delivery.table?.outbox.table).toEqual({ schema: 'billing', name: 'event_outbox' });
     expect(relay.source.messages).toBe(false);
   });
@@ -255,7 +263,8 @@ describe('OUTBOX_SOURCES', () => {
       [[{ tables: 'tenant_1.event_outbox' }], /entry 1 "tables" is not a pattern of schema-qualified table names \(schema\.table with \* for any run of characters/],
       [[{ tables: 'tenant_*.*' }], /entry 1 "tables" is not a pattern/],
       [[{ tables: 'tenant_*.event_outbox' }, { tables: 'tenant_*.event_outbox' }], /entry 2 repeats the pattern tenant_\*\.event_outbox/],
-      [[{ table: 'billing.outbox', topic: 'x' }], /entry 1 has unknown keys "topic" \(expected "table", "columns", "topicTemplate"\)/],
+      [[{ table: 'billing.outbox', topic: 'x' }], /entry 1 has unknown keys "topic" \(expected "table", "columns", "topicTemplate", "format"\)/],
+      [[{ table: 'billing.outbox', format: 'protobuf' }], /entry 1 "format" is "protobuf", expected "json" or "avro"/],
       [[{ table: 'outbox' }], /entry 1 "table" is not a schema-qualified table name/],
       [[{ table: 'billing.outbox' }, { table: 'billing.outbox' }], /entry 2 repeats the table billing\.outbox/],
       [[{ table: 'billing.outbox', columns: { id: 'x' } }], /entry 1 "columns" has an unknown role "id"/],

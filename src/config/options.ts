@@ -135,7 +135,7 @@ const topicTemplate: p.Parser<string> = {
 };
 
 const outboxSources: p.Parser<OutboxEntry[]> = {
-  expected: `a JSON array of outboxes, each {"table": "schema.name"} (optional "columns": {role: column} overriding OUTBOX_COLUMN_*, and "topicTemplate") or {"messages": "<prefix>"} (optional "topicTemplate"), e.g. ${OUTBOX_SOURCES_EXAMPLE}`,
+  expected: `a JSON array of outboxes, each {"table": "schema.name"} or {"tables": "tenant_*.name"} (optional "columns": {role: column} overriding OUTBOX_COLUMN_*, "topicTemplate" and "format": "json" or "avro") or {"messages": "<prefix>"} (optional "topicTemplate" and "format"), e.g. ${OUTBOX_SOURCES_EXAMPLE}`,
   parse: (raw) => parseOutboxEntries(raw, (template) => topicTemplate.parse(template)),
 };
 
@@ -205,7 +205,7 @@ export const OPTIONS = {
         throw new Error(`OUTBOX_SOURCES_FILE=${JSON.stringify(path)}: ${(error as Error).message}`, { cause: error });
       }
     },
-    description: "Several outboxes through the one slot and publication, in commit order: tables, each with its own column names and topic template where they differ from OUTBOX_COLUMN_* and OUTBOX_TOPIC_TEMPLATE ({schema} and {table} name the table), and table-less events written with pg_logical_emit_message(true, '<prefix>', <JSON>) (docs/outboxes.md). Or OUTBOX_SOURCES_FILE naming a JSON file. Empty: OUTBOX_TABLE alone.",
+    description: "Several outboxes through the one slot and publication, in commit order: tables, each with its own column names, topic template and format where they differ from OUTBOX_COLUMN_*, OUTBOX_TOPIC_TEMPLATE and OUTBOX_FORMAT ({schema} and {table} name the table), and table-less events written with pg_logical_emit_message(true, '<prefix>', <JSON>) (docs/outboxes.md). Or OUTBOX_SOURCES_FILE naming a JSON file. Empty: OUTBOX_TABLE alone.",
   }),
   slot: option({ group: 'database', importance: 'expert', env: 'OUTBOX_SLOT', parser: p.identifier, default: 'outbox_relay', description: 'Logical replication slot (pgoutput).' }),
   slotFailover: option({ group: 'database', importance: 'expert', env: 'OUTBOX_SLOT_FAILOVER', parser: p.oneOf('auto', 'true', 'false'), default: 'auto', description: "Whether the slot `setup` (and `recover`) creates is a failover slot (Postgres 17+): a standby with sync_replication_slots keeps a copy, and the relay streams on from it after a promotion (docs/operations.md#postgres-failover). auto: yes on 17 and later, a plain slot before; true: refuse a server before 17; false: a plain slot. `setup` alters an existing slot to match while no relay reads it; `run` says at start when it does not." }),
@@ -314,6 +314,14 @@ function check<const K extends OptionKey>(uses: readonly K[], problem: (values: 
   return { uses, problem };
 }
 
+/** What makes the outboxes Avro, in the operator's words (null: none is): OUTBOX_FORMAT, or entries of OUTBOX_SOURCES saying so. */
+function avroOutboxes(c: Pick<RelayConfig, 'format' | 'sources'>): string | null {
+  const entries = c.sources ?? [{ format: null }];
+  const avro = entries.filter((entry) => (entry.format ?? c.format) === 'avro');
+  if (avro.length === 0) return null;
+  return avro.every((entry) => entry.format === null) ? `${OPTIONS.format.env}=avro` : `Avro outboxes (OUTBOX_SOURCES entries with "format": "avro")`;
+}
+
 /** Rules across options; a command is held to those whose options it reads. */
 export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['kafkaClient', 'kafkaCompression'], (c, name) => (c.kafkaClient === 'kafkajs' && !KAFKAJS_COMPRESSIONS.has(c.kafkaCompression) ? `${name('kafkaCompression')}=${c.kafkaCompression} needs ${name('kafkaClient')}=librdkafka: kafkajs compresses with gzip only (expected none or gzip)` : null)),
@@ -328,8 +336,8 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
   // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.
   check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),
-  check(['format', 'schemaRegistryUrl'], (c, name) => (c.format === 'avro' && c.schemaRegistryUrl === null ? `${name('schemaRegistryUrl')} is required with ${name('format')}=avro` : null)),
-  check(['format', 'keySchema'], (c, name) => (c.format !== 'avro' && c.keySchema !== null ? `${name('keySchema')} needs ${name('format')}=avro` : null)),
+  check(['format', 'sources', 'schemaRegistryUrl'], (c, name) => (c.schemaRegistryUrl === null && avroOutboxes(c) ? `${name('schemaRegistryUrl')} is required with ${avroOutboxes(c)}` : null)),
+  check(['format', 'sources', 'keySchema'], (c, name) => (c.keySchema !== null && !avroOutboxes(c) ? `${name('keySchema')} needs an Avro outbox (${name('format')}=avro, or "format": "avro" in an ${name('sources')} entry): JSON outboxes are keyed by the aggregate id as text` : null)),
   // pg lets a password in the URL win over the separate one: two passwords is a mistake to name.
   check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(parsePostgresUrl(c.databaseUrl.reveal()).urls[0]!).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
   check(['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword'], (c, name) => {

@@ -3,21 +3,23 @@ import type { Registry } from 'prom-client';
 import type { SubjectStrategy } from './avro/subjects.js';
 import type { PayloadEncoder } from './encoder.js';
 import { JsonEncoder } from './json-encoder.js';
+import { RelayError } from '../errors.js';
+import type { PayloadFormat } from '../outboxes.js';
 import type { Secret } from '../security/secret.js';
 
-/** JSON needs nothing more; Avro its schemas and the registry (a key schema only with Avro). */
-export type EncoderOptions = { readonly format: 'json' } | AvroOptions;
+/** JSON needs nothing more; Avro, when any outbox is Avro, its schemas and the registry (a key schema only with Avro). */
+export interface EncoderOptions {
+  readonly avro: AvroOptions | null;
+}
 
 export interface AvroOptions {
-  readonly format: 'avro';
   readonly registry: RegistryAccess;
   readonly schemasDir: string;
   readonly subjectStrategy: SubjectStrategy;
   readonly autoRegister: boolean;
   /** The key schema's file; null: the key is the aggregate id as a UTF-8 string. */
   readonly keySchema: string | null;
-  /** Where events go, to resolve every subject whose topic is known before the first event. */
-  /** Every outbox's topic template ({schema} and {table} filled in): the topics whose subjects are resolved at start. */
+  /** Every Avro outbox's topic template ({schema} and {table} filled in): the topics whose subjects are resolved at start. */
   readonly topicTemplates: readonly string[];
   /** Backoff while the registry is down at start. */
   readonly retryMinMs: number;
@@ -40,12 +42,27 @@ export interface EncoderContext {
   readonly signal?: AbortSignal;
 }
 
+/** The encoders of the configured outboxes, by format: each outbox's events go through its own (OutboxRoute.encoder). */
+export interface PayloadEncoders {
+  of(format: PayloadFormat): PayloadEncoder;
+  /** The formats there are encoders for, for the start-up log. */
+  readonly formats: readonly PayloadFormat[];
+}
+
 /**
- * The encoder for `config.format`. The Avro half (avsc, schemas, the registry client) is loaded
- * only for the Avro format: a JSON relay does not carry its ~10 MB of memory.
+ * JSON's encoder, and Avro's when an outbox is Avro. The Avro half (avsc, schemas, the registry
+ * client) is loaded only then: a JSON relay does not carry its ~10 MB of memory.
  */
-export async function createEncoder(config: EncoderOptions, context: EncoderContext): Promise<PayloadEncoder> {
-  if (config.format === 'json') return new JsonEncoder();
-  const { createAvroEncoder } = await import('./avro/create-avro-encoder.js');
-  return createAvroEncoder(config, context);
+export async function createEncoders(config: EncoderOptions, context: EncoderContext): Promise<PayloadEncoders> {
+  const json = new JsonEncoder();
+  const avro = config.avro && (await import('./avro/create-avro-encoder.js').then(({ createAvroEncoder }) => createAvroEncoder(config.avro!, context)));
+  return {
+    formats: avro ? ['json', 'avro'] : ['json'],
+    of: (format) => {
+      if (format === 'json') return json;
+      // Never without one: encoderOptions makes Avro's whenever an outbox is Avro.
+      if (!avro) throw new RelayError('CONFIG_INVALID', 'an Avro outbox without the Avro encoder: OUTBOX_FORMAT or its OUTBOX_SOURCES entry says avro, and the encoder was not made');
+      return avro;
+    },
+  };
 }

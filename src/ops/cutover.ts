@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
-import type { PayloadEncoder } from '../encode/encoder.js';
+import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
@@ -43,7 +43,7 @@ export interface CutoverReport {
  * a duplicate, never a loss), or committed after it (streamed). Killed half way, the mark it left
  * makes `run` wait and the next cutover start over with a new snapshot.
  */
-export async function cutover(options: CutoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
+export async function cutover(options: CutoverOptions, context: { encoders: PayloadEncoders | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
   const { target, delivery } = options;
   const { logger, dryRun } = context;
   const { table } = soleTable(delivery).outbox;
@@ -77,7 +77,7 @@ export async function cutover(options: CutoverOptions, context: { encoder: Paylo
       slot: target.slot,
       failover,
       delivery,
-      encoder: context.encoder!,
+      encoders: context.encoders!,
       logger,
       dropSlot: slot.exists,
       condition: async () => condition,

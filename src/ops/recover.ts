@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
-import type { PayloadEncoder } from '../encode/encoder.js';
+import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import type { DatabaseAccess } from '../pg-connection.js';
@@ -60,7 +60,7 @@ interface DeliveredBound {
  *    other's row lock commit in that order; unrelated concurrent ones may not), then by the
  *    order of inserts within a transaction. All of them before `run` streams anything newer.
  */
-export async function recover(options: RecoverOptions, context: { encoder: PayloadEncoder | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
+export async function recover(options: RecoverOptions, context: { encoders: PayloadEncoders | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
   const { table } = soleTable(options.delivery).outbox;
   return withHandoverConnections(options.database, table, 'recover', async (sql, inspect) => {
@@ -91,7 +91,7 @@ export async function recover(options: RecoverOptions, context: { encoder: Paylo
       slot: options.slot,
       failover,
       delivery: options.delivery,
-      encoder: context.encoder!,
+      encoders: context.encoders!,
       logger,
       dropSlot: slot.exists,
       condition: (client) => undelivered(client, options, bound),

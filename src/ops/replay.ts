@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions, ReplayOptions } from '../config/compile.js';
-import type { PayloadEncoder } from '../encode/encoder.js';
+import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { parseRow, republish, connectForText, soleTable } from './republish.js';
 
 /** Which rows; at least one is set (`replay`'s declared check refuses an empty filter). */
@@ -21,11 +21,11 @@ const CURSOR = 'outbox_replay_cursor';
  * `event_id` (idempotent consumers drop what they already applied). Replayed records carry
  * `outbox_commit_lsn: 0/0`: they come from the table, not the WAL.
  */
-export async function replay(options: ReplayOptions, encoder: PayloadEncoder, logger: Logger): Promise<{ published: number }> {
+export async function replay(options: ReplayOptions, encoders: PayloadEncoders, logger: Logger): Promise<{ published: number }> {
   const { delivery } = options;
   const client = await connectForText(options.database, 'outbox-relay-replay');
   try {
-    const published = await republish(pages(client, delivery, options.filter), { delivery, encoder, logger, stage: 'replay' });
+    const published = await republish(pages(client, delivery, options.filter), { delivery, encoders, logger, stage: 'replay' });
     return { published };
   } finally {
     await client.end();

@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
 import type { DeliveryOptions, TableReading } from '../config/compile.js';
-import type { PayloadEncoder } from '../encode/encoder.js';
+import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
@@ -15,7 +15,7 @@ import type { ColumnParserFor } from '../source/pgoutput.js';
 
 export interface RepublishContext {
   readonly delivery: DeliveryOptions;
-  readonly encoder: PayloadEncoder;
+  readonly encoders: PayloadEncoders;
   readonly logger: Logger;
   /** `replay`, `recover` or `cutover`: the log's stage, and the progress line. */
   readonly stage: string;
@@ -28,7 +28,7 @@ export interface RepublishContext {
  * stream's own path: decode, route, encode, dead letters, one request in flight. Returns how
  * many rows went out, once Kafka acknowledged all of them. Nothing is confirmed to Postgres.
  */
-export async function republish(batches: AsyncIterable<readonly Record<string, unknown>[]>, { delivery, encoder, logger, stage, total }: RepublishContext): Promise<number> {
+export async function republish(batches: AsyncIterable<readonly Record<string, unknown>[]>, { delivery, encoders, logger, stage, total }: RepublishContext): Promise<number> {
   const tracker = new CommitTracker(ZERO_LSN);
   const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
@@ -39,8 +39,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   }
   const chain = new DeliveryChain({
     delivery,
-    routes: new OutboxRoutes(delivery.outboxes),
-    encoder,
+    routes: new OutboxRoutes(delivery.outboxes, encoders),
     metrics: createRelayMetrics(new Registry()),
     exactlyOnce,
     tracker,

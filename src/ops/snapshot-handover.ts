@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
-import type { PayloadEncoder } from '../encode/encoder.js';
+import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
@@ -34,7 +34,7 @@ export interface HandoverOptions {
   /** Whether the new slot is a failover slot (Postgres 17+). */
   readonly failover: boolean;
   readonly delivery: DeliveryOptions;
-  readonly encoder: PayloadEncoder;
+  readonly encoders: PayloadEncoders;
   readonly logger: Logger;
   /** Drop this slot first (it exists and can never stream what is missing, or an earlier run left it). */
   readonly dropSlot: boolean;
@@ -73,7 +73,7 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
   const condition = await options.condition(sql);
   const count = await countRows(sql, delivery, condition);
   options.counted(count, newSlotAt);
-  const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoder: options.encoder, logger, stage: options.command, total: count.matching });
+  const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoders: options.encoders, logger, stage: options.command, total: count.matching });
   await sql.query('COMMIT');
   await clearRecovering(inspect, table);
   return { count, published, newSlotAt };

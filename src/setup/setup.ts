@@ -22,12 +22,15 @@ import { alignFailover, createSlot, describe, failoverFinding, serverVersion, st
 export interface SetupTable {
   readonly table: RelationRef;
   readonly columns?: ColumnMap;
+  /** Its outbox's format, when known (`setup` reads no OUTBOX_FORMAT: then it says what each would do). */
+  readonly format?: PayloadColumnTarget['format'];
 }
 
 /** Every table a pattern names (a schema per tenant), with the column map they share. */
 export interface SetupPattern {
   readonly pattern: RelationRef;
   readonly columns?: ColumnMap;
+  readonly format?: PayloadColumnTarget['format'];
 }
 
 export interface SetupTarget {
@@ -36,7 +39,6 @@ export interface SetupTarget {
   readonly outboxes: readonly (SetupTable | SetupPattern)[];
   readonly publication: string;
   readonly slot: string;
-  readonly format?: PayloadColumnTarget['format'];
   /** OUTBOX_SLOT_FAILOVER (default auto: a failover slot on Postgres 17+). */
   readonly failover?: SlotFailover;
   /** Where the slot lives (default: the primary, `database`); a standby's is made there, the rest on the primary. */
@@ -152,8 +154,8 @@ export async function verify(setupTarget: SetupTarget): Promise<string[]> {
 /** The payload column's type (refused unless publishable), and session settings the relay overrides. */
 async function findings(client: pg.Client, target: Resolved): Promise<string[]> {
   const lines: string[] = [];
-  for (const { table, columns } of target.tables) {
-    if (columns) lines.push(await describeColumnMap(client, { table, columns }), await checkPayloadColumn(client, { table, format: target.format, payloadColumn: columns.payload }));
+  for (const { table, columns, format } of target.tables) {
+    if (columns) lines.push(await describeColumnMap(client, { table, columns }), await checkPayloadColumn(client, { table, format, payloadColumn: columns.payload }));
   }
   const { source, settings } = overriddenSessionSettings(target.database);
   if (settings.length > 0) {
@@ -173,10 +175,10 @@ async function resolve(client: pg.Client, target: SetupTarget): Promise<Resolved
   const named = target.outboxes.filter((outbox): outbox is SetupTable => 'table' in outbox);
   const patterns = target.outboxes.filter((outbox): outbox is SetupPattern => 'pattern' in outbox);
   const tables: SetupTable[] = [...named];
-  for (const { pattern, columns } of patterns) {
+  for (const { pattern, columns, format } of patterns) {
     for (const table of await tablesMatching(client, pattern)) {
-      // A table named outright keeps its own column map.
-      if (!tables.some((known) => qualifiedName(known.table) === qualifiedName(table))) tables.push(columns ? { table, columns } : { table });
+      // A table named outright keeps its own column map and format.
+      if (!tables.some((known) => qualifiedName(known.table) === qualifiedName(table))) tables.push({ table, ...(columns && { columns }), ...(format && { format }) });
     }
   }
   return { ...target, named, patterns: patterns.map(({ pattern }) => pattern), tables };

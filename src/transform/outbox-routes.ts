@@ -1,4 +1,6 @@
 import { MessageDecoder } from '../decode/message-decoder.js';
+import type { PayloadEncoders } from '../encode/create-encoder.js';
+import type { PayloadEncoder } from '../encode/encoder.js';
 import { RowDecoder } from '../decode/row-decoder.js';
 import { PoisonEventError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
@@ -24,6 +26,8 @@ export interface OutboxRoute {
   /** Values read from the WAL (a row; for a message, `MESSAGE_VALUES`) -> event. */
   readonly decode: (values: RowValues) => OutboxEvent;
   readonly route: TopicRouter;
+  /** Its format's encoder (OUTBOX_FORMAT, or its entry's own). */
+  readonly encoder: PayloadEncoder;
   readonly poisoned: (values: RowValues) => PoisonedEvent;
 }
 
@@ -47,8 +51,11 @@ export class OutboxRoutes {
   /** Whether the stream asks for logical decoding messages (pgoutput's `messages` option). */
   readonly streamsMessages: boolean;
 
-  constructor(private readonly outboxes: readonly Outbox[]) {
-    for (const outbox of outboxes) if (outbox.kind === 'messages') this.prefixes.set(outbox.prefix, messageRoute(outbox));
+  constructor(
+    private readonly outboxes: readonly Outbox[],
+    private readonly encoders: PayloadEncoders,
+  ) {
+    for (const outbox of outboxes) if (outbox.kind === 'messages') this.prefixes.set(outbox.prefix, messageRoute(outbox, encoders.of(outbox.format)));
     this.streamsMessages = this.prefixes.size > 0;
   }
 
@@ -65,7 +72,7 @@ export class OutboxRoutes {
       route = this.tables.get(name);
       if (route === undefined) {
         const outbox = tableOutboxOf(this.outboxes, relation);
-        route = outbox ? tableRoute(outbox) : null;
+        route = outbox ? tableRoute(outbox, this.encoders.of(outbox.format)) : null;
         this.tables.set(name, route);
       }
       this.byRelation.set(relation, route);
@@ -86,23 +93,25 @@ export class OutboxRoutes {
   }
 }
 
-function tableRoute(outbox: TableOutbox): OutboxRoute {
+function tableRoute(outbox: TableOutbox, encoder: PayloadEncoder): OutboxRoute {
   const decoder = new RowDecoder(outbox.columns);
   const { eventId, aggregateId } = outbox.columns;
   return {
     name: outboxName(outbox),
     decode: (row) => decoder.decode(row),
     route: compileTopicTemplate(outbox.topicTemplate),
+    encoder,
     poisoned: (row) => ({ eventId: idText(row[eventId]), key: idText(row[aggregateId]), values: row, copy: `the row is still in ${qualifiedName(outbox.table)}` }),
   };
 }
 
-function messageRoute(outbox: MessageOutbox): OutboxRoute {
+function messageRoute(outbox: MessageOutbox, encoder: PayloadEncoder): OutboxRoute {
   const decoder = new MessageDecoder();
   return {
     name: outboxName(outbox),
     decode: (values) => decoder.decode((values as unknown as MessageValues).content),
     route: compileTopicTemplate(outbox.topicTemplate),
+    encoder,
     poisoned: poisonedMessage,
   };
 }
@@ -115,6 +124,13 @@ function refusedMessage(prefix: string, reason: PoisonEventError): OutboxRoute {
     },
     route: () => {
       throw reason;
+    },
+    // Never reached: decoding throws first.
+    encoder: {
+      format: 'refused',
+      encode: () => {
+        throw reason;
+      },
     },
     poisoned: poisonedMessage,
   };

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
-import type { PayloadEncoder } from '../encode/encoder.js';
 import { PoisonEventError, RelayError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
 import type { OutgoingMessage } from '../sink/record.js';
@@ -21,7 +20,6 @@ export interface RecordBuilderOptions {
 export interface RecordBuilderStages {
   /** The largest record each topic takes (and whether it exists). */
   readonly topics: { recordLimit(topic: string): number | Promise<number> };
-  readonly encoder: PayloadEncoder;
   readonly metrics: RelayMetrics;
   readonly logger: Logger;
 }
@@ -41,7 +39,7 @@ export class PoisonStop extends Error {
 }
 
 /**
- * Outbox row or message -> Kafka record: decode and route (by its outbox's route), encode,
+ * Outbox row or message -> Kafka record: decode, route and encode (by its outbox's route),
  * headers, size check; an event that cannot be a record (PoisonEventError anywhere on the way)
  * becomes the dead letter that stands for it.
  * Other errors (a registry that cannot be reached) are thrown: nothing is dead-lettered for them.
@@ -57,7 +55,8 @@ export class RecordBuilder {
    * the encoder or the topic lookup must wait: no promise per event on the common path.
    */
   build(outbox: OutboxRoute, values: RowValues, transaction: TrackedTransaction, position: number): OutgoingMessage | Promise<OutgoingMessage> {
-    const { encoder, topics } = this.stages;
+    const { topics } = this.stages;
+    const { encoder } = outbox;
     try {
       const event = outbox.decode(values);
       const topic = outbox.route(event);

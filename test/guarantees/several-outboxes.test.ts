@@ -1,7 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { expectOrderPerAggregate } from '../harness/fixture.js';
 import { TopicReader } from '../harness/kafka.js';
+import { consumerRegistry } from '../harness/registry-consumer.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 import { SeveralOutboxes, TRANSACTION_SHAPE } from '../harness/several-outboxes.js';
 
@@ -120,6 +124,48 @@ describe('bad input to a message outbox', () => {
     expect(done.code).not.toBe(0);
     expect(done.stderr).toMatch(/SETUP_TABLE/);
     expect(done.stderr).toContain(`public.${outboxes.tables.b}`);
+  });
+});
+
+describe('each outbox in its own format', () => {
+  const outboxes = useSeveralOutboxes();
+
+  it('one table encoded with Avro through the registry, the other tables and the messages as JSON, in one stream', async () => {
+    const schemas = mkdtempSync(path.join(tmpdir(), 'several-formats-'));
+    const fields = [{ name: 'invoice_id', type: 'string' }, { name: 'sequence', type: 'int' }, { name: 'amount_cents', type: 'long' }];
+    writeFileSync(path.join(schemas, 'invoice.paid.avsc'), JSON.stringify({ type: 'record', name: 'InvoicePaid', namespace: `itest.${outboxes.slot}`, fields }));
+    const sources = (JSON.parse(outboxes.sources) as Record<string, unknown>[]).map((entry) => (entry.table === `public.${outboxes.tables.b}` ? { ...entry, format: 'avro' } : entry));
+    const relay = new RelayProcess(
+      outboxes.relayEnv({ OUTBOX_SOURCES: JSON.stringify(sources), SCHEMA_REGISTRY_URL: inject('services').schemaRegistryUrl, OUTBOX_SCHEMAS_DIR: schemas, OUTBOX_SUBJECT_STRATEGY: 'record', OUTBOX_AUTO_REGISTER: 'true' }),
+    ).start();
+    const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic, outboxes.deadLetterTopic]);
+    try {
+      await relay.waitActive();
+      const load = outboxes.load(1, 2);
+      await delay(1_000);
+      await load.stop();
+      const committed = await outboxes.committed();
+      await reader.until(`all ${committed.size} committed events`, (records) => new Set(records.map((r) => r.headers.event_id)).size >= committed.size, 60_000, () => relay.tail());
+      const registry = consumerRegistry();
+      const bySource = new Map<string, string[]>();
+      for (const record of reader.records) {
+        expect(record.topic, `event ${record.headers.event_id} dead-lettered: ${record.headers.dead_letter_reason}`).not.toBe(outboxes.deadLetterTopic);
+        const source = record.headers.outbox_source!;
+        // Avro's records start with the wire format's magic byte and decode through the registry; JSON's are the payload as JSON.
+        const payload = source === `public.${outboxes.tables.b}` ? ((await registry.decode(record.value!)) as Record<string, unknown>) : (JSON.parse(record.value!.toString('utf8')) as Record<string, unknown>);
+        expect(payload).toMatchObject({ invoice_id: expect.any(String), sequence: expect.any(Number) });
+        bySource.set(source, [...(bySource.get(source) ?? []), record.value![0] === 0 ? 'avro' : 'json']);
+      }
+      expect(Object.fromEntries([...bySource].map(([source, formats]) => [source, [...new Set(formats)]]))).toEqual({
+        [`public.${outboxes.tables.a}`]: ['json'],
+        [`public.${outboxes.tables.b}`]: ['avro'],
+        [`public.${outboxes.tables.c}`]: ['json'],
+        [`message:${outboxes.prefix}`]: ['json'],
+      });
+    } finally {
+      await reader.stop();
+      await relay.stop();
+    }
   });
 });
 
