@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { RelayError } from '../errors.js';
 import type { ColumnMap, ColumnRole } from '../outbox-table.js';
+import { qualifiedName } from '../outboxes.js';
+import type { RelationRef } from '../source/messages.js';
 
 /** What each role becomes on the record, and whether a row without its column can be published. */
 const ROLES: Readonly<Record<ColumnRole, { readonly becomes: string; readonly required: boolean; readonly env: string }>> = {
@@ -15,23 +17,50 @@ const ROLES: Readonly<Record<ColumnRole, { readonly becomes: string; readonly re
 };
 
 export interface ColumnMapTarget {
-  readonly table: { readonly schema: string; readonly name: string };
+  readonly table: RelationRef;
   readonly columns: ColumnMap;
 }
 
+/** A column of an outbox table, as the checks of its column map and payload read it. */
+export interface TableColumn {
+  readonly name: string;
+  readonly typeOid: number;
+  /** format_type: e.g. `jsonb`, `character varying(200)`. */
+  readonly type: string;
+  /** A domain's base type (null: not a domain). */
+  readonly baseType: string | null;
+}
+
 /**
- * Reads the table's columns and says how the relay maps them, one line: which column plays each
+ * Every table's columns in one catalog read (a schema per tenant is thousands of tables: two
+ * queries a table made each start thousands of round trips), by qualified name; a table that
+ * does not exist has none.
+ */
+export async function readTableColumns(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<string, TableColumn[]>> {
+  const { rows } = await client.query<{ schema: string; table: string; name: string; type_oid: number; type: string; base_type: string | null }>(
+    `SELECT n.nspname AS schema, c.relname AS table, a.attname AS name, a.atttypid::int AS type_oid, format_type(a.atttypid, a.atttypmod) AS type,
+            CASE WHEN t.typtype = 'd' THEN format_type(t.typbasetype, t.typtypmod) END AS base_type
+       FROM unnest($1::text[], $2::text[]) AS w(schema, name)
+       JOIN pg_namespace n ON n.nspname = w.schema
+       JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.name
+       JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+       JOIN pg_type t ON t.oid = a.atttypid
+      ORDER BY n.nspname, c.relname, a.attnum`,
+    [tables.map((table) => table.schema), tables.map((table) => table.name)],
+  );
+  const columns = new Map<string, TableColumn[]>(tables.map((table) => [qualifiedName(table), []]));
+  for (const row of rows) columns.get(`${row.schema}.${row.table}`)?.push({ name: row.name, typeOid: row.type_oid, type: row.type, baseType: row.base_type });
+  return columns;
+}
+
+/**
+ * Says, from the table's columns (readTableColumns), how the relay maps them: which column plays each
  * role, which role has none, and which columns the relay ignores (a polling outbox's status,
  * attempts, sent_at...: read by nobody, written by nobody). A required role whose column is
  * missing is refused here (SETUP_TABLE, naming the variable) rather than as a dead letter per row.
  */
-export async function describeColumnMap(client: pg.ClientBase, target: ColumnMapTarget): Promise<string> {
+export function describeColumnMap(target: ColumnMapTarget, rows: readonly TableColumn[]): string {
   const { schema, name } = target.table;
-  const { rows } = await client.query<{ name: string }>(
-    `SELECT a.attname AS name FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
-    [schema, name],
-  );
   const present = new Set(rows.map((row) => row.name));
   const mapped: string[] = [];
   const without: string[] = [];
@@ -54,7 +83,7 @@ export async function describeColumnMap(client: pg.ClientBase, target: ColumnMap
   }
   const ignored = rows.map((row) => row.name).filter((column) => !used.has(column));
   return [
-    `columns of ${schema}.${name}: ${mapped.join(', ')}`,
+    mapped.join(', '),
     without.length > 0 ? `; none for ${without.join(', ')}` : '',
     `; ignored (never read, never written): ${ignored.length > 0 ? ignored.join(', ') : 'none'}`,
   ].join('');

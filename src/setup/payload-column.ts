@@ -1,5 +1,5 @@
-import type pg from 'pg';
 import { RelayError } from '../errors.js';
+import type { TableColumn } from './column-map.js';
 
 /** How a payload of each type the relay can publish becomes the record value, per OUTBOX_FORMAT. */
 interface PayloadRule {
@@ -35,33 +35,23 @@ export interface PayloadColumnTarget {
 }
 
 /**
- * Looks up the payload column's type and says how its values are published, e.g.
+ * Finds the payload column among the table's columns (readTableColumns) and says how its values are published, e.g.
  * `payload column "payload" is jsonb: published as Postgres's JSON text`. Throws SETUP_TABLE
  * (not retriable) naming the column, its type and the accepted types when the column is missing
  * or of a type the relay cannot publish as stored: refused at start, not a dead letter per row.
  * (A type changed while the relay streams still makes each row a dead letter naming it.)
  */
-export async function checkPayloadColumn(client: pg.ClientBase, target: PayloadColumnTarget): Promise<string> {
+export function checkPayloadColumn(target: PayloadColumnTarget, columns: readonly TableColumn[]): string {
   const { schema, name } = target.table;
   const column = target.payloadColumn;
-  const { rows } = await client.query<{ type_oid: number; type: string; base_type: string | null }>(
-    `SELECT a.atttypid::int AS type_oid, format_type(a.atttypid, a.atttypmod) AS type,
-            CASE WHEN t.typtype = 'd' THEN format_type(t.typbasetype, t.typtypmod) END AS base_type
-       FROM pg_attribute a
-       JOIN pg_class c ON c.oid = a.attrelid
-       JOIN pg_namespace n ON n.oid = c.relnamespace
-       JOIN pg_type t ON t.oid = a.atttypid
-      WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped`,
-    [schema, name, column],
-  );
-  const found = rows[0];
+  const found = columns.find((each) => each.name === column);
   const details = { table: `${schema}.${name}`, column, type: found?.type ?? null };
   if (!found) {
     throw new RelayError('SETUP_TABLE', `outbox table ${schema}.${name} has no payload column "${column}" (OUTBOX_COLUMN_PAYLOAD); the relay publishes a ${ACCEPTED} column`, { details });
   }
-  const rule = PUBLISHABLE.get(found.type_oid);
+  const rule = PUBLISHABLE.get(found.typeOid);
   if (!rule) {
-    const type = found.base_type === null ? found.type : `${found.type} (a domain over ${found.base_type})`;
+    const type = found.baseType === null ? found.type : `${found.type} (a domain over ${found.baseType})`;
     throw new RelayError(
       'SETUP_TABLE',
       `payload column "${column}" of ${schema}.${name} is ${type}: the relay publishes ${ACCEPTED} payloads as stored and would have to re-encode this one. ` +

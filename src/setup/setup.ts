@@ -9,7 +9,7 @@ import { matchesPattern, qualifiedName } from '../outboxes.js';
 import { ensureTenantTrigger, tablesMatching, tenantTriggerName } from './outbox-tables.js';
 import type { RelationRef } from '../source/messages.js';
 import { slotMissing } from '../source/slot-errors.js';
-import { describeColumnMap } from './column-map.js';
+import { describeColumnMap, readTableColumns } from './column-map.js';
 import { recordSlotCreated, slotHistory } from './slot-history.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
@@ -24,6 +24,8 @@ export interface SetupTable {
   readonly columns?: ColumnMap;
   /** Its outbox's format, when known (`setup` reads no OUTBOX_FORMAT: then it says what each would do). */
   readonly format?: PayloadColumnTarget['format'];
+  /** The pattern it was found by (a tenant's table); absent for a table named outright. */
+  readonly pattern?: RelationRef;
 }
 
 /** Every table a pattern names (a schema per tenant), with the column map they share. */
@@ -151,11 +153,33 @@ export async function verify(setupTarget: SetupTarget): Promise<string[]> {
   });
 }
 
-/** The payload column's type (refused unless publishable), and session settings the relay overrides. */
+/**
+ * Each table's column map and payload type (refused unless publishable), from one read of every
+ * table's columns, and session settings the relay overrides. A pattern's tables alike are one
+ * line each way (a schema per tenant: not a line per tenant at every start).
+ */
 async function findings(client: pg.Client, target: Resolved): Promise<string[]> {
   const lines: string[] = [];
-  for (const { table, columns, format } of target.tables) {
-    if (columns) lines.push(await describeColumnMap(client, { table, columns }), await checkPayloadColumn(client, { table, format, payloadColumn: columns.payload }));
+  const columnsOf = await readTableColumns(client, target.tables.map(({ table }) => table));
+  /** Lines of a pattern's tables, with how many tables each stands for. */
+  const alike = new Map<string, { readonly pattern: RelationRef; tables: number }>();
+  for (const { table, columns, format, pattern } of target.tables) {
+    if (!columns) continue;
+    const found = columnsOf.get(qualifiedName(table)) ?? [];
+    const mapping = describeColumnMap({ table, columns }, found);
+    const payload = checkPayloadColumn({ table, format, payloadColumn: columns.payload }, found);
+    if (!pattern) {
+      lines.push(`columns of ${qualifiedName(table)}: ${mapping}`, payload);
+      continue;
+    }
+    const key = `${qualifiedName(pattern)}\n${mapping}\n${payload}`;
+    const seen = alike.get(key);
+    if (seen) seen.tables += 1;
+    else alike.set(key, { pattern, tables: 1 });
+  }
+  for (const [key, { pattern, tables }] of alike) {
+    const [, mapping, payload] = key.split('\n');
+    lines.push(`columns of ${tables} ${tables === 1 ? 'table' : 'tables'} of ${qualifiedName(pattern)}: ${mapping}`, `${payload} (in ${tables === 1 ? 'it' : 'each'})`);
   }
   const { source, settings } = overriddenSessionSettings(target.database);
   if (settings.length > 0) {
@@ -178,7 +202,7 @@ async function resolve(client: pg.Client, target: SetupTarget): Promise<Resolved
   for (const { pattern, columns, format } of patterns) {
     for (const table of await tablesMatching(client, pattern)) {
       // A table named outright keeps its own column map and format.
-      if (!tables.some((known) => qualifiedName(known.table) === qualifiedName(table))) tables.push({ table, ...(columns && { columns }), ...(format && { format }) });
+      if (!tables.some((known) => qualifiedName(known.table) === qualifiedName(table))) tables.push({ table, pattern, ...(columns && { columns }), ...(format && { format }) });
     }
   }
   return { ...target, named, patterns: patterns.map(({ pattern }) => pattern), tables };

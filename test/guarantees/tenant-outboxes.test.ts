@@ -77,6 +77,9 @@ describe('a schema per tenant, tenants created under load', () => {
     expect(done.code, done.stderr).toBe(0);
     expect(done.stdout).toContain(`tables ${tenantPrefix}_*.event_outbox: 2 found`);
     expect(done.stdout).toContain(`event trigger outbox_relay_${publication}_adds_tables: created`);
+    // The tenants' column maps are alike: one line for them all, not one per tenant.
+    expect(done.stdout).toContain(`columns of 2 tables of ${tenantPrefix}_*.event_outbox: event_id -> header event_id,`);
+    expect(done.stdout).toContain(`payload column "payload" is jsonb: published as Postgres's JSON text (with OUTBOX_FORMAT=avro: its JSON encoded with the event type's Avro schema) (in each)`);
   });
 
   afterAll(async () => {
