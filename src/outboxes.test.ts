@@ -25,7 +25,7 @@ describe('table patterns', () => {
       { kind: 'table', table: { schema: 'tenant_0001', name: 'event_outbox' }, columns: { ...DEFAULT_COLUMNS, eventId: 'id' }, topicTemplate: 'special', format: 'json' },
       { kind: 'tables', pattern: { schema: 'tenant_*', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: '{schema}.{table}.{event_type}', format: 'avro' },
     ];
-    expect(tableOutboxOf(outboxes, { schema: 'tenant_0042', name: 'event_outbox' })).toEqual({ kind: 'table', table: { schema: 'tenant_0042', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: 'tenant_0042.event_outbox.{event_type}', format: 'avro' });
+    expect(tableOutboxOf(outboxes, { schema: 'tenant_0042', name: 'event_outbox' })).toEqual({ kind: 'table', table: { schema: 'tenant_0042', name: 'event_outbox' }, columns: DEFAULT_COLUMNS, topicTemplate: 'tenant_0042.event_outbox.{event_type}', format: 'avro', pattern: { schema: 'tenant_*', name: 'event_outbox' } });
     expect(tableOutboxOf(outboxes, { schema: 'tenant_0001', name: 'event_outbox' })?.topicTemplate).toBe('special');
     expect(tableOutboxOf(outboxes, { schema: 'public', name: 'event_outbox' })).toBeUndefined();
   });

@@ -21,6 +21,8 @@ export interface TableOutbox {
   /** With {schema} and {table} already filled in: they are this table's. */
   readonly topicTemplate: string;
   readonly format: PayloadFormat;
+  /** The pattern that named it (a tenant's table); absent for a table named outright. */
+  readonly pattern?: RelationRef;
 }
 
 /** Every table whose schema and name match, `*` standing for any run of characters. */
@@ -81,7 +83,7 @@ export function tableOutboxOf(outboxes: readonly Outbox[], relation: RelationRef
   const named = outboxes.find((outbox): outbox is TableOutbox => outbox.kind === 'table' && outbox.table.schema === relation.schema && outbox.table.name === relation.name);
   if (named) return named;
   const pattern = outboxes.find((outbox): outbox is TablePattern => outbox.kind === 'tables' && matchesPattern(outbox.pattern, relation));
-  return pattern && { kind: 'table', table: { schema: relation.schema, name: relation.name }, columns: pattern.columns, topicTemplate: fillTable(pattern.topicTemplate, relation), format: pattern.format };
+  return pattern && { kind: 'table', table: { schema: relation.schema, name: relation.name }, columns: pattern.columns, topicTemplate: fillTable(pattern.topicTemplate, relation), format: pattern.format, pattern: pattern.pattern };
 }
 
 function fillTable(template: string, table: RelationRef): string {

@@ -176,6 +176,21 @@ describe('Pipeline', () => {
       expect(sink.sent.map((m) => m.value.toString())).toEqual(['{"amount":1}', 'avro:e2', 'avro:e3']);
     });
 
+    it("labels each record with its outbox as declared: a tenant's table by its pattern, one series for every tenant", async () => {
+      const tenants = new OutboxRoutes([{ kind: 'tables', pattern: { schema: 'tenant_*', name: 'event_outbox' }, columns: COLUMNS, topicTemplate: '{schema}.{event_type}', format: 'json' }], ENCODERS);
+      const { pipeline, sink } = pipelineWith({ routes: tenants });
+      await feed(pipeline, [
+        { kind: 'begin', commitLsn: at(100), commitTime: new Date() },
+        { kind: 'insert', relation: { schema: 'tenant_0001', name: 'event_outbox' }, row: row('t1') },
+        { kind: 'insert', relation: { schema: 'tenant_0002', name: 'event_outbox' }, row: row('t2') },
+        { kind: 'commit', commitLsn: at(100), endLsn: at(110), commitTime: new Date() },
+      ]);
+      expect(sink.sent.map((m) => [m.topic, m.headers.outbox_source, m.outbox])).toEqual([
+        ['tenant_0001.invoice.paid', 'tenant_0001.event_outbox', 'tenant_*.event_outbox'],
+        ['tenant_0002.invoice.paid', 'tenant_0002.event_outbox', 'tenant_*.event_outbox'],
+      ]);
+    });
+
     it('dead-letters a message of an undeclared prefix, and tracks a non-transactional one at its own LSN, confirmed just past it', async () => {
       const { pipeline, sink, tracker } = pipelineWith({ routes });
       await feed(pipeline, [message('loose', false, 'outbox', 150), ...transaction(200, [row('e1')])]);

@@ -133,7 +133,7 @@ async function until(condition: () => boolean): Promise<void> {
 }
 
 describe('Relay metrics', () => {
-  it('counts what Kafka acknowledged by topic and event type, however the series interleave, and never a dead letter', async () => {
+  it('counts what Kafka acknowledged by topic, event type and outbox, however the series interleave, and never a dead letter', async () => {
     const source = streaming();
     const { relay, producer, metrics } = relayWith([source]);
     const stop = new AbortController();
@@ -150,9 +150,9 @@ describe('Relay metrics', () => {
     await until(() => producer.produced.length === kinds.length);
     stop.abort();
     expect(await running).toBe(true);
-    const counted = (await metrics.published.get()).values.map(({ labels, value }) => `${labels.topic} ${labels.event_type} ${value}`).sort();
+    const counted = (await metrics.published.get()).values.map(({ labels, value }) => `${labels.topic} ${labels.event_type} ${labels.outbox} ${value}`).sort();
     // The row without an event type is a dead letter: produced, but not counted as published.
-    expect(counted).toEqual(['outbox.invoice invoice.paid 3', 'outbox.invoice invoice.voided 2', 'outbox.payment invoice.paid 1']);
+    expect(counted).toEqual(['outbox.invoice invoice.paid public.event_outbox 3', 'outbox.invoice invoice.voided public.event_outbox 2', 'outbox.payment invoice.paid public.event_outbox 1']);
   });
 });
 

@@ -15,7 +15,7 @@ export function createRelayMetrics(registry = new Registry()) {
   const registers = [registry];
   return {
     registry,
-    published: new Counter({ name: 'outbox_relay_events_published_total', help: 'Events acknowledged by Kafka, by topic and event type.', labelNames: ['topic', 'event_type'], registers }),
+    published: new Counter({ name: 'outbox_relay_events_published_total', help: 'Events acknowledged by Kafka, by topic, event type and outbox (as declared: a table, a pattern of tenant tables, or message:<prefix>).', labelNames: ['topic', 'event_type', 'outbox'], registers }),
     deadLettered: new Counter({ name: 'outbox_relay_events_dead_lettered_total', help: 'Poison events sent to the dead-letter topic, by reason code.', labelNames: ['reason'], registers }),
     produceRequests: new Counter({ name: 'outbox_relay_produce_requests_total', help: 'Produce requests acknowledged by Kafka (events per request: published / this).', registers }),
     produceErrors: new Counter({ name: 'outbox_relay_produce_errors_total', help: 'Produce requests Kafka refused or did not answer, by Kafka error (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, ...); their partitions are sent again.', labelNames: ['error'], registers }),

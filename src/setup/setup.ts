@@ -199,10 +199,13 @@ async function resolve(client: pg.Client, target: SetupTarget): Promise<Resolved
   const named = target.outboxes.filter((outbox): outbox is SetupTable => 'table' in outbox);
   const patterns = target.outboxes.filter((outbox): outbox is SetupPattern => 'pattern' in outbox);
   const tables: SetupTable[] = [...named];
+  const known = new Set(named.map(({ table }) => qualifiedName(table)));
   for (const { pattern, columns, format } of patterns) {
     for (const table of await tablesMatching(client, pattern)) {
-      // A table named outright keeps its own column map and format.
-      if (!tables.some((known) => qualifiedName(known.table) === qualifiedName(table))) tables.push({ table, pattern, ...(columns && { columns }), ...(format && { format }) });
+      // A table named outright keeps its own column map and format (and the first pattern naming a table has it).
+      if (known.has(qualifiedName(table))) continue;
+      known.add(qualifiedName(table));
+      tables.push({ table, pattern, ...(columns && { columns }), ...(format && { format }) });
     }
   }
   return { ...target, named, patterns: patterns.map(({ pattern }) => pattern), tables };
@@ -261,22 +264,18 @@ async function ensureTable(client: pg.Client, table: RelationRef): Promise<strin
 }
 
 /**
- * A partitioned outbox (pruned by dropping old partitions) is published under its own name
- * only with publish_via_partition_root; otherwise each insert would arrive as its partition's.
+ * The outbox tables that are partitioned (pruned by dropping old partitions), in one catalog
+ * read: such a table is published under its own name only with publish_via_partition_root,
+ * otherwise each insert would arrive as its partition's.
  */
-async function isPartitioned(client: pg.Client, table: RelationRef): Promise<boolean> {
-  const { rows } = await client.query<{ partitioned: boolean }>(
-    `SELECT c.relkind = 'p' AS partitioned FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
-    [table.schema, table.name],
-  );
-  return rows[0]?.partitioned ?? false;
-}
-
-/** Whether any outbox table is partitioned: then the publication publishes each through its root. */
 async function anyPartitioned(client: pg.Client, target: Resolved): Promise<RelationRef[]> {
-  const partitioned: RelationRef[] = [];
-  for (const { table } of target.tables) if (await isPartitioned(client, table)) partitioned.push(table);
-  return partitioned;
+  const { rows } = await client.query<{ schema: string; name: string }>(
+    `SELECT w.schema, w.name FROM unnest($1::text[], $2::text[]) AS w(schema, name)
+       JOIN pg_namespace n ON n.nspname = w.schema JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.name
+      WHERE c.relkind = 'p'`,
+    [target.tables.map(({ table }) => table.schema), target.tables.map(({ table }) => table.name)],
+  );
+  return rows.map((row) => ({ schema: row.schema, name: row.name }));
 }
 
 function publicationOptions(partitioned: boolean): string {
@@ -309,8 +308,9 @@ async function checkPublication(client: pg.Client, target: Resolved): Promise<'a
   const problems: string[] = [];
   const tables = [...(publication.tables ?? [])].sort();
   const expected = target.tables.map(({ table }) => qualifiedName(table)).sort();
+  const outboxTables = new Set(expected);
   // A tenant's table the trigger added after this setup found the pattern's tables is no stranger.
-  const others = tables.filter((table) => !expected.includes(table) && !target.patterns.some((pattern) => matchesPattern(pattern, parseQualified(table))));
+  const others = tables.filter((table) => !outboxTables.has(table) && !target.patterns.some((pattern) => matchesPattern(pattern, parseQualified(table))));
   if (publication.puballtables) problems.push('it is FOR ALL TABLES');
   else if (others.length > 0) problems.push(`it covers [${others.join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected.join(', ')}])`);
   const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
@@ -325,7 +325,8 @@ async function checkPublication(client: pg.Client, target: Resolved): Promise<'a
         `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${expected.join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`,
     );
   }
-  const missing = target.tables.map(({ table }) => table).filter((table) => !tables.includes(qualifiedName(table)));
+  const published = new Set(tables);
+  const missing = target.tables.map(({ table }) => table).filter((table) => !published.has(qualifiedName(table)));
   return missing.length === 0 ? 'ready' : missing;
 }
 

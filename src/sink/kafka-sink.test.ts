@@ -50,7 +50,7 @@ class FakeTransactionalProducer extends FakeProducer {
 }
 
 const transaction = {} as TrackedTransaction;
-const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, headerBlock: NO_HEADER_BLOCK, size, transaction, position: i, label: 'invoice.paid', deadLetter: false, batchLimit });
+const message = (i: number, size = 100, topic = 'billing.invoice', batchLimit = 1_000_000): OutgoingMessage => ({ topic, key: `inv_${i}`, value: `{"i":${i}}`, headers: {}, headerBlock: NO_HEADER_BLOCK, size, transaction, position: i, label: 'invoice.paid', outbox: 'public.event_outbox', deadLetter: false, batchLimit });
 
 function sinkWith(overrides: Partial<KafkaSinkOptions> = {}, producer: FakeProducer = new FakeProducer()) {
   const acknowledged: (readonly OutgoingMessage[])[] = [];

@@ -16,6 +16,8 @@ export interface OutgoingMessage {
   readonly position: number;
   /** For metrics: event type, or the dead-letter reason code. */
   readonly label: string;
+  /** For metrics: the outbox as declared (OutboxRoute.declared). */
+  readonly outbox: string;
   readonly deadLetter: boolean;
   /** The largest record batch its topic takes (max.message.bytes, or OUTBOX_MAX_MESSAGE_BYTES if smaller): a partition's batch must stay under it. */
   readonly batchLimit: number;

@@ -17,6 +17,8 @@ export interface DeadLetterInput {
   readonly position: number;
   /** The outbox it came from (`schema.table`, `message:<prefix>`). */
   readonly source: string;
+  /** That outbox as declared (OutboxRoute.declared). */
+  readonly declared: string;
 }
 
 /**
@@ -51,6 +53,7 @@ export function deadLetterMessage(input: DeadLetterInput): OutgoingMessage {
     transaction: input.transaction,
     position: input.position,
     label: code,
+    outbox: input.declared,
     deadLetter: true,
     batchLimit: input.maxBytes,
   };

@@ -23,6 +23,12 @@ export interface PoisonedEvent {
 export interface OutboxRoute {
   /** `schema.table` or `message:<prefix>`: the `outbox_source` header, dead letters, logs. */
   readonly name: string;
+  /**
+   * The outbox as declared: its table, its pattern (every tenant's table of `tenant_*.event_outbox`
+   * alike), or `message:<prefix>`. Metrics are labelled by it: as many series as OUTBOX_SOURCES
+   * has entries, however many tenants.
+   */
+  readonly declared: string;
   /** Values read from the WAL (a row; for a message, `MESSAGE_VALUES`) -> event. */
   readonly decode: (values: RowValues) => OutboxEvent;
   readonly route: TopicRouter;
@@ -98,6 +104,7 @@ function tableRoute(outbox: TableOutbox, encoder: PayloadEncoder): OutboxRoute {
   const { eventId, aggregateId } = outbox.columns;
   return {
     name: outboxName(outbox),
+    declared: qualifiedName(outbox.pattern ?? outbox.table),
     decode: (row) => decoder.decode(row),
     route: compileTopicTemplate(outbox.topicTemplate),
     encoder,
@@ -109,6 +116,7 @@ function messageRoute(outbox: MessageOutbox, encoder: PayloadEncoder): OutboxRou
   const decoder = new MessageDecoder();
   return {
     name: outboxName(outbox),
+    declared: outboxName(outbox),
     decode: (values) => decoder.decode((values as unknown as MessageValues).content),
     route: compileTopicTemplate(outbox.topicTemplate),
     encoder,
@@ -119,6 +127,8 @@ function messageRoute(outbox: MessageOutbox, encoder: PayloadEncoder): OutboxRou
 function refusedMessage(prefix: string, reason: PoisonEventError): OutboxRoute {
   return {
     name: `message:${prefix}`,
+    // Never on a published record (every one is a dead letter): not a metric label.
+    declared: `message:${prefix}`,
     decode: () => {
       throw reason;
     },

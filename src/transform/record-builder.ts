@@ -77,7 +77,7 @@ export class RecordBuilder {
     const headerBlock = encodeHeaders(headers);
     const size = recordSize(key, value, headerBlock);
     this.checkSize(size, limit, topic);
-    return { topic, key, value, headers, headerBlock, size, transaction, position, label: event.eventType, deadLetter: false, batchLimit: limit };
+    return { topic, key, value, headers, headerBlock, size, transaction, position, label: event.eventType, outbox: outbox.declared, deadLetter: false, batchLimit: limit };
   }
 
   /**
@@ -112,6 +112,7 @@ export class RecordBuilder {
       transaction,
       position,
       source: outbox.name,
+      declared: outbox.declared,
     });
   }
 }
