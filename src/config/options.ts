@@ -314,12 +314,12 @@ function check<const K extends OptionKey>(uses: readonly K[], problem: (values: 
   return { uses, problem };
 }
 
-/** What makes the outboxes Avro, in the operator's words (null: none is): OUTBOX_FORMAT, or entries of OUTBOX_SOURCES saying so. */
-function avroOutboxes(c: Pick<RelayConfig, 'format' | 'sources'>): string | null {
+/** What makes the outboxes Avro, named as the operator set it (null: none is): OUTBOX_FORMAT, or entries of OUTBOX_SOURCES saying so. */
+function avroOutboxes(c: Pick<RelayConfig, 'format' | 'sources'>, name: (key: 'format' | 'sources') => string): string | null {
   const entries = c.sources ?? [{ format: null }];
   const avro = entries.filter((entry) => (entry.format ?? c.format) === 'avro');
   if (avro.length === 0) return null;
-  return avro.every((entry) => entry.format === null) ? `${OPTIONS.format.env}=avro` : `Avro outboxes (OUTBOX_SOURCES entries with "format": "avro")`;
+  return avro.every((entry) => entry.format === null) ? `${name('format')}=avro` : `Avro outboxes (${name('sources')} entries with "format": "avro")`;
 }
 
 /** Rules across options; a command is held to those whose options it reads. */
@@ -336,8 +336,8 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
   // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.
   check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),
-  check(['format', 'sources', 'schemaRegistryUrl'], (c, name) => (c.schemaRegistryUrl === null && avroOutboxes(c) ? `${name('schemaRegistryUrl')} is required with ${avroOutboxes(c)}` : null)),
-  check(['format', 'sources', 'keySchema'], (c, name) => (c.keySchema !== null && !avroOutboxes(c) ? `${name('keySchema')} needs an Avro outbox (${name('format')}=avro, or "format": "avro" in an ${name('sources')} entry): JSON outboxes are keyed by the aggregate id as text` : null)),
+  check(['format', 'sources', 'schemaRegistryUrl'], (c, name) => (c.schemaRegistryUrl === null && avroOutboxes(c, name) ? `${name('schemaRegistryUrl')} is required with ${avroOutboxes(c, name)}` : null)),
+  check(['format', 'sources', 'keySchema'], (c, name) => (c.keySchema !== null && !avroOutboxes(c, name) ? `${name('keySchema')} needs an Avro outbox (${name('format')}=avro, or "format": "avro" in an ${name('sources')} entry): JSON outboxes are keyed by the aggregate id as text` : null)),
   // pg lets a password in the URL win over the separate one: two passwords is a mistake to name.
   check(['databaseUrl', 'databasePassword'], (c, name) => (c.databasePassword !== null && new URL(parsePostgresUrl(c.databaseUrl.reveal()).urls[0]!).password !== '' ? `${name('databaseUrl')} has a password and ${name('databasePassword')} is set; give one of them` : null)),
   check(['kafkaSaslMechanism', 'kafkaSaslUsername', 'kafkaSaslPassword'], (c, name) => {
