@@ -161,8 +161,8 @@ export async function verify(setupTarget: SetupTarget): Promise<string[]> {
 async function findings(client: pg.Client, target: Resolved): Promise<string[]> {
   const lines: string[] = [];
   const columnsOf = await readTableColumns(client, target.tables.map(({ table }) => table));
-  /** Lines of a pattern's tables, with how many tables each stands for. */
-  const alike = new Map<string, { readonly pattern: RelationRef; tables: number }>();
+  /** A pattern's tables alike (the same mapping and payload line): how many each line stands for. */
+  const alike = new Map<string, { readonly pattern: RelationRef; readonly mapping: string; readonly payload: string; tables: number }>();
   for (const { table, columns, format, pattern } of target.tables) {
     if (!columns) continue;
     const found = columnsOf.get(qualifiedName(table)) ?? [];
@@ -172,13 +172,12 @@ async function findings(client: pg.Client, target: Resolved): Promise<string[]> 
       lines.push(`columns of ${qualifiedName(table)}: ${mapping}`, payload);
       continue;
     }
-    const key = `${qualifiedName(pattern)}\n${mapping}\n${payload}`;
+    const key = JSON.stringify([qualifiedName(pattern), mapping, payload]);
     const seen = alike.get(key);
     if (seen) seen.tables += 1;
-    else alike.set(key, { pattern, tables: 1 });
+    else alike.set(key, { pattern, mapping, payload, tables: 1 });
   }
-  for (const [key, { pattern, tables }] of alike) {
-    const [, mapping, payload] = key.split('\n');
+  for (const { pattern, mapping, payload, tables } of alike.values()) {
     lines.push(`columns of ${tables} ${tables === 1 ? 'table' : 'tables'} of ${qualifiedName(pattern)}: ${mapping}`, `${payload} (in ${tables === 1 ? 'it' : 'each'})`);
   }
   const { source, settings } = overriddenSessionSettings(target.database);
