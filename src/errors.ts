@@ -102,7 +102,7 @@ export const ERROR_CODES = {
   },
   SOURCE_HANDOVER_BUSY: {
     retriable: false, poison: false,
-    meaning: 'Another recover, cutover or handback of the same outbox table is running.',
+    meaning: 'Another recover, cutover or handback of the same slot (the slot its outboxes share) is running.',
     action: 'Wait for it to finish, or stop it, then run the command again: one at a time.',
   },
   SOURCE_UNEXPECTED_CHANGE: {

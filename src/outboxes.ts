@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { DEFAULT_COLUMNS, isPlainIdentifier, type ColumnMap, type ColumnRole } from './outbox-table.js';
 import type { RelationRef } from './source/messages.js';
 
@@ -51,6 +52,11 @@ export function outboxName(outbox: Outbox): string {
   return qualifiedName(outbox.kind === 'table' ? outbox.table : outbox.pattern);
 }
 
+/** The tables named outright and the patterns: what a handover's mark is looked for on (a message outbox has no table). */
+export function outboxTableRefs(outboxes: readonly Outbox[]): RelationRef[] {
+  return outboxes.flatMap((outbox) => (outbox.kind === 'table' ? [outbox.table] : outbox.kind === 'tables' ? [outbox.pattern] : []));
+}
+
 /** Whether `relation` is one of the tables a pattern names. */
 export function matchesPattern(pattern: RelationRef, relation: RelationRef): boolean {
   return globMatches(pattern.schema, relation.schema) && globMatches(pattern.name, relation.name);
@@ -92,6 +98,11 @@ function fillTable(template: string, table: RelationRef): string {
 
 export function qualifiedName(table: RelationRef): string {
   return `${table.schema}.${table.name}`;
+}
+
+/** `"schema"."name"`, for SQL. */
+export function quotedName(table: RelationRef): string {
+  return `${pg.escapeIdentifier(table.schema)}.${pg.escapeIdentifier(table.name)}`;
 }
 
 /** One entry of OUTBOX_SOURCES as written: what it leaves out comes from OUTBOX_COLUMN_*, OUTBOX_TOPIC_TEMPLATE and OUTBOX_FORMAT. */

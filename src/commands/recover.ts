@@ -25,6 +25,7 @@ function describe(report: RecoverReport, dryRun: boolean): string {
   const lines = [
     `slot ${report.cause}; ${proof}`,
     `${dryRun ? 'would publish again' : 'published again'}: ${rows} rows${range}, in ${report.order} order (consumers drop what they already have by event_id)`,
+    ...report.unrecoverable.map((outbox) => `message outbox ${outbox} has no rows to publish again: what it emitted after the slot's last confirmed position is not recovered`),
     dryRun ? 'nothing changed; run without --dry-run to re-create the slot and publish them' : `new slot at ${report.newSlotAt}: start \`outbox-relay run\`, it streams what committed after that point`,
   ];
   return `${lines.join('\n')}\n`;

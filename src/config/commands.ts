@@ -87,11 +87,12 @@ const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list`
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
 
 /**
- * replay, recover, cutover, handback: they read rows of one outbox table. `replay` only
- * publishes them again: it may be run on one table of several. The others re-create or drop
- * the slot: the slot every outbox shares, whose other outboxes' events they would skip.
+ * replay, cutover, handback: they read rows of one outbox table. `replay` only publishes them
+ * again: it may be run on one table of several. The others create or drop the slot: the slot
+ * every outbox shares, whose other outboxes' events they would skip. (`recover` reads every
+ * outbox table.)
  */
-function oneTable(command: 'replay' | 'recover' | 'cutover' | 'handback'): Check<{ readonly sources: RelayConfig['sources'] }> {
+function oneTable(command: 'replay' | 'cutover' | 'handback'): Check<{ readonly sources: RelayConfig['sources'] }> {
   return {
     uses: ['sources'],
     problem: (values, name) => {
@@ -184,12 +185,11 @@ export const COMMANDS = {
     ],
   }),
   recover: declared({
-    summary: 'After the slot was lost or dropped: create it again and publish every retained row it cannot prove delivered, so that nothing is skipped.',
+    summary: 'After the slot was lost or dropped: create it again and publish every retained row of every outbox table it cannot prove delivered, so that nothing is skipped.',
     // replay's options, and the slot it re-creates (the publication must exist: run checks it).
     // A poison row is always dead-lettered (compile.ts says why): no OUTBOX_ON_POISON.
     options: [...DATABASE_ACCESS, 'table', 'sources', ...SLOT, 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
-    checks: [oneTable('recover')],
   }),
   cutover: declared({
     summary: "Take over a table a polling relay fills (it may keep running meanwhile): create the slot with a snapshot, publish the rows the poller has not sent, then `run` streams what commits after.",

@@ -1,4 +1,4 @@
-import { columnParsersFor } from '../decode/column-parsers.js';
+import { tableReading, type TableReading } from '../decode/column-parsers.js';
 import type { EncoderOptions, RegistryAccess } from '../encode/create-encoder.js';
 import type { CutoverOptions } from '../ops/cutover.js';
 import type { HandbackOptions } from '../ops/handback.js';
@@ -6,7 +6,7 @@ import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
-import { completeOutbox, qualifiedName, tableOutboxOf, type Outbox, type OutboxEntry, type TableOutbox } from '../outboxes.js';
+import { completeOutbox, outboxTableRefs, qualifiedName, tableOutboxOf, type Outbox, type OutboxEntry } from '../outboxes.js';
 import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { SlotServer } from '../slot-server.js';
@@ -23,7 +23,6 @@ import type { KafkaClientName } from '../sink/producer.js';
 import type { KafkaSinkOptions } from '../sink/kafka-sink.js';
 import type { RecordBuilderOptions } from '../transform/record-builder.js';
 import type { TopicCatalogOptions } from '../sink/topic-catalog.js';
-import type { ColumnParserFor } from '../source/pgoutput.js';
 import type { ReplicationStreamOptions } from '../source/replication-stream.js';
 import type { CommandConfig, KafkaSecurityKey } from './commands.js';
 import type { RelayConfig } from './options.js';
@@ -40,8 +39,8 @@ export interface DeliveryOptions {
   readonly outboxes: readonly Outbox[];
   /**
    * The one outbox table, with the relay's own parsers of its payload and created_at columns,
-   * when the configuration has no other outbox: what `replay`, `recover` and `cutover` read
-   * rows from. Null with several outboxes (those commands refuse).
+   * when the configuration has no other outbox: what `replay` and `cutover` read rows from.
+   * Null with several outboxes (those commands refuse; `recover` reads every table).
    */
   readonly table: TableReading | null;
   readonly builder: RecordBuilderOptions;
@@ -53,11 +52,7 @@ export interface DeliveryOptions {
   readonly exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number } | null;
 }
 
-/** An outbox table as a command reads its rows: each column parsed as the stream parses it. */
-export interface TableReading {
-  readonly outbox: TableOutbox;
-  readonly columnParsers: ColumnParserFor;
-}
+export type { TableReading };
 
 export interface RelayOptions {
   readonly source: Omit<ReplicationStreamOptions, 'logger' | 'highWaterMessages'>;
@@ -342,7 +337,7 @@ function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOpti
   const [first] = all;
   return {
     outboxes: all,
-    table: all.length === 1 && first?.kind === 'table' ? { outbox: first, columnParsers: columnParsers(first) } : null,
+    table: all.length === 1 && first?.kind === 'table' ? tableReading(first) : null,
     builder: {
       deadLetterTopic: config.deadLetterTopic,
       onPoison: own.onPoison,
@@ -363,10 +358,6 @@ function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOpti
   };
 }
 
-function columnParsers(outbox: TableOutbox): ColumnParserFor {
-  return columnParsersFor({ format: outbox.format, columnPayload: outbox.columns.payload, columnCreatedAt: outbox.columns.createdAt });
-}
-
 /** What the outboxes are made of; `format` is the default of each entry's own, unknown to `setup` (which reads no encoding). */
 type OutboxesConfig = Pick<RelayConfig, 'sources' | 'table' | 'topicTemplate' | ColumnKey> & { readonly format?: RelayConfig['format'] };
 
@@ -381,15 +372,15 @@ function sourceEntries(config: Pick<RelayConfig, 'sources' | 'table'>): readonly
   return config.sources ?? [{ table: config.table, columns: {}, topicTemplate: null, format: null }];
 }
 
-/** What the replication stream needs of the outboxes: the tables named outright, each table's column parsers, and whether messages are streamed. */
+/** What the replication stream needs of the outboxes: the tables and patterns, each table's column parsers, and whether messages are streamed. */
 function sourceReading(config: OutboxesConfig): Pick<ReplicationStreamOptions, 'tables' | 'columnParsers' | 'messages'> {
   const all = outboxes(config);
   return {
-    tables: all.flatMap((outbox) => (outbox.kind === 'table' ? [outbox.table] : [])),
+    tables: outboxTableRefs(all),
     // Once per relation and session (pgoutput describes a table before its first row).
     columnParsers: (relation) => {
       const outbox = tableOutboxOf(all, relation);
-      return outbox && columnParsers(outbox);
+      return outbox && tableReading(outbox).columnParsers;
     },
     messages: all.some((outbox) => outbox.kind === 'messages'),
   };

@@ -245,6 +245,9 @@ describe('OUTBOX_SOURCES', () => {
     expect(relay.source.columnParsers?.({ schema: 'public', name: 'other' })).toBeUndefined();
     // Replay and the other one-table commands have no single table to read.
     expect(relay.delivery.table).toBeNull();
+    // A pattern is among what each session checks for an unfinished recover (its tenants' marks).
+    const tenants = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }, { messages: 'outbox' }]) } }));
+    expect(tenants.relay.source.tables).toEqual([{ schema: 'tenant_*', name: 'event_outbox' }]);
   });
 
   it('unset, streams OUTBOX_TABLE alone as before, without asking for messages', () => {
@@ -286,10 +289,12 @@ describe('OUTBOX_SOURCES', () => {
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES_FILE: file } })).toContain(`OUTBOX_SOURCES_FILE="${file}": entry 1 "table" is not a schema-qualified table name`);
   });
 
-  it('with several outboxes, refuses the commands that read one table, and takes the one table an entry names', () => {
+  it('with several outboxes, refuses the commands that read or take over one table (recover reads every one), and takes the one table an entry names', () => {
     const several = JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]);
     expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several }, flags: { since: '2026-01-01T00:00:00Z' } })).toMatch(/replay reads one outbox table, and OUTBOX_SOURCES names 2 outboxes \(a message outbox has no table to read\): run it with OUTBOX_SOURCES holding only that table's entry/);
-    expect(problems(COMMANDS.recover, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) } })).toMatch(/recover works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and re-creating it for one table would skip the others' events/);
+    expect(problems(COMMANDS.cutover, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) }, flags: { pending: "status = 'pending'" } })).toMatch(/cutover works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and re-creating it for one table would skip the others' events/);
+    // recover re-creates the slot for all of them: it reads every table.
+    expect(compileRecover(load(COMMANDS.recover, { env: { ...required, OUTBOX_SOURCES: several } })).recover.delivery.outboxes).toHaveLength(2);
     const one = JSON.stringify([{ table: 'billing.outbox', columns: { eventId: 'id' } }]);
     const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: one }, flags: { since: '2026-01-01T00:00:00Z' } }));
     expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });

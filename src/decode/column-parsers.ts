@@ -1,4 +1,5 @@
 import pg from 'pg';
+import type { TableOutbox } from '../outboxes.js';
 import type { ColumnParser, ColumnParserFor } from '../source/pgoutput.js';
 import { JsonText } from './json-text.js';
 
@@ -21,6 +22,16 @@ export interface ColumnParserOptions {
  * - created_at is parsed without pg's regular expressions when it is in the ISO form
  *   Postgres prints by default.
  */
+/** An outbox table as a command reads its rows: each column parsed as the stream parses it. */
+export interface TableReading {
+  readonly outbox: TableOutbox;
+  readonly columnParsers: ColumnParserFor;
+}
+
+export function tableReading(outbox: TableOutbox): TableReading {
+  return { outbox, columnParsers: columnParsersFor({ format: outbox.format, columnPayload: outbox.columns.payload, columnCreatedAt: outbox.columns.createdAt }) };
+}
+
 export function columnParsersFor(config: ColumnParserOptions): ColumnParserFor {
   return ({ name, typeOid }) => {
     if (name === config.columnPayload && (typeOid === JSON_OID || typeOid === JSONB_OID)) return JSON_TEXT;

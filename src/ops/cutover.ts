@@ -8,7 +8,7 @@ import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failov
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { setup, type SetupTarget } from '../setup/setup.js';
 import { recordSlotCreated } from '../setup/slot-history.js';
-import { commitOrder, countRows, extended, handOver, tableName, withHandoverConnections, type CommitOrder, type RowCondition, type RowCount } from './snapshot-handover.js';
+import { commitOrder, countRows, extended, handOver, tableName, withHandoverConnections, type CommitOrder, type RowCount } from './snapshot-handover.js';
 import { soleTable } from './republish.js';
 
 export interface CutoverOptions {
@@ -47,9 +47,9 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
   const { target, delivery } = options;
   const { logger, dryRun } = context;
   const { table } = soleTable(delivery).outbox;
-  return withHandoverConnections(target.database, table, 'cutover', async (sql, inspect) => {
+  return withHandoverConnections(target.database, target.slot, 'cutover', async (sql, inspect) => {
     const slot = await readSlot(inspect, target.slot);
-    const unfinished = await unfinishedRecovery(inspect, table);
+    const unfinished = await unfinishedRecovery(inspect, [table]);
     if (unfinished?.command === 'recover') {
       throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay recover\` began at ${unfinished.since} and did not finish: run \`outbox-relay recover\` again, not cutover`);
     }
@@ -62,7 +62,6 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
     const { rows: exists } = await inspect.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [tableName(delivery)]);
     if (!exists[0]?.found) throw new RelayError('SETUP_TABLE', `outbox table ${tableName(delivery)} does not exist: cutover takes over the table a polling relay reads (OUTBOX_TABLE)`);
     const failover = wantsFailover(target.failover, await serverVersion(inspect));
-    const condition: RowCondition = { sql: options.pending, values: [] };
     // Checked (and counted) before anything is made: Postgres's own words for a bad condition.
     const found = await countPending(sql, delivery, options);
     const order = await commitOrder(inspect);
@@ -80,7 +79,7 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
       encoders: context.encoders!,
       logger,
       dropSlot: slot.exists,
-      condition: async () => condition,
+      condition: async () => options.pending,
       counted: (count, newSlotAt) => {
         logger.info({ slot: target.slot, newSlotAt, pending: count.matching, notPending: count.others, from: count.from, to: count.to, order }, `cutover: new slot at ${newSlotAt}; publishing ${count.matching} pending rows, then \`run\` streams what commits after it`);
       },
@@ -95,7 +94,7 @@ async function countPending(sql: pg.Client, delivery: DeliveryOptions, options: 
   await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
   try {
     await probeCondition(sql, tableName(delivery), options.pending);
-    return await countRows(sql, delivery, { sql: options.pending, values: [] });
+    return await countRows(sql, [{ table: soleTable(delivery), condition: options.pending }]);
   } finally {
     await sql.query('ROLLBACK');
   }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { RelayError, sqlState } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import type { DatabaseAccess } from '../pg-connection.js';
+import { quotedName } from '../outboxes.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { PgoutputDecoder } from '../source/pgoutput.js';
 import type { RelationRef } from '../source/messages.js';
@@ -48,11 +49,11 @@ const FETCH = 1_000;
  * exception. Rows committed after the snapshot are not touched: the poller sends them.
  */
 export async function handback(options: HandbackOptions, context: { logger: Logger; dryRun: boolean }): Promise<HandbackReport> {
-  const table = `${pg.escapeIdentifier(options.table.schema)}.${pg.escapeIdentifier(options.table.name)}`;
+  const table = quotedName(options.table);
   refuseComments(options.markSent);
-  return withHandoverConnections(options.database, options.table, 'handback', async (sql, peek) => {
+  return withHandoverConnections(options.database, options.slot, 'handback', async (sql, peek) => {
     const slot = await readSlot(peek, options.slot);
-    const unfinished = await unfinishedRecovery(peek, options.table);
+    const unfinished = await unfinishedRecovery(peek, [options.table]);
     if (unfinished) throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay ${unfinished.command}\` began at ${unfinished.since} and did not finish: finish it first (run it again), then hand back`);
     if (!slot.exists) throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${options.slot}" does not exist: there is no confirmed position to prove which rows the relay delivered (after a lost slot, \`outbox-relay recover\` first)`);
     if (slot.active) throw new RelayError('SOURCE_SLOT_BUSY', `replication slot "${options.slot}" is in use (pid ${slot.activePid ?? '?'}): stop every relay first (SIGTERM: it confirms what Kafka acknowledged), then run handback`);

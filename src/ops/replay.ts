@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions, ReplayOptions } from '../config/compile.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
-import { parseRow, republish, connectForText, soleTable } from './republish.js';
+import { parseRow, republish, connectForText, soleTable, type TableRow } from './republish.js';
 
 /** Which rows; at least one is set (`replay`'s declared check refuses an empty filter). */
 export interface ReplayFilter {
@@ -33,7 +33,7 @@ export async function replay(options: ReplayOptions, encoders: PayloadEncoders, 
 }
 
 /** Keyset pagination in (created_at, event_id) order: stable under concurrent inserts. */
-async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: ReplayFilter): AsyncGenerator<Record<string, unknown>[]> {
+async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: ReplayFilter): AsyncGenerator<TableRow[]> {
   const { outbox: { table: relation, columns }, columnParsers } = soleTable(delivery);
   const table = `${pg.escapeIdentifier(relation.schema)}.${pg.escapeIdentifier(relation.name)}`;
   const createdAt = pg.escapeIdentifier(columns.createdAt);
@@ -65,7 +65,7 @@ async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: Repl
     if (rows.length === 0) return;
     const last = rows[rows.length - 1]!;
     after = [last[CURSOR], last[columns.eventId]];
-    yield rows.map(({ [CURSOR]: _cursor, ...row }) => row);
+    yield rows.map(({ [CURSOR]: _cursor, ...row }) => ({ relation, row }));
     if (rows.length < PAGE_ROWS) return;
   }
 }

@@ -11,6 +11,7 @@ import { createRelayMetrics } from '../observe/metrics.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { DeliveryChain } from '../delivery-chain.js';
 import { OutboxRoutes } from '../transform/outbox-routes.js';
+import type { RelationRef } from '../source/messages.js';
 import type { ColumnParserFor } from '../source/pgoutput.js';
 
 export interface RepublishContext {
@@ -23,12 +24,18 @@ export interface RepublishContext {
   readonly total?: number;
 }
 
+/** A row read from an outbox table, and the table. */
+export interface TableRow {
+  readonly relation: RelationRef;
+  readonly row: Record<string, unknown>;
+}
+
 /**
- * Outbox rows read from the table (not the WAL), published in the order given through the
+ * Outbox rows read from their tables (not the WAL), published in the order given through the
  * stream's own path: decode, route, encode, dead letters, one request in flight. Returns how
  * many rows went out, once Kafka acknowledged all of them. Nothing is confirmed to Postgres.
  */
-export async function republish(batches: AsyncIterable<readonly Record<string, unknown>[]>, { delivery, encoders, logger, stage, total }: RepublishContext): Promise<number> {
+export async function republish(batches: AsyncIterable<readonly TableRow[]>, { delivery, encoders, logger, stage, total }: RepublishContext): Promise<number> {
   const tracker = new CommitTracker(ZERO_LSN);
   const checkpointer = new Checkpointer(tracker, { sendStatus: () => undefined }, 0);
   const sinkLogger = logger.child({ stage: 'sink' });
@@ -49,13 +56,12 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   });
   const { sink } = chain;
   const pipeline = chain.pipeline();
-  const { table } = soleTable(delivery).outbox;
   await chain.start();
   let published = 0;
   try {
     await pipeline.handle({ kind: 'begin', commitLsn: ZERO_LSN, commitTime: new Date() });
     for await (const rows of batches) {
-      for (const row of rows) await pipeline.handle({ kind: 'insert', relation: table, row });
+      for (const { relation, row } of rows) await pipeline.handle({ kind: 'insert', relation, row });
       published += rows.length;
       logger.info(total === undefined ? { published } : { published, of: total, percent: Math.floor((published / Math.max(total, 1)) * 100) }, `${stage}: progress`);
     }
@@ -67,7 +73,7 @@ export async function republish(batches: AsyncIterable<readonly Record<string, u
   }
 }
 
-/** The one outbox table `replay`, `recover` and `cutover` read rows from (CHECKS: their configuration names one). */
+/** The one outbox table `replay` and `cutover` read rows from (CHECKS: their configuration names one). */
 export function soleTable(delivery: DeliveryOptions): TableReading {
   if (!delivery.table) throw new RelayError('CONFIG_INVALID', `this command reads rows of one outbox table; the configuration names ${delivery.outboxes.length} outboxes`);
   return delivery.table;

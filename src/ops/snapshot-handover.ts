@@ -1,18 +1,23 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
+import { tableReading, type TableReading } from '../decode/column-parsers.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
+import { qualifiedName, quotedName, tableOutboxOf, type Outbox } from '../outboxes.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
+import { tablesMatching } from '../setup/outbox-tables.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
-import type { RelationRef } from '../source/messages.js';
-import { connectForText, parseRow, republish, soleTable } from './republish.js';
+import { connectForText, parseRow, republish, soleTable, type TableRow } from './republish.js';
 
-/** A SQL condition on the outbox's rows, with its bind parameters ($1...). */
-export interface RowCondition {
-  readonly sql: string;
-  readonly values: readonly unknown[];
+/**
+ * An outbox table's rows to publish: a condition on its columns, with its values written in (the
+ * conditions of several tables meet in one statement).
+ */
+export interface TableRows {
+  readonly table: TableReading;
+  readonly condition: string;
 }
 
 /** Rows that match a condition in one snapshot, and their created_at range; and the rows that do not. */
@@ -38,14 +43,16 @@ export interface HandoverOptions {
   readonly logger: Logger;
   /** Drop this slot first (it exists and can never stream what is missing, or an earlier run left it). */
   readonly dropSlot: boolean;
-  /** The rows to publish, built inside the snapshot's transaction. */
-  readonly condition: (sql: pg.Client) => Promise<RowCondition>;
+  /** The rows of `table` to publish, built inside the snapshot's transaction. */
+  readonly condition: (sql: pg.Client, table: TableReading) => Promise<string>;
   /** Called once the rows are counted, before any is published: the command's log line. */
   readonly counted: (count: RowCount, newSlotAt: string) => void;
 }
 
 const FETCH_ROWS = 1_000;
 const CURSOR = 'outbox_handover_rows';
+/** A row's ctid, beside its columns (a name no outbox column has). */
+const CTID = 'outbox-relay ctid';
 
 /**
  * The one way a slot is made under rows that are already in the table (`recover`, `cutover`):
@@ -62,21 +69,49 @@ const CURSOR = 'outbox_handover_rows';
  */
 export async function handOver(sql: pg.Client, inspect: pg.Client, options: HandoverOptions): Promise<{ readonly count: RowCount; readonly published: number; readonly newSlotAt: string }> {
   const { delivery, logger, slot } = options;
-  const { table } = soleTable(delivery).outbox;
   const order = await commitOrder(inspect);
-  await markRecovering(inspect, table, options.command);
+  const marked = await outboxTables(inspect, delivery.outboxes);
+  await markRecovering(inspect, marked.map(({ outbox }) => outbox.table), options.command);
   if (options.dropSlot) {
     await onSlotServer(options.slotServer, inspect, (client) => client.query('SELECT pg_drop_replication_slot($1)', [slot]), `outbox-relay-${options.command}`);
     logger.warn({ slot }, `${options.command}: dropped the slot it found (it cannot stream the rows before it)`);
   }
   const newSlotAt = await createSlotInto(sql, options);
-  const condition = await options.condition(sql);
-  const count = await countRows(sql, delivery, condition);
+  // The tables as the snapshot has them: a tenant's made since the marks were set is marked too.
+  const tables = await outboxTables(sql, delivery.outboxes);
+  const markedNames = new Set(marked.map(({ outbox }) => qualifiedName(outbox.table)));
+  const unmarked = tables.filter(({ outbox }) => !markedNames.has(qualifiedName(outbox.table))).map(({ outbox }) => outbox.table);
+  await markRecovering(inspect, unmarked, options.command);
+  const selected = await selectRows(sql, tables, options.condition);
+  const count = await countRows(sql, selected);
   options.counted(count, newSlotAt);
-  const published = await republish(rowsInSnapshot(sql, delivery, condition, order), { delivery, encoders: options.encoders, logger, stage: options.command, total: count.matching });
+  const published = await republish(rowsInSnapshot(sql, selected, order), { delivery, encoders: options.encoders, logger, stage: options.command, total: count.matching });
   await sql.query('COMMIT');
-  await clearRecovering(inspect, table);
+  await clearRecovering(inspect, [...marked.map(({ outbox }) => outbox.table), ...unmarked]);
   return { count, published, newSlotAt };
+}
+
+/**
+ * Every outbox table, as `client`'s transaction sees the catalog: the tables named outright, and
+ * each table a pattern names (a tenant's), once, with the outbox it belongs to.
+ */
+export async function outboxTables(client: pg.Client, outboxes: readonly Outbox[]): Promise<TableReading[]> {
+  const found = new Map<string, TableReading>();
+  for (const outbox of outboxes) {
+    const tables = outbox.kind === 'table' ? [outbox.table] : outbox.kind === 'tables' ? await tablesMatching(client, outbox.pattern) : [];
+    for (const table of tables) {
+      const name = qualifiedName(table);
+      if (!found.has(name)) found.set(name, tableReading(tableOutboxOf(outboxes, table)!));
+    }
+  }
+  return [...found.values()];
+}
+
+/** Each table with its condition, built in the caller's transaction. */
+export async function selectRows(sql: pg.Client, tables: readonly TableReading[], condition: (sql: pg.Client, table: TableReading) => Promise<string>): Promise<TableRows[]> {
+  const selected: TableRows[] = [];
+  for (const table of tables) selected.push({ table, condition: await condition(sql, table) });
+  return selected;
 }
 
 /**
@@ -107,13 +142,13 @@ async function createSlotInto(sql: pg.Client, options: HandoverOptions): Promise
  * may take minutes), on the server the slot is made on (`rowsFrom`: the snapshot it exports is
  * imported there); `inspect`, on the primary, reads the slot's facts and sets the mark.
  */
-export async function withHandoverConnections<T>(database: DatabaseAccess, table: RelationRef, command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>, rowsFrom: DatabaseAccess = database): Promise<T> {
+export async function withHandoverConnections<T>(database: DatabaseAccess, slot: string, command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>, rowsFrom: DatabaseAccess = database): Promise<T> {
   const sql = await connectForText(rowsFrom, `outbox-relay-${command}`, 0);
   try {
     // handback peeks the whole unconfirmed backlog through it: no per-query bound there.
     const inspect = await connectPostgres(database, `outbox-relay-${command}`, command === 'handback' ? { queryTimeoutMs: 0 } : {});
     try {
-      await holdHandoverLock(inspect, table, command);
+      await holdHandoverLock(inspect, slot, command);
       return await work(sql, inspect);
     } finally {
       await inspect.end();
@@ -124,12 +159,12 @@ export async function withHandoverConnections<T>(database: DatabaseAccess, table
 }
 
 /**
- * One of recover, cutover and handback at a time per outbox: two would drop each other's slot
- * and clear each other's mark. A session advisory lock, held by `inspect` until it disconnects
- * (a killed command's lock goes with its connection).
+ * One of recover, cutover and handback at a time per slot (the slot every outbox of it shares):
+ * two would drop each other's slot and clear each other's marks. A session advisory lock, held
+ * by `inspect` until it disconnects (a killed command's lock goes with its connection).
  */
-async function holdHandoverLock(inspect: pg.Client, table: RelationRef, command: string): Promise<void> {
-  const key = `outbox-relay handover ${table.schema}.${table.name}`;
+async function holdHandoverLock(inspect: pg.Client, slot: string, command: string): Promise<void> {
+  const key = `outbox-relay handover ${slot}`;
   const { rows } = await inspect.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [key]);
   if (rows[0]!.locked) return;
   const { rows: holders } = await inspect.query<{ pid: number; application_name: string }>(
@@ -138,7 +173,7 @@ async function holdHandoverLock(inspect: pg.Client, table: RelationRef, command:
     [key],
   );
   const holder = holders[0] ? `${holders[0].application_name} (pid ${holders[0].pid})` : 'another session';
-  throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} ${table.schema}.${table.name}: ${holder} is already running recover, cutover or handback on it; wait for it to finish (or stop it), then run ${command} again`);
+  throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} with slot "${slot}": ${holder} is already running recover, cutover or handback on it; wait for it to finish (or stop it), then run ${command} again`);
 }
 
 export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {
@@ -147,53 +182,55 @@ export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {
 }
 
 export function tableName(delivery: DeliveryOptions): string {
-  const { schema, name } = soleTable(delivery).outbox.table;
-  return `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
+  return quotedName(soleTable(delivery).outbox.table);
 }
 
-/** Counted in the caller's transaction (the snapshot's, or a dry run's). */
-export async function countRows(sql: pg.Client, delivery: DeliveryOptions, condition: RowCondition): Promise<RowCount> {
-  const { createdAt: createdAtColumn } = soleTable(delivery).outbox.columns;
-  const createdAt = createdAtColumn ? pg.escapeIdentifier(createdAtColumn) : 'NULL::timestamptz';
-  // coalesce: a row the condition says NULL of is not published, and is counted among the others.
-  const matches = `coalesce((${condition.sql}), false)`;
+/** Counted in the caller's transaction (the snapshot's, or a dry run's), every table in one statement. */
+export async function countRows(sql: pg.Client, selected: readonly TableRows[]): Promise<RowCount> {
+  if (selected.length === 0) return { matching: 0, others: 0, from: null, to: null };
+  const counts = selected.map(({ table: { outbox }, condition }) => {
+    const createdAt = outbox.columns.createdAt ? `${pg.escapeIdentifier(outbox.columns.createdAt)}::timestamptz` : 'NULL::timestamptz';
+    // coalesce: a row the condition says NULL of is not published, and is counted among the others.
+    const matches = `coalesce((${condition}), false)`;
+    return `SELECT count(*) FILTER (WHERE ${matches}) AS matching, count(*) FILTER (WHERE NOT ${matches}) AS others,
+                   min(${createdAt}) FILTER (WHERE ${matches}) AS first, max(${createdAt}) FILTER (WHERE ${matches}) AS last
+              FROM ${quotedName(outbox.table)}`;
+  });
   const { rows } = await sql.query<{ matching: string; others: string; first: string | null; last: string | null }>(
-    extended(
-      `SELECT count(*) FILTER (WHERE ${matches}) AS matching,
-              count(*) FILTER (WHERE NOT ${matches}) AS others,
-              min(${createdAt}) FILTER (WHERE ${matches})::text AS first,
-              max(${createdAt}) FILTER (WHERE ${matches})::text AS last
-         FROM ${tableName(delivery)}`,
-      condition.values,
-    ),
+    extended(`SELECT sum(matching) AS matching, sum(others) AS others, min(first)::text AS first, max(last)::text AS last FROM (${counts.join(' UNION ALL ')}) counts`, []),
   );
   const row = rows[0]!;
   return { matching: Number(row.matching), others: Number(row.others), from: row.first, to: row.last };
 }
 
 /**
- * The rows to publish, in commit order, read through a cursor in the snapshot's transaction:
- * by commit timestamp where `track_commit_timestamp` is on, else by transaction id (assignment
- * order: two transactions of one aggregate that wait on each other's row lock commit in that
- * order; unrelated concurrent ones may not), then by the order of inserts within a transaction.
- * This is the order the slot would have streamed them in.
+ * The rows to publish, in commit order across every table, read in the snapshot's transaction:
+ * a cursor over the rows' places in that order (by commit timestamp where
+ * `track_commit_timestamp` is on, else by transaction id: assignment order, so two transactions
+ * of one aggregate that wait on each other's row lock commit in that order; unrelated concurrent
+ * ones may not; then by the order of a transaction's statements, whatever table each wrote),
+ * each batch of places then read from its tables by ctid (stable within the snapshot). This is
+ * the order the slot would have streamed them in.
  */
-async function* rowsInSnapshot(sql: pg.Client, delivery: DeliveryOptions, condition: RowCondition, order: CommitOrder): AsyncGenerator<Record<string, unknown>[]> {
-  // age() descending is xid ascending; cmin orders the inserts of one transaction, ctid those of one statement.
-  const byTransaction = order === 'commit timestamp' ? 'pg_xact_commit_timestamp(xmin) NULLS FIRST, age(xmin) DESC' : 'age(xmin) DESC';
-  await sql.query(
-    extended(
-      `DECLARE ${CURSOR} NO SCROLL CURSOR FOR
-         SELECT * FROM ${tableName(delivery)} WHERE coalesce((${condition.sql}), false)
-          ORDER BY ${byTransaction}, cmin::text::bigint, ctid`,
-      condition.values,
-    ),
-  );
-  const { columnParsers } = soleTable(delivery);
+async function* rowsInSnapshot(sql: pg.Client, selected: readonly TableRows[], order: CommitOrder): AsyncGenerator<TableRow[]> {
+  if (selected.length === 0) return;
+  // age() descending is xid ascending; cmin orders the statements of one transaction, ctid the inserts of one.
+  const byTransaction = order === 'commit timestamp' ? 'pg_xact_commit_timestamp(x) NULLS FIRST, age(x) DESC' : 'age(x) DESC';
+  const places = selected.map(({ table, condition }, index) => `SELECT ${index} AS t, ctid, xmin AS x, cmin AS c FROM ${quotedName(table.outbox.table)} WHERE coalesce((${condition}), false)`);
+  await sql.query(extended(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR SELECT t, ctid FROM (${places.join(' UNION ALL ')}) places ORDER BY ${byTransaction}, c::text::bigint, t, ctid`, []));
   for (;;) {
-    const { rows, fields } = await sql.query<Record<string, string | null>>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
-    if (rows.length === 0) return;
-    yield rows.map((row) => parseRow(row, fields, columnParsers));
+    const { rows: batch } = await sql.query<{ t: string; ctid: string }>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
+    if (batch.length === 0) return;
+    const ctidsByTable = new Map<number, string[]>();
+    for (const { t, ctid } of batch) ctidsByTable.set(Number(t), [...(ctidsByTable.get(Number(t)) ?? []), ctid]);
+    const rows = new Map<string, TableRow>();
+    for (const [index, ctids] of ctidsByTable) {
+      const { outbox, columnParsers } = selected[index]!.table;
+      const { rows: texts, fields } = await sql.query<Record<string, string | null>>(`SELECT *, ctid AS "${CTID}" FROM ${quotedName(outbox.table)} WHERE ctid = ANY($1::tid[])`, [ctids]);
+      const columns = fields.filter((field) => field.name !== CTID);
+      for (const text of texts) rows.set(`${index} ${text[CTID]}`, { relation: outbox.table, row: parseRow(text, columns, columnParsers) });
+    }
+    yield batch.map(({ t, ctid }) => rows.get(`${t} ${ctid}`)!);
   }
 }
 

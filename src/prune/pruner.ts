@@ -80,7 +80,7 @@ export class Pruner {
       const confirmed = await this.confirmedFlushLsn(client);
       // After reading the slot: recover marks before it drops or creates one and clears the mark
       // only when done, so a position read from a slot being recovered is always caught here.
-      await refuseDuringRecovery(client, this.options.table, 'prune');
+      await refuseDuringRecovery(client, [this.options.table], 'prune');
       await this.recordMark(client);
       const mark = await this.newestConfirmedMark(client, confirmed);
       let deleted = 0;

@@ -1,14 +1,16 @@
 import pg from 'pg';
 import { RelayError } from '../errors.js';
+import { likePatterns } from '../outboxes.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import type { RelationRef } from '../source/messages.js';
 
 /**
  * While `recover` or `cutover` runs, the new slot exists but the rows before it are not all
  * published yet: a crash then (kill -9, a lost connection) must not let `run` stream from that
- * slot, nor the pruner delete those rows. The mark is a comment on the pruner's marks table (the
- * relay's own table; every command knows it from OUTBOX_TABLE), set before the slot is touched
- * and cleared once every row is acknowledged. The same command run again finds it and starts over.
+ * slot, nor the pruner delete those rows. The mark is a comment on the pruner's marks table of
+ * every outbox table the handover reads (the relay's own tables; every command knows them from
+ * its outboxes), set before the slot is touched and cleared once every row is acknowledged. The
+ * same command run again finds it and starts over.
  */
 export type Handover = 'recover' | 'cutover';
 
@@ -19,19 +21,47 @@ export interface UnfinishedHandover {
   readonly since: string;
 }
 
-export async function markRecovering(client: pg.ClientBase, table: RelationRef, command: Handover = 'recover'): Promise<void> {
-  await ensurePruneMarks(client, table);
-  await client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS '${MARKS[command]}${new Date().toISOString()}'`);
+/** Marks every table, in one transaction (a tenant per table: one commit for thousands). */
+export async function markRecovering(client: pg.ClientBase, tables: readonly RelationRef[], command: Handover): Promise<void> {
+  const since = new Date().toISOString();
+  await inTransaction(client, tables, async (table) => {
+    await ensurePruneMarks(client, table);
+    await client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS '${MARKS[command]}${since}'`);
+  });
 }
 
-export async function clearRecovering(client: pg.ClientBase, table: RelationRef): Promise<void> {
-  await client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS NULL`);
+export async function clearRecovering(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<void> {
+  await inTransaction(client, tables, (table) => client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS NULL`));
 }
 
-/** Which command began and did not finish, and when; or null. */
-export async function unfinishedRecovery(client: pg.ClientBase, table: RelationRef): Promise<UnfinishedHandover | null> {
+async function inTransaction(client: pg.ClientBase, tables: readonly RelationRef[], each: (table: RelationRef) => Promise<unknown>): Promise<void> {
+  if (tables.length === 0) return;
+  await client.query('BEGIN');
+  try {
+    for (const table of tables) await each(table);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Which command began and did not finish, and when, on any of `outboxTables` (tables, or
+ * patterns naming a schema per tenant: a handover marks every table it reads); or null. One
+ * catalog read however many tenants.
+ */
+export async function unfinishedRecovery(client: pg.ClientBase, outboxTables: readonly RelationRef[]): Promise<UnfinishedHandover | null> {
+  if (outboxTables.length === 0) return null;
+  const marksOf = outboxTables.map((table) => {
+    const like = likePatterns(table);
+    return `(n.nspname LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(`${like.name}\\_prune\\_marks`)})`;
+  });
   // Inlined, not bound: a replication connection (the stream's check) speaks only simple queries.
-  const { rows } = await client.query<{ comment: string | null }>(`SELECT obj_description(to_regclass(${pg.escapeLiteral(pruneMarksTable(table))}), 'pg_class') AS comment`);
+  const { rows } = await client.query<{ comment: string }>(
+    `SELECT obj_description(c.oid, 'pg_class') AS comment FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE (${marksOf.join(' OR ')}) AND obj_description(c.oid, 'pg_class') LIKE 'outbox-relay: %' ORDER BY 1 LIMIT 1`,
+  );
   const comment = rows[0]?.comment ?? null;
   for (const [command, mark] of Object.entries(MARKS) as [Handover, string][]) {
     if (comment?.startsWith(mark)) return { command, since: comment.slice(mark.length) };
@@ -39,9 +69,9 @@ export async function unfinishedRecovery(client: pg.ClientBase, table: RelationR
   return null;
 }
 
-/** Refuses what must wait for `recover` or `cutover` to finish: streaming, setup, pruning. */
-export async function refuseDuringRecovery(client: pg.ClientBase, table: RelationRef, what: string): Promise<void> {
-  const unfinished = await unfinishedRecovery(client, table);
+/** Refuses what must wait for `recover` or `cutover` to finish on any of `outboxTables`: streaming, setup, pruning. */
+export async function refuseDuringRecovery(client: pg.ClientBase, outboxTables: readonly RelationRef[], what: string): Promise<void> {
+  const unfinished = await unfinishedRecovery(client, outboxTables);
   if (unfinished === null) return;
   const again = unfinished.command === 'cutover' ? '`outbox-relay cutover` again with the same --pending' : '`outbox-relay recover` again';
   throw new RelayError(

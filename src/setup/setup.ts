@@ -5,7 +5,7 @@ import { RelayError, sqlState } from '../errors.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
 import type { ColumnMap } from '../outbox-table.js';
-import { matchesPattern, qualifiedName } from '../outboxes.js';
+import { matchesPattern, qualifiedName, quotedName } from '../outboxes.js';
 import { ensureTenantTrigger, tablesMatching, tenantTriggerName } from './outbox-tables.js';
 import type { RelationRef } from '../source/messages.js';
 import { slotMissing } from '../source/slot-errors.js';
@@ -64,7 +64,7 @@ export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 
     const failover = target.slotServer?.standby ? noFailoverOnStandby(target.failover ?? 'auto') : wantsFailover(target.failover ?? 'auto', version);
     const actions: string[] = [];
     // `cutover` itself runs these steps again after an unfinished cutover.
-    if (slot === 'create') for (const { table } of target.tables) await refuseDuringRecovery(client, table, 'set up');
+    if (slot === 'create') await refuseDuringRecovery(client, outboxTables(target), 'set up');
     const step = <T>(what: string, work: () => Promise<T>) => asOwner(client, what, work);
     // A pattern's tables are the tenants' migrations to make: only a table named outright is created.
     for (const { table } of target.named) actions.push(await step(`create the outbox table ${qualifiedName(table)}`, () => ensureTable(client, table)));
@@ -142,7 +142,7 @@ export async function verify(setupTarget: SetupTarget): Promise<string[]> {
     if (publication !== 'ready') {
       throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not cover the outbox ${publication.map(qualifiedName).join(', ')} yet: their inserts would never reach the relay; run \`outbox-relay setup\` (it adds them)`);
     }
-    for (const { table } of target.named) await refuseDuringRecovery(client, table, 'stream');
+    await refuseDuringRecovery(client, outboxTables(target), 'stream');
     if (target.slotServer?.standby) {
       noFailoverOnStandby(target.failover ?? 'auto');
       const standby = await withClient(target.slotServer.database, (replica) => checkStandby(client, replica));
@@ -210,6 +210,11 @@ async function resolve(client: pg.Client, target: SetupTarget): Promise<Resolved
   return { ...target, named, patterns: patterns.map(({ pattern }) => pattern), tables };
 }
 
+/** The named tables and the patterns, as a handover's mark is looked for: one catalog read however many tenants. */
+function outboxTables(target: Resolved): RelationRef[] {
+  return [...target.named.map(({ table }) => table), ...target.patterns];
+}
+
 async function withClient<T>(database: DatabaseAccess, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = await connectPostgres(database, 'outbox-relay-setup', { queryTimeoutMs: 0 });
   try {
@@ -243,10 +248,6 @@ function parseQualified(name: string): RelationRef {
   return { schema: name.slice(0, dot), name: name.slice(dot + 1) };
 }
 
-function escapedName(table: RelationRef): string {
-  return `${pg.escapeIdentifier(table.schema)}.${pg.escapeIdentifier(table.name)}`;
-}
-
 async function tableExists(client: pg.Client, table: RelationRef): Promise<boolean> {
   const { rows } = await client.query('SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2', [table.schema, table.name]);
   return rows.length > 0;
@@ -257,7 +258,7 @@ async function ensureTable(client: pg.Client, table: RelationRef): Promise<strin
   const template = await readFile(OUTBOX_SQL, 'utf8');
   const sql = template
     .replace(/\bevent_outbox_created_at_idx\b/g, pg.escapeIdentifier(`${table.name}_created_at_idx`))
-    .replace(/\bevent_outbox\b/g, escapedName(table));
+    .replace(/\bevent_outbox\b/g, quotedName(table));
   await client.query(sql);
   return `table ${qualifiedName(table)}: created`;
 }
@@ -335,7 +336,7 @@ async function checkPublication(client: pg.Client, target: Resolved): Promise<'a
  */
 async function addToPublication(client: pg.Client, target: Resolved, tables: readonly RelationRef[]): Promise<string> {
   for (const table of tables) {
-    const { rows } = await client.query(`SELECT 1 FROM ${escapedName(table)} LIMIT 1`);
+    const { rows } = await client.query(`SELECT 1 FROM ${quotedName(table)} LIMIT 1`);
     if (rows.length > 0) {
       throw new RelayError(
         'SETUP_CUTOVER_NEEDED',
@@ -345,7 +346,7 @@ async function addToPublication(client: pg.Client, target: Resolved, tables: rea
       );
     }
   }
-  await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} ADD TABLE ${tables.map(escapedName).join(', ')}`);
+  await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} ADD TABLE ${tables.map(quotedName).join(', ')}`);
   return `publication ${target.publication}: added ${tables.map(qualifiedName).join(', ')} (inserts from now on)`;
 }
 
@@ -356,7 +357,7 @@ async function ensurePublication(client: pg.Client, target: Resolved): Promise<s
   const partitioned = await anyPartitioned(client, target);
   const names = target.tables.map(({ table }) => qualifiedName(table)).join(', ') || 'none yet';
   // A pattern whose tenants are all still to come: an empty publication, the trigger adds them.
-  const tables = target.tables.length === 0 ? '' : ` FOR TABLE ${target.tables.map(({ table }) => escapedName(table)).join(', ')}`;
+  const tables = target.tables.length === 0 ? '' : ` FOR TABLE ${target.tables.map(({ table }) => quotedName(table)).join(', ')}`;
   await client.query(`CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)}${tables} WITH (${publicationOptions(partitioned.length > 0)})`);
   const throughRoot = partitioned.length === 0 ? '' : target.tables.length === 1 ? ', published as the partitioned table' : `; ${partitioned.map(qualifiedName).join(', ')} published as partitioned tables`;
   return `publication ${target.publication}: created (inserts into ${names}${throughRoot})`;
@@ -400,7 +401,7 @@ async function ensurePlainSlot(client: pg.Client, slotClient: pg.Client, target:
   // streamed. With rows there, either a slot was lost or dropped (recover), or this is the first
   // start on a polling relay's table (cutover): the slot history tells which.
   for (const { table } of target.tables) {
-    const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${escapedName(table)} LIMIT 1000000) AS retained`);
+    const { rows: retained } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${quotedName(table)} LIMIT 1000000) AS retained`);
     const rowCount = Number(retained[0]!.n);
     if (rowCount === 0) continue;
     const rows = rowCount >= 1_000_000 ? 'over a million' : String(rowCount);

@@ -32,7 +32,7 @@ export interface ReplicationStreamOptions {
   /** Messages buffered before the socket is paused: the memory bound on the source side. */
   readonly highWaterMessages: number;
   readonly logger: Logger;
-  /** The outbox tables: streaming is refused while `recover` or `cutover` is unfinished on one of them. */
+  /** The outbox tables and patterns: streaming is refused while `recover` or `cutover` is unfinished on one of their tables. */
   readonly tables: readonly RelationRef[];
   readonly columnParsers?: PgoutputDecoderOptions['columnParsers'];
   /** Ask for logical decoding messages too (pgoutput's `messages`, Postgres 14+): there is a message outbox. */
@@ -240,7 +240,7 @@ export class ReplicationStream implements SourceStream {
     if (row.wal_status === 'lost') throw slotLost(this.options.slot, row.confirmed_flush_lsn, 'its wal_status is "lost": Postgres removed WAL the slot still needed (max_slot_wal_keep_size)');
     // Every session, not only at start: a relay that was reconnecting while a recover died must
     // not stream from the slot that recover left behind.
-    for (const table of this.options.tables) await refuseDuringRecovery(client, table, 'stream');
+    await refuseDuringRecovery(client, this.options.tables, 'stream');
     return row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : ZERO_LSN;
   }
 

@@ -209,13 +209,13 @@ describe('the way back to polling: handback', () => {
   }
 
   it('a restarted poller sends none of the rows the relay confirmed and every row it had not', async () => {
-    // One handover at a time per outbox: a second one would drop the first one's slot.
+    // One handover at a time per slot: a second one would drop the first one's slot.
     const holder = await outbox.pool.connect();
     try {
-      await holder.query('SELECT pg_advisory_lock(hashtext($1))', [`outbox-relay handover public.${outbox.table}`]);
+      await holder.query('SELECT pg_advisory_lock(hashtext($1))', [`outbox-relay handover ${outbox.slot}`]);
       const busy = await cli(['cutover', '--pending', PENDING], env);
       expect(busy.code).toBe(1);
-      expect(busy.stderr).toMatch(/\[SOURCE_HANDOVER_BUSY\]: cannot cutover public\.\S+: .* is already running recover, cutover or handback on it/);
+      expect(busy.stderr).toMatch(/\[SOURCE_HANDOVER_BUSY\]: cannot cutover with slot "\S+": .* is already running recover, cutover or handback on it/);
     } finally {
       await holder.query('SELECT pg_advisory_unlock_all()');
       holder.release();

@@ -150,6 +150,59 @@ describe('a schema per tenant, tenants created under load', () => {
     expect(Number(rows[0]!.tables)).toBe(tenants.length);
   });
 
+  it("recover after the slot was dropped publishes every tenant's rows again, a tenant made meanwhile too; killed half way, it keeps run and the tenants' pruner refusing", { timeout: 180_000 }, async () => {
+    const client = await pool.connect();
+    try {
+      for (const schema of tenants) await insert(client, schema, 2);
+      await pool.query('SELECT pg_drop_replication_slot($1)', [slot]);
+      // A tenant made while the slot is gone, with enough rows that the recover below is caught half way.
+      const late = await createTenant(client, 1);
+      await client.query(`INSERT INTO ${late}.event_outbox (event_id, aggregate_type, aggregate_id, event_type, payload) SELECT gen_random_uuid()::text, 'invoice', $1, 'invoice.paid', '{}' FROM generate_series(1, 20000)`, [`${late}-inv`]);
+    } finally {
+      client.release();
+    }
+    const committed = await committedIds();
+    const dryRun = await cli(['recover', '--dry-run'], env);
+    expect(dryRun.code, dryRun.stderr).toBe(0);
+    expect(dryRun.stdout).toContain(`would publish again: ${committed.size} rows`);
+
+    const first = new RelayProcess(env, [], 'recover').start();
+    await first.waitForLog(/^recover: progress/, 60_000);
+    await first.kill9();
+    const refused = new RelayProcess(env).start();
+    expect(await refused.waitExit(30_000), refused.tail()).toBe(1);
+    expect(refused.tail()).toMatch(/\[SOURCE_RECOVERY_UNFINISHED\]: cannot stream: `outbox-relay recover` began at .* and did not finish/);
+    const prune = await cli(['prune', '--retention', '0s'], env);
+    expect(prune.code, prune.stdout).toBe(1);
+    expect(prune.stderr).toMatch(/\[SOURCE_RECOVERY_UNFINISHED\]/);
+
+    const recovered = await cli(['recover'], env, 120_000);
+    expect(recovered.code, recovered.stderr).toBe(0);
+    expect(recovered.stdout).toContain(`published again: ${committed.size} rows`);
+    const relay = new RelayProcess(env).start();
+    const reader = await new TopicReader().start([topic]);
+    try {
+      await relay.waitActive();
+      // The stream goes on from the new slot: a tenant made now, and rows of the one made meanwhile.
+      const client = await pool.connect();
+      try {
+        await createTenant(client, 3);
+        await insert(client, tenants.at(-2)!, 3);
+      } finally {
+        client.release();
+      }
+      const all = await committedIds();
+      await reader.until(`all ${all.size} committed events`, (records) => {
+        const seen = new Set(records.map((record) => record.headers.event_id));
+        return [...all.keys()].every((eventId) => seen.has(eventId));
+      }, 120_000, () => relay.tail());
+      process.stdout.write(`tenant outboxes, recover: ${tenants.length} tenants, ${committed.size} rows published again (a recover killed half way first), ${all.size} delivered after it\n`);
+    } finally {
+      await reader.stop();
+      expect(await relay.stop()).toBe(0);
+    }
+  });
+
   it("refuses to stream while the trigger that adds new tenants' tables is disabled, naming it", async () => {
     await pool.query(`ALTER EVENT TRIGGER outbox_relay_${publication}_adds_tables DISABLE`);
     try {

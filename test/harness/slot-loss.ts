@@ -1,12 +1,15 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { TestOutbox } from './outbox.js';
+
+/** What these helpers use of an outbox under test: its pool, and the id its own tables are named by. */
+type OutboxDatabase = Pick<TestOutbox, 'pool' | 'id'>;
 import { eventually } from './relay-process.js';
 
 /**
  * max_slot_wal_keep_size small (32 MB) for the file's tests, reset after: a slot nobody reads
  * can then be invalidated in seconds by `invalidateSlot`.
  */
-export function useSmallWalKeepSize(outbox: TestOutbox): void {
+export function useSmallWalKeepSize(outbox: OutboxDatabase): void {
   beforeAll(async () => {
     await outbox.pool.query(`ALTER SYSTEM SET max_slot_wal_keep_size = '32MB'`);
     await outbox.pool.query('SELECT pg_reload_conf()');
@@ -19,7 +22,7 @@ export function useSmallWalKeepSize(outbox: TestOutbox): void {
 }
 
 /** WAL well past max_slot_wal_keep_size while no relay reads: the checkpoint invalidates the slot (wal_status lost). */
-export async function invalidateSlot(outbox: TestOutbox): Promise<void> {
+export async function invalidateSlot(outbox: OutboxDatabase & { readonly slot: string }): Promise<void> {
   await outbox.pool.query(`CREATE TABLE IF NOT EXISTS ${filler(outbox)} (x text)`);
   for (let round = 0; round < 3; round += 1) {
     await outbox.pool.query(`INSERT INTO ${filler(outbox)} SELECT repeat('x', 1000) FROM generate_series(1, 60000)`);
@@ -32,6 +35,6 @@ export async function invalidateSlot(outbox: TestOutbox): Promise<void> {
   }, 30_000);
 }
 
-function filler(outbox: TestOutbox): string {
+function filler(outbox: OutboxDatabase): string {
   return `wal_filler_${outbox.id}`;
 }

@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli } from '../harness/cli.js';
+import { expectOrderPerAggregate } from '../harness/fixture.js';
+import { TopicReader, type ConsumedRecord } from '../harness/kafka.js';
+import { eventually, RelayProcess } from '../harness/relay-process.js';
+import { SeveralOutboxes } from '../harness/several-outboxes.js';
+import { invalidateSlot, useSmallWalKeepSize } from '../harness/slot-loss.js';
+
+/**
+ * `recover` with several outboxes in one slot: the slot is all of theirs, so its loss is every
+ * table's. Recover re-creates it once and publishes again, in one snapshot, the retained rows of
+ * every table that cannot be proved delivered (each table by its own pruner marks), in commit
+ * order across the tables; message outboxes have no rows, so what they emitted after the lost
+ * position is gone, and recover says so. Then the stream goes on: every table event arrives.
+ */
+describe.each([{ loss: 'dropped' as const }, { loss: 'lost' as const }])('recover a $loss slot of several outboxes', ({ loss }) => {
+  const outboxes = new SeveralOutboxes();
+  const sequences = new Map<string, number>();
+  let reader: TopicReader;
+  beforeAll(async () => {
+    await outboxes.create();
+    const done = await cli(['setup'], outboxes.relayEnv());
+    expect(done.code, done.stderr).toBe(0);
+    reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic]);
+  });
+  afterAll(async () => {
+    await reader.stop();
+    await outboxes.destroy();
+  });
+  useSmallWalKeepSize(outboxes);
+
+  /** `count` transactions over three aggregates, each writing to every table and emitting two messages; their event ids. */
+  async function commit(count: number): Promise<string[]> {
+    const client = await outboxes.pool.connect();
+    const ids: string[] = [];
+    try {
+      for (let n = 0; n < count; n += 1) {
+        const aggregate = `inv_${n % 3}`;
+        const first = (sequences.get(aggregate) ?? 0) + 1;
+        const written = await outboxes.transaction(client, aggregate, first);
+        sequences.set(aggregate, first + written.length - 1);
+        ids.push(...written);
+      }
+    } finally {
+      client.release();
+    }
+    return ids;
+  }
+
+  const seen = (records: readonly ConsumedRecord[]) => new Set(records.map((record) => record.headers.event_id));
+
+  it('publishes again every table row not proved delivered, in commit order across tables; says what the message outbox lost; the stream goes on', { timeout: 240_000 }, async () => {
+    const delivered = await commit(10);
+    const relay = new RelayProcess(outboxes.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      await reader.until('the first transactions', (records) => delivered.every((id) => seen(records).has(id)), 60_000, () => relay.tail());
+      if (loss === 'lost') {
+        // A pruner pass marks every table (retention keeps every row); the relay's keepalives take
+        // the slot past the marks, so the rows before them are proved delivered.
+        const pass = await cli(['prune'], outboxes.relayEnv());
+        expect(pass.code, pass.stderr).toBe(0);
+        await eventually('the slot to confirm past every table\'s mark', async () => {
+          const { rows } = await outboxes.pool.query<{ passed: boolean }>(
+            `SELECT bool_and(s.confirmed_flush_lsn >= m.wal_lsn) AS passed FROM pg_replication_slots s,
+               (SELECT max(wal_lsn) AS wal_lsn FROM ${outboxes.tables.a}_prune_marks UNION ALL SELECT max(wal_lsn) FROM ${outboxes.tables.b}_prune_marks UNION ALL SELECT max(wal_lsn) FROM ${outboxes.tables.c}_prune_marks) m
+             WHERE s.slot_name = $1`,
+            [outboxes.slot],
+          );
+          return rows[0]?.passed ? true : undefined;
+        }, 30_000);
+      }
+    } finally {
+      expect(await relay.stop()).toBe(0);
+    }
+    const undelivered = await commit(5);
+    if (loss === 'dropped') await outboxes.pool.query('SELECT pg_drop_replication_slot($1)', [outboxes.slot]);
+    else await invalidateSlot(outboxes);
+    const whileGone = await commit(5);
+
+    const refused = new RelayProcess(outboxes.relayEnv()).start();
+    expect(await refused.waitExit(30_000), refused.tail()).toBe(1);
+    expect(refused.tail()).toMatch(loss === 'dropped' ? /SOURCE_SLOT_MISSING/ : /SOURCE_SLOT_LOST/);
+
+    // Each transaction writes one row to each of the three tables.
+    const retained = 3 * (delivered.length + undelivered.length + whileGone.length) / 5;
+    const toPublish = loss === 'dropped' ? retained : 3 * (undelivered.length + whileGone.length) / 5;
+    const dryRun = await cli(['recover', '--dry-run'], outboxes.relayEnv());
+    expect(dryRun.code, dryRun.stderr).toBe(0);
+    expect(dryRun.stdout).toContain(`would publish again: ${toPublish} rows`);
+    if (loss === 'lost') expect(dryRun.stdout).toContain(`slot lost; ${retained - toPublish} retained rows are proved delivered`);
+    expect(dryRun.stdout).toContain(`message outbox message:${outboxes.prefix} has no rows to publish again: what it emitted after the slot's last confirmed position is not recovered`);
+
+    const recovered = await cli(['recover'], outboxes.relayEnv());
+    expect(recovered.code, recovered.stderr).toBe(0);
+    expect(recovered.stdout).toContain(`published again: ${toPublish} rows`);
+    expect(recovered.stdout).toMatch(/new slot at \d+\/[0-9A-F]+/);
+
+    const streaming = new RelayProcess(outboxes.relayEnv()).start();
+    try {
+      await streaming.waitActive();
+      const after = await commit(5);
+      const committed = await outboxes.committed();
+      // The messages the old slot had not confirmed exist nowhere but in the WAL it lost.
+      const lostMessages = new Set([...undelivered, ...whileGone].filter((id) => committed.get(id) === 'message'));
+      const expected = [...committed.keys()].filter((id) => !lostMessages.has(id));
+      await reader.until(`all ${expected.length} recoverable events`, (records) => expected.every((id) => seen(records).has(id)), 90_000, () => streaming.tail());
+      expect(after.every((id) => seen(reader.records).has(id))).toBe(true);
+      // First deliveries in commit order per aggregate, across the three tables and the messages.
+      expectOrderPerAggregate(reader.records.filter((record) => record.topic === outboxes.sharedTopic));
+      const copies = reader.records.length - seen(reader.records).size;
+      // Nothing proved the dropped slot's deliveries; the lost slot's marks proved every one.
+      expect(copies).toBe(loss === 'dropped' ? 3 * delivered.length / 5 : 0);
+      process.stdout.write(`recover a ${loss} slot of several outboxes: ${committed.size} committed, ${toPublish} table rows published again, ${lostMessages.size} messages lost with the slot, ${copies} copies\n`);
+    } finally {
+      expect(await streaming.stop()).toBe(0);
+    }
+  });
+});
