@@ -4,8 +4,10 @@
 # without one, this build alone). Makes TENANTS (default 4000) tenant schemas, each with an
 # outbox table, in the Postgres of DATABASE_URL (default: the test stack's, `scripts/stack.sh
 # up`), runs `setup` once with {"tables": "startab_*.event_outbox"}, then ROUNDS (default 3)
-# rounds of `run` of each build, alternating, timed to its "active: streaming" line. Drops
-# everything it made at the end.
+# rounds of `run` of each build, alternating, timed to its "active: streaming" line. Then, for
+# this build, `recover` after the slot was dropped, timed with RECOVER_ROWS (default 20000) rows
+# in one tenant's table, then with as many spread over every tenant. Drops everything it made at
+# the end.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 other="${1:-}"
@@ -62,3 +64,23 @@ for round in $(seq 1 "$rounds"); do
   [ -n "$other" ] && echo "[tenant-start] round $round, $other: $(time_run "$other")"
   echo "[tenant-start] round $round, this build: $(time_run "$here")"
 done
+
+# `recover` of this build with the slot dropped and $1 rows in the tenants' tables, timed; the rows deleted after.
+time_recover() {
+  psql -q "$DATABASE_URL" -c "SELECT pg_drop_replication_slot('startab')" >/dev/null
+  local began
+  began=$(date +%s.%N)
+  node "$here/dist/cli.js" recover >"$work/recover.log" 2>&1 || { tail -5 "$work/recover.log"; exit 1; }
+  echo "$(echo "$(date +%s.%N) - $began" | bc) s, $(grep '^published again' "$work/recover.log")"
+  psql -q "$DATABASE_URL" -c "DO \$\$ BEGIN FOR i IN 1..$tenants LOOP EXECUTE format('DELETE FROM startab_%s.event_outbox', lpad(i::text, 5, '0')); END LOOP; END \$\$;" >/dev/null
+}
+
+recover_rows="${RECOVER_ROWS:-20000}"
+insert_rows() { # $1: the tenant's number, $2: how many rows
+  echo "EXECUTE format('INSERT INTO startab_%s.event_outbox (event_id, aggregate_type, aggregate_id, event_type, payload) SELECT gen_random_uuid(), ''invoice'', ''inv-'' || n %% 50, ''invoice.paid'', ''{\"amount_cents\": 1250}'' FROM generate_series(1, $2) n', lpad(($1)::text, 5, '0'));"
+}
+psql -q "$DATABASE_URL" -c "DO \$\$ BEGIN $(insert_rows 1 "$recover_rows") END \$\$;" >/dev/null
+echo "[tenant-start] recover, $recover_rows rows in 1 of $tenants tenants: $(time_recover)"
+per_tenant=$(( (recover_rows + tenants - 1) / tenants ))
+psql -q "$DATABASE_URL" -c "DO \$\$ BEGIN FOR i IN 1..$tenants LOOP $(insert_rows i "$per_tenant") END LOOP; END \$\$;" >/dev/null
+echo "[tenant-start] recover, $per_tenant rows in each of $tenants tenants: $(time_recover)"
