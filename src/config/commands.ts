@@ -87,12 +87,11 @@ const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list`
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
 
 /**
- * replay, cutover, handback: they read rows of one outbox table. `replay` only publishes them
- * again: it may be run on one table of several. The others create or drop the slot: the slot
- * every outbox shares, whose other outboxes' events they would skip. (`recover` reads every
- * outbox table.)
+ * replay, handback: they read rows of one outbox table. `replay` only publishes them again: it
+ * may be run on one table of several. `handback` drops the slot every outbox shares, whose other
+ * outboxes' events it would skip. (`recover` and `cutover` read every outbox table.)
  */
-function oneTable(command: 'replay' | 'cutover' | 'handback'): Check<{ readonly sources: RelayConfig['sources'] }> {
+function oneTable(command: 'replay' | 'handback'): Check<{ readonly sources: RelayConfig['sources'] }> {
   return {
     uses: ['sources'],
     problem: (values, name) => {
@@ -101,7 +100,7 @@ function oneTable(command: 'replay' | 'cutover' | 'handback'): Check<{ readonly 
       const shape = `${name('sources')} names ${sources.length} outbox${sources.length === 1 ? '' : 'es'}${sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}${sources.some((entry) => 'tables' in entry) ? ' (a pattern is many tables)' : ''}`;
       return command === 'replay'
         ? `replay reads one outbox table, and ${shape}: run it with ${name('sources')} holding only that table's entry (docs/outboxes.md#commands-with-several-outboxes)`
-        : `${command} works on the slot of one outbox table, and ${shape}: the slot is theirs too, and ${command === 'handback' ? 'dropping' : 're-creating'} it for one table would skip the others' events (docs/outboxes.md#commands-with-several-outboxes)`;
+        : `handback works on the slot of one outbox table, and ${shape}: the slot is theirs too, and dropping it for one table would skip the others' events (docs/outboxes.md#commands-with-several-outboxes)`;
     },
   };
 }
@@ -192,14 +191,14 @@ export const COMMANDS = {
     args: { dryRun: { description: 'say how many rows would be published again, and their time range; change nothing', switch: true } },
   }),
   cutover: declared({
-    summary: "Take over a table a polling relay fills (it may keep running meanwhile): create the slot with a snapshot, publish the rows the poller has not sent, then `run` streams what commits after.",
+    summary: "Take over the outbox tables polling relays fill (they may keep running meanwhile): create the slot with a snapshot, publish the rows the pollers have not sent, then `run` streams what commits after.",
     // setup's and recover's: it makes the publication and slot, and publishes through the stream's path.
     options: [...DATABASE, 'sources', 'slotFailover', ...KAFKA, ...DELIVERY, ...COLUMNS, 'topicTemplate', 'deadLetterTopic', ...ENCODING, ...BATCHING, ...RETRY, 'logLevel'],
     args: {
       pending: { description: "SQL condition, true of the rows the polling relay has not sent (e.g. \"status = 'pending'\" or \"NOT published\")", parser: p.text },
       dryRun: { description: 'say how many rows would be published, and their time range; change nothing', switch: true },
     },
-    checks: [oneTable('cutover'), onThePrimary('cutover'), { uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
+    checks: [onThePrimary('cutover'), { uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
   }),
   handback: declared({
     summary: 'The way back to polling, with the relay stopped: mark sent every pending row the relay confirmed, then drop the slot.',

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, type Args, type CommandSpec } from './commands.js';
-import { compileRecover, compileReplay, compileRun } from './compile.js';
+import { compileCutover, compileRecover, compileReplay, compileRun } from './compile.js';
 import { load, redactedConfig, type ConfigSources } from './load.js';
 import type { OptionKey } from './options.js';
 
@@ -289,12 +289,13 @@ describe('OUTBOX_SOURCES', () => {
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES_FILE: file } })).toContain(`OUTBOX_SOURCES_FILE="${file}": entry 1 "table" is not a schema-qualified table name`);
   });
 
-  it('with several outboxes, refuses the commands that read or take over one table (recover reads every one), and takes the one table an entry names', () => {
+  it('with several outboxes, refuses the commands that read or give back one table (recover and cutover read every one), and takes the one table an entry names', () => {
     const several = JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]);
     expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several }, flags: { since: '2026-01-01T00:00:00Z' } })).toMatch(/replay reads one outbox table, and OUTBOX_SOURCES names 2 outboxes \(a message outbox has no table to read\): run it with OUTBOX_SOURCES holding only that table's entry/);
-    expect(problems(COMMANDS.cutover, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) }, flags: { pending: "status = 'pending'" } })).toMatch(/cutover works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and re-creating it for one table would skip the others' events/);
-    // recover re-creates the slot for all of them: it reads every table.
+    expect(problems(COMMANDS.handback, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) }, flags: { pending: "status = 'pending'", markSent: "status = 'sent'" } })).toMatch(/handback works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and dropping it for one table would skip the others' events/);
+    // recover and cutover make the slot for all of them: they read every table.
     expect(compileRecover(load(COMMANDS.recover, { env: { ...required, OUTBOX_SOURCES: several } })).recover.delivery.outboxes).toHaveLength(2);
+    expect(compileCutover(load(COMMANDS.cutover, { env: { ...required, OUTBOX_SOURCES: several }, flags: { pending: "status = 'pending'" } })).cutover.delivery.outboxes).toHaveLength(2);
     const one = JSON.stringify([{ table: 'billing.outbox', columns: { eventId: 'id' } }]);
     const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: one }, flags: { since: '2026-01-01T00:00:00Z' } }));
     expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });

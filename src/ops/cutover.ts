@@ -1,15 +1,16 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
+import type { TableReading } from '../decode/column-parsers.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
+import { outboxTableRefs, qualifiedName, quotedName } from '../outboxes.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { setup, type SetupTarget } from '../setup/setup.js';
 import { recordSlotCreated } from '../setup/slot-history.js';
-import { commitOrder, countRows, extended, handOver, tableName, withHandoverConnections, type CommitOrder, type RowCount } from './snapshot-handover.js';
-import { soleTable } from './republish.js';
+import { commitOrder, countRows, extended, handOver, outboxTables, withHandoverConnections, type CommitOrder, type RowCount } from './snapshot-handover.js';
 
 export interface CutoverOptions {
   /** Table, publication, slot and columns, as `setup` makes and checks them. */
@@ -35,9 +36,10 @@ export interface CutoverReport {
 }
 
 /**
- * Takes over an outbox a polling relay fills, while it still runs (`outbox-relay cutover`):
- * the slot is created with an exported snapshot, every row that matches the poller's pending
- * condition in that snapshot is published, and `run` streams what commits after the slot's
+ * Takes over the outbox tables polling relays fill, while they still run (`outbox-relay
+ * cutover`): the slot is created with an exported snapshot, every row of every outbox table (a
+ * pattern's: each tenant's) that matches the pollers' pending condition in that snapshot is
+ * published, in commit order across the tables, and `run` streams what commits after the slot's
  * consistent point. A committed row is either not pending in the snapshot (the poller's mark-sent
  * committed first: the poller sent it), pending in it (the relay publishes it; the poller may too:
  * a duplicate, never a loss), or committed after it (streamed). Killed half way, the mark it left
@@ -46,26 +48,25 @@ export interface CutoverReport {
 export async function cutover(options: CutoverOptions, context: { encoders: PayloadEncoders | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
   const { target, delivery } = options;
   const { logger, dryRun } = context;
-  const { table } = soleTable(delivery).outbox;
   return withHandoverConnections(target.database, target.slot, 'cutover', async (sql, inspect) => {
     const slot = await readSlot(inspect, target.slot);
-    const unfinished = await unfinishedRecovery(inspect, [table]);
+    const unfinished = await unfinishedRecovery(inspect, outboxTableRefs(delivery.outboxes));
     if (unfinished?.command === 'recover') {
       throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay recover\` began at ${unfinished.since} and did not finish: run \`outbox-relay recover\` again, not cutover`);
     }
     if (slot.exists && unfinished === null && slot.walStatus === 'lost') {
-      throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${target.slot}" exists and is lost: the relay took this table over before and then lost WAL it needed; \`outbox-relay recover\` publishes what it may not have delivered (cutover would skip what the lost slot never streamed)`);
+      throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${target.slot}" exists and is lost: the relay took these tables over before and then lost WAL it needed; \`outbox-relay recover\` publishes what it may not have delivered (cutover would skip what the lost slot never streamed)`);
     }
+    const tables = await existingTables(inspect, delivery);
     if (slot.exists && unfinished === null) {
-      throw new RelayError('CONFIG_INVALID', `replication slot "${target.slot}" exists: the relay already streams ${tableName(delivery)} from it (a finished cutover, or setup), so there is nothing to cut over; \`outbox-relay run\` goes on from it`);
+      throw new RelayError('CONFIG_INVALID', `replication slot "${target.slot}" exists: the relay already streams ${tables.map(({ outbox }) => qualifiedName(outbox.table)).join(', ')} from it (a finished cutover, or setup), so there is nothing to cut over; \`outbox-relay run\` goes on from it`);
     }
-    const { rows: exists } = await inspect.query<{ found: string | null }>('SELECT to_regclass($1)::text AS found', [tableName(delivery)]);
-    if (!exists[0]?.found) throw new RelayError('SETUP_TABLE', `outbox table ${tableName(delivery)} does not exist: cutover takes over the table a polling relay reads (OUTBOX_TABLE)`);
     const failover = wantsFailover(target.failover, await serverVersion(inspect));
     // Checked (and counted) before anything is made: Postgres's own words for a bad condition.
-    const found = await countPending(sql, delivery, options);
+    const found = await countPending(sql, tables, options.pending);
     const order = await commitOrder(inspect);
-    const indexWarnings = await pendingIndexes(inspect, delivery, options.pending);
+    const indexWarnings: string[] = [];
+    for (const { outbox } of tables) indexWarnings.push(...(await pendingIndexes(inspect, quotedName(outbox.table), options.pending)));
     if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings, restarted: unfinished !== null };
     if (unfinished !== null) logger.warn({ slot: target.slot, since: unfinished.since }, 'cutover: an earlier cutover did not finish; starting over with a new snapshot');
     const setupLines = await setup(target, 'none');
@@ -89,12 +90,25 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
   });
 }
 
-/** The pending rows now, in a read-only transaction; a condition Postgres refuses is CUTOVER_CONDITION with its message. */
-async function countPending(sql: pg.Client, delivery: DeliveryOptions, options: CutoverOptions): Promise<RowCount> {
+/**
+ * Every outbox table a poller fills: those named outright, each of a pattern's (a tenant's). A
+ * table named outright that does not exist is refused, naming it; so is a configuration with no
+ * table (a message outbox has no poller).
+ */
+async function existingTables(inspect: pg.Client, delivery: DeliveryOptions): Promise<TableReading[]> {
+  const tables = await outboxTables(inspect, delivery.outboxes);
+  if (tables.length === 0) throw new RelayError('CONFIG_INVALID', 'cutover takes over the tables a polling relay reads, and the outboxes have none (a message outbox has no table, and a pattern matched no table yet)');
+  const { rows } = await inspect.query<{ name: string }>('SELECT name FROM unnest($1::text[]) AS name WHERE to_regclass(name) IS NULL', [tables.map(({ outbox }) => quotedName(outbox.table))]);
+  if (rows.length > 0) throw new RelayError('SETUP_TABLE', `outbox table ${rows.map((row) => row.name).join(', ')} does not exist: cutover takes over the tables a polling relay reads (OUTBOX_TABLE, or OUTBOX_SOURCES' tables)`);
+  return tables;
+}
+
+/** The pending rows of every table now, in a read-only transaction; a condition Postgres refuses on a table is CUTOVER_CONDITION with its message, naming the table. */
+async function countPending(sql: pg.Client, tables: readonly TableReading[], pending: string): Promise<RowCount> {
   await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
   try {
-    await probeCondition(sql, tableName(delivery), options.pending);
-    return await countRows(sql, [{ table: soleTable(delivery), condition: options.pending }]);
+    for (const { outbox } of tables) await probeCondition(sql, quotedName(outbox.table), pending);
+    return await countRows(sql, tables.map((table) => ({ table, condition: pending })));
   } finally {
     await sql.query('ROLLBACK');
   }
@@ -124,8 +138,7 @@ export function conditionRefused(flag: string, given: string, table: string, err
  * `WHERE status = 'pending'` index): the relay never marks a row sent, so from now on every row
  * matches and stays in the index until the pruner deletes it.
  */
-async function pendingIndexes(sql: pg.Client, delivery: DeliveryOptions, pending: string): Promise<string[]> {
-  const table = tableName(delivery);
+async function pendingIndexes(sql: pg.Client, table: string, pending: string): Promise<string[]> {
   const { rows: columns } = await sql.query<{ name: string }>('SELECT attname AS name FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped', [table]);
   const { rows: indexes } = await sql.query<{ name: string; predicate: string }>(
     `SELECT i.relname AS name, pg_get_expr(x.indpred, x.indrelid) AS predicate

@@ -9,7 +9,7 @@ import { RelayError } from '../errors.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
 import { tablesMatching } from '../setup/outbox-tables.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
-import { connectForText, parseRow, republish, soleTable, type TableRow } from './republish.js';
+import { connectForText, parseRow, republish, type TableRow } from './republish.js';
 
 /**
  * An outbox table's rows to publish: a condition on its columns, with its values written in (the
@@ -181,9 +181,6 @@ export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {
   return rows[0]?.on === 'on' ? 'commit timestamp' : 'transaction id';
 }
 
-export function tableName(delivery: DeliveryOptions): string {
-  return quotedName(soleTable(delivery).outbox.table);
-}
 
 /** Counted in the caller's transaction (the snapshot's, or a dry run's), every table in one statement. */
 export async function countRows(sql: pg.Client, selected: readonly TableRows[]): Promise<RowCount> {

@@ -7,8 +7,10 @@ import { SeveralOutboxes } from '../harness/several-outboxes.js';
 import { invalidateSlot, useSmallWalKeepSize } from '../harness/slot-loss.js';
 
 /**
- * `recover` with several outboxes in one slot: the slot is all of theirs, so its loss is every
- * table's. Recover re-creates it once and publishes again, in one snapshot, the retained rows of
+ * `recover` and `cutover` with several outboxes in one slot: the slot is all of theirs, so its
+ * loss, or its making under rows already in the tables, is every table's.
+ *
+ * `recover`: the slot is all of theirs, so its loss is every table's. Recover re-creates it once and publishes again, in one snapshot, the retained rows of
  * every table that cannot be proved delivered (each table by its own pruner marks), in commit
  * order across the tables; message outboxes have no rows, so what they emitted after the lost
  * position is gone, and recover says so. Then the stream goes on: every table event arrives.
@@ -30,24 +32,7 @@ describe.each([{ loss: 'dropped' as const }, { loss: 'lost' as const }])('recove
   useSmallWalKeepSize(outboxes);
 
   /** `count` transactions over three aggregates, each writing to every table and emitting two messages; their event ids. */
-  async function commit(count: number): Promise<string[]> {
-    const client = await outboxes.pool.connect();
-    const ids: string[] = [];
-    try {
-      for (let n = 0; n < count; n += 1) {
-        const aggregate = `inv_${n % 3}`;
-        const first = (sequences.get(aggregate) ?? 0) + 1;
-        const written = await outboxes.transaction(client, aggregate, first);
-        sequences.set(aggregate, first + written.length - 1);
-        ids.push(...written);
-      }
-    } finally {
-      client.release();
-    }
-    return ids;
-  }
-
-  const seen = (records: readonly ConsumedRecord[]) => new Set(records.map((record) => record.headers.event_id));
+  const commit = (count: number) => commitTransactions(outboxes, sequences, count);
 
   it('publishes again every table row not proved delivered, in commit order across tables; says what the message outbox lost; the stream goes on', { timeout: 240_000 }, async () => {
     const delivered = await commit(10);
@@ -117,3 +102,88 @@ describe.each([{ loss: 'dropped' as const }, { loss: 'lost' as const }])('recove
     }
   });
 });
+
+/**
+ * `cutover` of several polling outboxes at once: one snapshot, the pending rows of every table
+ * published in commit order across them, the rows the pollers sent left alone, and the stream
+ * goes on from the slot. The pending condition is checked on each table, naming one it cannot
+ * apply to.
+ */
+describe('cutover of several polling outboxes', () => {
+  const outboxes = new SeveralOutboxes();
+  const sequences = new Map<string, number>();
+  const pending = "status = 'pending'";
+  let reader: TopicReader;
+  beforeAll(async () => {
+    await outboxes.create();
+    // The pollers' tables: the relay's default shape (a and c) and b's own, each with a status column the pollers mark.
+    for (const table of [outboxes.tables.a, outboxes.tables.c]) {
+      await outboxes.pool.query(`CREATE TABLE ${table} (event_id text PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now(), status text NOT NULL DEFAULT 'pending')`);
+    }
+    reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic]);
+  });
+  afterAll(async () => {
+    await reader.stop();
+    await outboxes.destroy();
+  });
+
+  it('refuses a pending condition one table cannot take, naming it; then publishes every table\'s pending rows in one snapshot, in commit order across them, and streams on', { timeout: 180_000 }, async () => {
+    const committed = await commitTransactions(outboxes, sequences, 10);
+    const refused = await cli(['cutover', '--dry-run', '--pending', pending], outboxes.relayEnv());
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`[CUTOVER_CONDITION]: --pending "${pending}" was refused by Postgres: column "status" does not exist; expected a boolean expression on the columns of "public"."${outboxes.tables.b}"`);
+    await outboxes.pool.query(`ALTER TABLE ${outboxes.tables.b} ADD COLUMN status text NOT NULL DEFAULT 'pending'`);
+
+    // The pollers sent the first four transactions' rows.
+    const sent = committed.slice(0, 4 * 5);
+    for (const table of Object.values(outboxes.tables)) {
+      const id = table === outboxes.tables.b ? 'id::text' : 'event_id';
+      await outboxes.pool.query(`UPDATE ${table} SET status = 'sent' WHERE ${id} = ANY($1)`, [sent]);
+    }
+    const dryRun = await cli(['cutover', '--dry-run', '--pending', pending], outboxes.relayEnv());
+    expect(dryRun.code, dryRun.stderr).toBe(0);
+    expect(dryRun.stdout).toContain(`would publish: 18 rows matching ${pending}`);
+    expect(dryRun.stdout).toContain('12 rows do not match (the poller sent them)');
+    const cutover = await cli(['cutover', '--pending', pending], outboxes.relayEnv());
+    expect(cutover.code, cutover.stderr).toBe(0);
+    expect(cutover.stdout).toContain(`published: 18 rows matching ${pending}`);
+
+    const relay = new RelayProcess(outboxes.relayEnv()).start();
+    try {
+      await relay.waitActive();
+      const after = await commitTransactions(outboxes, sequences, 5);
+      const carriers = await outboxes.committed();
+      // Before the slot there was nothing to stream the messages of: no relay ever read them.
+      const expected = [...committed.slice(4 * 5).filter((id) => carriers.get(id) !== 'message'), ...after];
+      await reader.until(`all ${expected.length} events the relay owes`, (records) => expected.every((id) => seen(records).has(id)), 90_000, () => relay.tail());
+      const sentAgain = reader.records.filter((record) => sent.includes(record.headers.event_id!));
+      expect(sentAgain.map((record) => record.headers.event_id), 'rows the pollers had sent').toEqual([]);
+      expectOrderPerAggregate(reader.records.filter((record) => record.topic === outboxes.sharedTopic));
+      process.stdout.write(`cutover of several outboxes: 30 table rows, 12 sent by the pollers and left alone, 18 published, ${after.length} streamed after\n`);
+    } finally {
+      expect(await relay.stop()).toBe(0);
+    }
+  });
+});
+
+/** `count` transactions over three aggregates, each writing to every table and emitting two messages; their event ids. */
+async function commitTransactions(outboxes: SeveralOutboxes, sequences: Map<string, number>, count: number): Promise<string[]> {
+  const client = await outboxes.pool.connect();
+  const ids: string[] = [];
+  try {
+    for (let n = 0; n < count; n += 1) {
+      const aggregate = `inv_${n % 3}`;
+      const first = (sequences.get(aggregate) ?? 0) + 1;
+      const written = await outboxes.transaction(client, aggregate, first);
+      sequences.set(aggregate, first + written.length - 1);
+      ids.push(...written);
+    }
+  } finally {
+    client.release();
+  }
+  return ids;
+}
+
+function seen(records: readonly ConsumedRecord[]): Set<string | undefined> {
+  return new Set(records.map((record) => record.headers.event_id));
+}
