@@ -87,23 +87,19 @@ const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list`
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
 
 /**
- * replay, handback: they read rows of one outbox table. `replay` only publishes them again: it
- * may be run on one table of several. `handback` drops the slot every outbox shares, whose other
- * outboxes' events it would skip. (`recover` and `cutover` read every outbox table.)
+ * handback reads and marks rows of one outbox table, and drops the slot every outbox shares,
+ * whose other outboxes' events it would skip. (`replay`, `recover` and `cutover` read every
+ * outbox table.)
  */
-function oneTable(command: 'replay' | 'handback'): Check<{ readonly sources: RelayConfig['sources'] }> {
-  return {
-    uses: ['sources'],
-    problem: (values, name) => {
-      const sources = values.sources;
-      if (sources === null || (sources.length === 1 && 'table' in sources[0]!)) return null;
-      const shape = `${name('sources')} names ${sources.length} outbox${sources.length === 1 ? '' : 'es'}${sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}${sources.some((entry) => 'tables' in entry) ? ' (a pattern is many tables)' : ''}`;
-      return command === 'replay'
-        ? `replay reads one outbox table, and ${shape}: run it with ${name('sources')} holding only that table's entry (docs/outboxes.md#commands-with-several-outboxes)`
-        : `handback works on the slot of one outbox table, and ${shape}: the slot is theirs too, and dropping it for one table would skip the others' events (docs/outboxes.md#commands-with-several-outboxes)`;
-    },
-  };
-}
+const ONE_TABLE: Check<{ readonly sources: RelayConfig['sources'] }> = {
+  uses: ['sources'],
+  problem: (values, name) => {
+    const sources = values.sources;
+    if (sources === null || (sources.length === 1 && 'table' in sources[0]!)) return null;
+    const shape = `${name('sources')} names ${sources.length} outbox${sources.length === 1 ? '' : 'es'}${sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}${sources.some((entry) => 'tables' in entry) ? ' (a pattern is many tables)' : ''}`;
+    return `handback works on the slot of one outbox table, and ${shape}: the slot is theirs too, and dropping it for one table would skip the others' events (docs/outboxes.md#commands-with-several-outboxes)`;
+  },
+};
 
 /**
  * cutover, handback: the way from and back to a polling relay, whose rows they read and mark on
@@ -173,7 +169,6 @@ export const COMMANDS = {
       eventId: { description: 'comma-separated event ids', parser: p.commaList('evt_1,evt_2') },
     },
     checks: [
-      oneTable('replay'),
       {
         uses: REPLAY_FILTERS,
         problem: (args, name) =>
@@ -209,7 +204,7 @@ export const COMMANDS = {
       dryRun: { description: 'say how many rows would be marked sent and how many stay pending; change nothing', switch: true },
     },
     checks: [
-      oneTable('handback'),
+      ONE_TABLE,
       onThePrimary('handback'),
       {
         uses: ['pending', 'markSent'],

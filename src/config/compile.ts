@@ -1,4 +1,4 @@
-import { tableReading, type TableReading } from '../decode/column-parsers.js';
+import { tableReading } from '../decode/column-parsers.js';
 import type { EncoderOptions, RegistryAccess } from '../encode/create-encoder.js';
 import type { CutoverOptions } from '../ops/cutover.js';
 import type { HandbackOptions } from '../ops/handback.js';
@@ -6,7 +6,7 @@ import type { RecoverOptions } from '../ops/recover.js';
 import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
-import { completeOutbox, outboxTableRefs, qualifiedName, tableOutboxOf, type Outbox, type OutboxEntry } from '../outboxes.js';
+import { completeOutbox, outboxName, outboxTableRefs, tableOutboxOf, type Outbox, type OutboxEntry } from '../outboxes.js';
 import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { SlotServer } from '../slot-server.js';
@@ -37,12 +37,6 @@ import type { RelayConfig } from './options.js';
 export interface DeliveryOptions {
   /** Every outbox the relay streams (OUTBOX_SOURCES, or OUTBOX_TABLE alone). */
   readonly outboxes: readonly Outbox[];
-  /**
-   * The one outbox table, with the relay's own parsers of its payload and created_at columns,
-   * when the configuration has no other outbox: what `replay` and `cutover` read rows from.
-   * Null with several outboxes (those commands refuse; `recover` reads every table).
-   */
-  readonly table: TableReading | null;
   readonly builder: RecordBuilderOptions;
   readonly pipeline: PipelineOptions;
   readonly producer: Pick<KafkaProducerOptions, 'client' | 'brokers' | 'clientId' | 'fastEncoder' | 'compression' | 'maxMessageBytes' | 'autoCreateTopics' | 'security'>;
@@ -51,8 +45,6 @@ export interface DeliveryOptions {
   /** OUTBOX_DELIVERY=exactly-once; null: at-least-once. */
   readonly exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number } | null;
 }
-
-export type { TableReading };
 
 export interface RelayOptions {
   readonly source: Omit<ReplicationStreamOptions, 'logger' | 'highWaterMessages'>;
@@ -134,7 +126,7 @@ export function compileReplay(config: CommandConfig<'replay'>): ReplayOptions {
     // Its own client id, so that brokers' logs and quotas tell a replay from the stream. Only
     // inserts reach its pipeline: there is no unexpected change to fail on.
     // Exactly-once: its own transactional id, so that it never fences the stream (it republishes on purpose).
-    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison, transactionalId: `${config.transactionalId ?? `outbox-relay.${qualifiedName(soleTable(config).table)}`}.replay` }),
+    delivery: deliveryOptions(config, { clientId: `${config.kafkaClientId}-replay`, onUnexpectedChange: 'fail', onPoison: config.onPoison, transactionalId: `${config.transactionalId ?? `outbox-relay.${outboxName(outboxes(config)[0]!)}`}.replay` }),
   });
 }
 
@@ -333,11 +325,8 @@ function streamTransactionalId(config: Pick<RelayConfig, 'transactionalId' | 'sl
 }
 
 function deliveryOptions(config: DeliveryConfig, own: DeliveryOwn): DeliveryOptions {
-  const all = outboxes(config);
-  const [first] = all;
   return {
-    outboxes: all,
-    table: all.length === 1 && first?.kind === 'table' ? tableReading(first) : null,
+    outboxes: outboxes(config),
     builder: {
       deadLetterTopic: config.deadLetterTopic,
       onPoison: own.onPoison,

@@ -243,8 +243,6 @@ describe('OUTBOX_SOURCES', () => {
     expect(relay.source.tables).toEqual([{ schema: 'billing', name: 'outbox' }, { schema: 'payments', name: 'outbox' }]);
     expect(relay.source.columnParsers?.({ schema: 'payments', name: 'outbox' })?.({ name: 'body', typeOid: 3802 })).toBeDefined();
     expect(relay.source.columnParsers?.({ schema: 'public', name: 'other' })).toBeUndefined();
-    // Replay and the other one-table commands have no single table to read.
-    expect(relay.delivery.table).toBeNull();
     // A pattern is among what each session checks for an unfinished recover (its tenants' marks).
     const tenants = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }, { messages: 'outbox' }]) } }));
     expect(tenants.relay.source.tables).toEqual([{ schema: 'tenant_*', name: 'event_outbox' }]);
@@ -253,7 +251,6 @@ describe('OUTBOX_SOURCES', () => {
   it('unset, streams OUTBOX_TABLE alone as before, without asking for messages', () => {
     const { relay } = compileRun(load(COMMANDS.run, { env: { ...required, OUTBOX_TABLE: 'billing.event_outbox', OUTBOX_TOPIC_TEMPLATE: '{schema}.{aggregate_type}' } }));
     expect(relay.delivery.outboxes).toEqual([{ kind: 'table', table: { schema: 'billing', name: 'event_outbox' }, columns: expect.objectContaining({ eventId: 'event_id' }), topicTemplate: 'billing.{aggregate_type}', format: 'json' }]);
-    expect(relay.delivery.table?.outbox.table).toEqual({ schema: 'billing', name: 'event_outbox' });
     expect(relay.source.messages).toBe(false);
   });
 
@@ -289,16 +286,16 @@ describe('OUTBOX_SOURCES', () => {
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES_FILE: file } })).toContain(`OUTBOX_SOURCES_FILE="${file}": entry 1 "table" is not a schema-qualified table name`);
   });
 
-  it('with several outboxes, refuses the commands that read or give back one table (recover and cutover read every one), and takes the one table an entry names', () => {
+  it('with several outboxes, refuses handback (it gives back one table), and replay, recover and cutover read every table', () => {
     const several = JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]);
-    expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several }, flags: { since: '2026-01-01T00:00:00Z' } })).toMatch(/replay reads one outbox table, and OUTBOX_SOURCES names 2 outboxes \(a message outbox has no table to read\): run it with OUTBOX_SOURCES holding only that table's entry/);
     expect(problems(COMMANDS.handback, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) }, flags: { pending: "status = 'pending'", markSent: "status = 'sent'" } })).toMatch(/handback works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and dropping it for one table would skip the others' events/);
     // recover and cutover make the slot for all of them: they read every table.
     expect(compileRecover(load(COMMANDS.recover, { env: { ...required, OUTBOX_SOURCES: several } })).recover.delivery.outboxes).toHaveLength(2);
     expect(compileCutover(load(COMMANDS.cutover, { env: { ...required, OUTBOX_SOURCES: several }, flags: { pending: "status = 'pending'" } })).cutover.delivery.outboxes).toHaveLength(2);
-    const one = JSON.stringify([{ table: 'billing.outbox', columns: { eventId: 'id' } }]);
-    const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: one }, flags: { since: '2026-01-01T00:00:00Z' } }));
-    expect(replay.delivery.table?.outbox).toMatchObject({ table: { schema: 'billing', name: 'outbox' }, columns: { eventId: 'id' } });
+    // replay's transactional id is named after the first outbox, as it was after the one table.
+    const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several, OUTBOX_DELIVERY: 'exactly-once' }, flags: { since: '2026-01-01T00:00:00Z' } }));
+    expect(replay.delivery.outboxes).toHaveLength(2);
+    expect(replay.delivery.exactlyOnce?.transactionalId).toBe('outbox-relay.billing.outbox.replay');
   });
 
   it("with the slot on a standby (OUTBOX_REPLICA_URL), refuses cutover and handback (a polling relay's table, on the primary), saying where to run them; recover and run read the standby", () => {

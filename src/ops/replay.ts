@@ -1,8 +1,12 @@
-import pg from 'pg';
 import type { Logger } from 'pino';
-import type { DeliveryOptions, ReplayOptions } from '../config/compile.js';
+import type { ReplayOptions } from '../config/compile.js';
+import type { TableReading } from '../decode/column-parsers.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
-import { parseRow, republish, connectForText, soleTable, type TableRow } from './republish.js';
+import { RelayError } from '../errors.js';
+import { outboxName } from '../outboxes.js';
+import pg from 'pg';
+import { connectForText, republish } from './republish.js';
+import { outboxTables, rowsInOrder } from './snapshot-handover.js';
 
 /** Which rows; at least one is set (`replay`'s declared check refuses an empty filter). */
 export interface ReplayFilter {
@@ -12,60 +16,46 @@ export interface ReplayFilter {
   readonly eventIds?: readonly string[];
 }
 
-const PAGE_ROWS = 1_000;
-const CURSOR = 'outbox_replay_cursor';
-
 /**
- * Publishes retained outbox rows again, chosen by time range, event type or event id, through
- * the same decode, routing, encoding and dead-letter path as the stream, with their original
- * `event_id` (idempotent consumers drop what they already applied). Replayed records carry
- * `outbox_commit_lsn: 0/0`: they come from the table, not the WAL.
+ * Publishes retained outbox rows again, chosen by time range, event type or event id, from every
+ * outbox table (each tenant's of a pattern; one table: OUTBOX_SOURCES holding its entry alone),
+ * in created_at order across them, through the same decode, routing, encoding and dead-letter
+ * path as the stream, with their original `event_id` (idempotent consumers drop what they
+ * already applied). Replayed records carry `outbox_commit_lsn: 0/0`: they come from the tables,
+ * not the WAL. The rows are read in one snapshot: rows committed meanwhile are the stream's.
  */
 export async function replay(options: ReplayOptions, encoders: PayloadEncoders, logger: Logger): Promise<{ published: number }> {
   const { delivery } = options;
-  const client = await connectForText(options.database, 'outbox-relay-replay');
+  const unreplayable = delivery.outboxes.filter((outbox) => outbox.kind === 'messages').map(outboxName);
+  for (const outbox of unreplayable) logger.warn({ outbox }, `replay: message outbox ${outbox} has no rows to publish again; its events are in Kafka only`);
+  // No per-query bound: counting and reading a large outbox may take minutes.
+  const client = await connectForText(options.database, 'outbox-relay-replay', 0);
   try {
-    const published = await republish(pages(client, delivery, options.filter), { delivery, encoders, logger, stage: 'replay' });
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const tables = await outboxTables(client, delivery.outboxes);
+    if (tables.length === 0) throw new RelayError('CONFIG_INVALID', `replay publishes rows of outbox tables again, and the outboxes have none (${unreplayable.length > 0 ? 'a message outbox has no table' : 'a pattern matched no table yet'})`);
+    const { condition, values } = filtered(options.filter);
+    const published = await republish(rowsInOrder(client, tables.map((table) => ({ table, condition: condition(table) })), 'created_at', values), { delivery, encoders, logger, stage: 'replay' });
+    await client.query('COMMIT');
     return { published };
   } finally {
     await client.end();
   }
 }
 
-/** Keyset pagination in (created_at, event_id) order: stable under concurrent inserts. */
-async function* pages(client: pg.Client, delivery: DeliveryOptions, filter: ReplayFilter): AsyncGenerator<TableRow[]> {
-  const { outbox: { table: relation, columns }, columnParsers } = soleTable(delivery);
-  const table = `${pg.escapeIdentifier(relation.schema)}.${pg.escapeIdentifier(relation.name)}`;
-  const createdAt = pg.escapeIdentifier(columns.createdAt);
-  const eventId = pg.escapeIdentifier(columns.eventId);
-  const conditions: string[] = [];
+/** The filter as a condition on each table's own columns, with the same bind parameters for all. */
+function filtered(filter: ReplayFilter): { readonly condition: (table: TableReading) => string; readonly values: readonly unknown[] } {
   const values: unknown[] = [];
-  const add = (sql: string, value: unknown) => {
+  const parts: ((table: TableReading) => string)[] = [];
+  const add = (value: unknown, sql: (table: TableReading, parameter: string) => string) => {
     values.push(value);
-    conditions.push(sql.replace('?', `$${values.length}`));
+    const parameter = `$${values.length}`;
+    parts.push((table) => sql(table, parameter));
   };
-  if (filter.since) add(`${createdAt} >= ?`, filter.since);
-  if (filter.until) add(`${createdAt} < ?`, filter.until);
-  if (filter.eventTypes?.length) add(`${pg.escapeIdentifier(columns.eventType)} = ANY(?)`, filter.eventTypes);
-  if (filter.eventIds?.length) add(`${eventId}::text = ANY(?)`, filter.eventIds);
-  let after: [unknown, unknown] | null = null;
-  for (;;) {
-    const page = [...values];
-    let where = conditions.join(' AND ');
-    if (after) {
-      page.push(after[0], after[1]);
-      where = `${where ? `${where} AND ` : ''}(${createdAt}, ${eventId}) > ($${page.length - 1}::timestamptz, $${page.length})`;
-    }
-    const { rows: texts, fields } = await client.query<Record<string, string | null>>(
-      // The cursor keeps created_at as text: a JS Date would drop the microseconds.
-      `SELECT *, ${createdAt}::text AS ${CURSOR} FROM ${table} ${where ? `WHERE ${where}` : ''} ORDER BY ${createdAt}, ${eventId} LIMIT ${PAGE_ROWS}`,
-      page,
-    );
-    const rows = texts.map((row) => parseRow(row, fields, columnParsers));
-    if (rows.length === 0) return;
-    const last = rows[rows.length - 1]!;
-    after = [last[CURSOR], last[columns.eventId]];
-    yield rows.map(({ [CURSOR]: _cursor, ...row }) => ({ relation, row }));
-    if (rows.length < PAGE_ROWS) return;
-  }
+  const column = (table: TableReading, role: 'createdAt' | 'eventType' | 'eventId') => pg.escapeIdentifier(table.outbox.columns[role]);
+  if (filter.since) add(filter.since, (table, parameter) => `${column(table, 'createdAt')} >= ${parameter}::timestamptz`);
+  if (filter.until) add(filter.until, (table, parameter) => `${column(table, 'createdAt')} < ${parameter}::timestamptz`);
+  if (filter.eventTypes?.length) add(filter.eventTypes, (table, parameter) => `${column(table, 'eventType')} = ANY(${parameter}::text[])`);
+  if (filter.eventIds?.length) add(filter.eventIds, (table, parameter) => `${column(table, 'eventId')}::text = ANY(${parameter}::text[])`);
+  return { condition: (table) => (parts.length === 0 ? 'true' : parts.map((part) => part(table)).join(' AND ')), values };
 }

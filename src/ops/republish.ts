@@ -3,9 +3,8 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
-import type { DeliveryOptions, TableReading } from '../config/compile.js';
+import type { DeliveryOptions } from '../config/compile.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
-import { RelayError } from '../errors.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
@@ -71,12 +70,6 @@ export async function republish(batches: AsyncIterable<readonly TableRow[]>, { d
   } finally {
     await chain.stop();
   }
-}
-
-/** The one outbox table `replay` and `cutover` read rows from (CHECKS: their configuration names one). */
-export function soleTable(delivery: DeliveryOptions): TableReading {
-  if (!delivery.table) throw new RelayError('CONFIG_INVALID', `this command reads rows of one outbox table; the configuration names ${delivery.outboxes.length} outboxes`);
-  return delivery.table;
 }
 
 /**

@@ -61,7 +61,7 @@ const CTID = 'outbox-relay ctid';
  *    that imports it sees exactly the rows committed before the slot's consistent point; the
  *    slot streams exactly the transactions that commit after it: no gap, no overlap.
  * 2. In that snapshot, every row that matches the command's condition is published through the
- *    stream's own path, in commit order (rowsInSnapshot), and acknowledged by Kafka.
+ *    stream's own path, in commit order (rowsInOrder), and acknowledged by Kafka.
  * 3. Only then is the mark cleared and `run` may stream from the slot.
  * The mark, not the slot, keeps a relay from streaming meanwhile: the walsender releases a slot
  * once CREATE_REPLICATION_SLOT returns. The advisory lock of withHandoverConnections keeps a
@@ -85,7 +85,7 @@ export async function handOver(sql: pg.Client, inspect: pg.Client, options: Hand
   const selected = await selectRows(sql, tables, options.condition);
   const count = await countRows(sql, selected);
   options.counted(count, newSlotAt);
-  const published = await republish(rowsInSnapshot(sql, selected, order), { delivery, encoders: options.encoders, logger, stage: options.command, total: count.matching });
+  const published = await republish(rowsInOrder(sql, selected, order), { delivery, encoders: options.encoders, logger, stage: options.command, total: count.matching });
   await sql.query('COMMIT');
   await clearRecovering(inspect, [...marked.map(({ outbox }) => outbox.table), ...unmarked]);
   return { count, published, newSlotAt };
@@ -200,21 +200,28 @@ export async function countRows(sql: pg.Client, selected: readonly TableRows[]):
   return { matching: Number(row.matching), others: Number(row.others), from: row.first, to: row.last };
 }
 
+/** How rows read from their tables are put in order: the order the slot would have streamed them in, or `replay`'s. */
+export type RowOrder = CommitOrder | 'created_at';
+
 /**
- * The rows to publish, in commit order across every table, read in the snapshot's transaction:
- * a cursor over the rows' places in that order (by commit timestamp where
- * `track_commit_timestamp` is on, else by transaction id: assignment order, so two transactions
- * of one aggregate that wait on each other's row lock commit in that order; unrelated concurrent
- * ones may not; then by the order of a transaction's statements, whatever table each wrote),
- * each batch of places then read from its tables by ctid (stable within the snapshot). This is
- * the order the slot would have streamed them in.
+ * The rows to publish, in one order across every table, read in the caller's transaction (its
+ * snapshot): a cursor over the rows' places in that order, each batch of places then read from
+ * its tables by ctid (stable within the snapshot). The commit orders are the order the slot
+ * would have streamed them in: by commit timestamp where `track_commit_timestamp` is on, else by
+ * transaction id (assignment order: two transactions of one aggregate that wait on each other's
+ * row lock commit in that order; unrelated concurrent ones may not), then by the order of a
+ * transaction's statements, whatever table each wrote. `created_at` is `replay`'s: by each
+ * table's created_at, then event id. `values` are the conditions' bind parameters ($1...).
  */
-async function* rowsInSnapshot(sql: pg.Client, selected: readonly TableRows[], order: CommitOrder): AsyncGenerator<TableRow[]> {
+export async function* rowsInOrder(sql: pg.Client, selected: readonly TableRows[], order: RowOrder, values: readonly unknown[] = []): AsyncGenerator<TableRow[]> {
   if (selected.length === 0) return;
   // age() descending is xid ascending; cmin orders the statements of one transaction, ctid the inserts of one.
-  const byTransaction = order === 'commit timestamp' ? 'pg_xact_commit_timestamp(x) NULLS FIRST, age(x) DESC' : 'age(x) DESC';
-  const places = selected.map(({ table, condition }, index) => `SELECT ${index} AS t, ctid, xmin AS x, cmin AS c FROM ${quotedName(table.outbox.table)} WHERE coalesce((${condition}), false)`);
-  await sql.query(extended(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR SELECT t, ctid FROM (${places.join(' UNION ALL ')}) places ORDER BY ${byTransaction}, c::text::bigint, t, ctid`, []));
+  const orderBy = order === 'created_at' ? 'x, c' : `${order === 'commit timestamp' ? 'pg_xact_commit_timestamp(x) NULLS FIRST, age(x) DESC' : 'age(x) DESC'}, c::text::bigint`;
+  const places = selected.map(({ table: { outbox }, condition }, index) => {
+    const keys = order === 'created_at' ? `${pg.escapeIdentifier(outbox.columns.createdAt)}::timestamptz AS x, ${pg.escapeIdentifier(outbox.columns.eventId)}::text AS c` : 'xmin AS x, cmin AS c';
+    return `SELECT ${index} AS t, ctid, ${keys} FROM ${quotedName(outbox.table)} WHERE coalesce((${condition}), false)`;
+  });
+  await sql.query(extended(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR SELECT t, ctid FROM (${places.join(' UNION ALL ')}) places ORDER BY ${orderBy}, t, ctid`, values));
   for (;;) {
     const { rows: batch } = await sql.query<{ t: string; ctid: string }>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
     if (batch.length === 0) return;

@@ -7,8 +7,8 @@ import { SeveralOutboxes } from '../harness/several-outboxes.js';
 import { invalidateSlot, useSmallWalKeepSize } from '../harness/slot-loss.js';
 
 /**
- * `recover` and `cutover` with several outboxes in one slot: the slot is all of theirs, so its
- * loss, or its making under rows already in the tables, is every table's.
+ * `recover`, `cutover` and `replay` with several outboxes in one slot: the slot is all of
+ * theirs, so its loss, or its making under rows already in the tables, is every table's.
  *
  * `recover`: the slot is all of theirs, so its loss is every table's. Recover re-creates it once and publishes again, in one snapshot, the retained rows of
  * every table that cannot be proved delivered (each table by its own pruner marks), in commit
@@ -16,19 +16,8 @@ import { invalidateSlot, useSmallWalKeepSize } from '../harness/slot-loss.js';
  * position is gone, and recover says so. Then the stream goes on: every table event arrives.
  */
 describe.each([{ loss: 'dropped' as const }, { loss: 'lost' as const }])('recover a $loss slot of several outboxes', ({ loss }) => {
-  const outboxes = new SeveralOutboxes();
+  const { outboxes, reader } = useSetUpOutboxes();
   const sequences = new Map<string, number>();
-  let reader: TopicReader;
-  beforeAll(async () => {
-    await outboxes.create();
-    const done = await cli(['setup'], outboxes.relayEnv());
-    expect(done.code, done.stderr).toBe(0);
-    reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic]);
-  });
-  afterAll(async () => {
-    await reader.stop();
-    await outboxes.destroy();
-  });
   useSmallWalKeepSize(outboxes);
 
   /** `count` transactions over three aggregates, each writing to every table and emitting two messages; their event ids. */
@@ -39,7 +28,7 @@ describe.each([{ loss: 'dropped' as const }, { loss: 'lost' as const }])('recove
     const relay = new RelayProcess(outboxes.relayEnv()).start();
     try {
       await relay.waitActive();
-      await reader.until('the first transactions', (records) => delivered.every((id) => seen(records).has(id)), 60_000, () => relay.tail());
+      await reader().until('the first transactions', (records) => delivered.every((id) => seen(records).has(id)), 60_000, () => relay.tail());
       if (loss === 'lost') {
         // A pruner pass marks every table (retention keeps every row); the relay's keepalives take
         // the slot past the marks, so the rows before them are proved delivered.
@@ -89,11 +78,11 @@ describe.each([{ loss: 'dropped' as const }, { loss: 'lost' as const }])('recove
       // The messages the old slot had not confirmed exist nowhere but in the WAL it lost.
       const lostMessages = new Set([...undelivered, ...whileGone].filter((id) => committed.get(id) === 'message'));
       const expected = [...committed.keys()].filter((id) => !lostMessages.has(id));
-      await reader.until(`all ${expected.length} recoverable events`, (records) => expected.every((id) => seen(records).has(id)), 90_000, () => streaming.tail());
-      expect(after.every((id) => seen(reader.records).has(id))).toBe(true);
+      await reader().until(`all ${expected.length} recoverable events`, (records) => expected.every((id) => seen(records).has(id)), 90_000, () => streaming.tail());
+      expect(after.every((id) => seen(reader().records).has(id))).toBe(true);
       // First deliveries in commit order per aggregate, across the three tables and the messages.
-      expectOrderPerAggregate(reader.records.filter((record) => record.topic === outboxes.sharedTopic));
-      const copies = reader.records.length - seen(reader.records).size;
+      expectOrderPerAggregate(reader().records.filter((record) => record.topic === outboxes.sharedTopic));
+      const copies = reader().records.length - seen(reader().records).size;
       // Nothing proved the dropped slot's deliveries; the lost slot's marks proved every one.
       expect(copies).toBe(loss === 'dropped' ? 3 * delivered.length / 5 : 0);
       process.stdout.write(`recover a ${loss} slot of several outboxes: ${committed.size} committed, ${toPublish} table rows published again, ${lostMessages.size} messages lost with the slot, ${copies} copies\n`);
@@ -165,6 +154,43 @@ describe('cutover of several polling outboxes', () => {
     }
   });
 });
+
+/** `replay` with several outboxes: the rows asked for, of every table, in one snapshot; the message outbox named as having none. */
+describe('replay of several outboxes', () => {
+  const { outboxes, reader } = useSetUpOutboxes();
+
+  it('publishes again the rows asked for from every table, with their event ids; says the message outbox has none', async () => {
+    const committed = await commitTransactions(outboxes, new Map(), 6);
+    const carriers = await outboxes.committed();
+    const chosen = committed.filter((_, index) => index % 2 === 0);
+    const replay = await cli(['replay', '--event-id', chosen.join(',')], outboxes.relayEnv());
+    expect(replay.code, replay.stderr).toBe(0);
+    const rows = chosen.filter((id) => carriers.get(id) !== 'message');
+    expect(replay.stdout).toContain(`replayed ${rows.length} events`);
+    expect(`${replay.stdout}${replay.stderr}`).toContain(`message outbox message:${outboxes.prefix} has no rows to publish again`);
+    await reader().until(`the ${rows.length} replayed rows`, (records) => records.length >= rows.length);
+    expect(reader().records.map((record) => record.headers.event_id).sort()).toEqual([...rows].sort());
+    expect(new Set(reader().records.map((record) => record.headers.outbox_source))).toEqual(new Set(Object.values(outboxes.tables).map((table) => `public.${table}`)));
+    expect(reader().records.every((record) => record.headers.outbox_commit_lsn === '0/0')).toBe(true);
+  });
+});
+
+/** Three tables and a message outbox, set up (publication and slot) before the describe's tests, and a reader of their topics. */
+function useSetUpOutboxes(): { readonly outboxes: SeveralOutboxes; readonly reader: () => TopicReader } {
+  const outboxes = new SeveralOutboxes();
+  let reader: TopicReader | undefined;
+  beforeAll(async () => {
+    await outboxes.create();
+    const done = await cli(['setup'], outboxes.relayEnv());
+    expect(done.code, done.stderr).toBe(0);
+    reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic]);
+  });
+  afterAll(async () => {
+    await reader?.stop();
+    await outboxes.destroy();
+  });
+  return { outboxes, reader: () => reader! };
+}
 
 /** `count` transactions over three aggregates, each writing to every table and emitting two messages; their event ids. */
 async function commitTransactions(outboxes: SeveralOutboxes, sequences: Map<string, number>, count: number): Promise<string[]> {
