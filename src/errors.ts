@@ -105,6 +105,11 @@ export const ERROR_CODES = {
     meaning: 'Another recover, cutover or handback of the same slot (the slot its outboxes share) is running.',
     action: 'Wait for it to finish, or stop it, then run the command again: one at a time.',
   },
+  SOURCE_HANDBACK_UNCONFIRMED: {
+    retriable: false, poison: false,
+    meaning: 'handback found events of a message outbox after the slot\'s confirmed position: they exist only in the WAL the slot holds, and dropping it would lose them.',
+    action: 'Run the relay until it confirms them (stop it with SIGTERM: it confirms what Kafka acknowledged), then run handback again; nothing was changed.',
+  },
   SOURCE_UNEXPECTED_CHANGE: {
     retriable: false, poison: false,
     meaning: 'An UPDATE, DELETE or TRUNCATE of the outbox table reached the relay, which publishes inserts only, and OUTBOX_ON_UNEXPECTED_CHANGE=fail stopped it.',

@@ -87,21 +87,6 @@ const ENDPOINT_ID = { id: { description: 'the endpoint (`webhooks endpoint list`
 const JSON_OUTPUT = { json: { description: 'print JSON instead of a table', switch: true } } as const;
 
 /**
- * handback reads and marks rows of one outbox table, and drops the slot every outbox shares,
- * whose other outboxes' events it would skip. (`replay`, `recover` and `cutover` read every
- * outbox table.)
- */
-const ONE_TABLE: Check<{ readonly sources: RelayConfig['sources'] }> = {
-  uses: ['sources'],
-  problem: (values, name) => {
-    const sources = values.sources;
-    if (sources === null || (sources.length === 1 && 'table' in sources[0]!)) return null;
-    const shape = `${name('sources')} names ${sources.length} outbox${sources.length === 1 ? '' : 'es'}${sources.some((entry) => 'messages' in entry) ? ' (a message outbox has no table to read)' : ''}${sources.some((entry) => 'tables' in entry) ? ' (a pattern is many tables)' : ''}`;
-    return `handback works on the slot of one outbox table, and ${shape}: the slot is theirs too, and dropping it for one table would skip the others' events (docs/outboxes.md#commands-with-several-outboxes)`;
-  },
-};
-
-/**
  * cutover, handback: the way from and back to a polling relay, whose rows they read and mark on
  * the primary (handback writes; cutover's --pending may need to). With the slot on a standby they
  * are refused, naming where to run them, rather than done half on each server. (recover works
@@ -196,15 +181,15 @@ export const COMMANDS = {
     checks: [onThePrimary('cutover'), { uses: ['pending'], problem: (values, name) => (values.pending === undefined ? `cutover needs ${name('pending')}: the condition of the rows the polling relay has not sent (e.g. ${name('pending')} "status = 'pending'")` : null) }],
   }),
   handback: declared({
-    summary: 'The way back to polling, with the relay stopped: mark sent every pending row the relay confirmed, then drop the slot.',
-    options: [...DATABASE, 'sources', 'columnEventId', 'logLevel'],
+    summary: 'The way back to polling, with the relay stopped: mark sent every pending row of every outbox table the relay confirmed, then drop the slot.',
+    // Every column option: OUTBOX_SOURCES' entries take theirs from them (handback reads the event id).
+    options: [...DATABASE, 'sources', ...COLUMNS, 'topicTemplate', 'logLevel'],
     args: {
       pending: { description: "SQL condition of the rows the poller has not sent, as given to cutover (e.g. \"status = 'pending'\")", parser: p.text },
       markSent: { description: "SQL SET clause that marks a row sent for the poller (e.g. \"status = 'sent', sent_at = now()\")", parser: p.text },
       dryRun: { description: 'say how many rows would be marked sent and how many stay pending; change nothing', switch: true },
     },
     checks: [
-      ONE_TABLE,
       onThePrimary('handback'),
       {
         uses: ['pending', 'markSent'],

@@ -7,7 +7,6 @@ import type { ReplayFilter } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
 import { completeOutbox, outboxName, outboxTableRefs, tableOutboxOf, type Outbox, type OutboxEntry } from '../outboxes.js';
-import type { RelationRef } from '../source/messages.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { SlotServer } from '../slot-server.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
@@ -179,7 +178,7 @@ export function compileHandback(config: CommandConfig<'handback'>): { readonly l
   return frozen({
     logLevel: config.logLevel,
     // CHECKS: both required.
-    handback: { database: database(config), table: soleTable(config).table, eventIdColumn: soleTable(config).columns.eventId ?? config.columnEventId, slot: config.slot, publication: config.publication, pending: config.pending!, markSent: config.markSent! },
+    handback: { database: database(config), outboxes: outboxes(config), slot: config.slot, publication: config.publication, pending: config.pending!, markSent: config.markSent! },
     dryRun: config.dryRun,
   });
 }
@@ -282,12 +281,6 @@ function tablesByAge(config: Pick<RelayConfig, 'sources' | 'table' | 'columnCrea
     const createdAtColumn = entry.columns.createdAt ?? config.columnCreatedAt;
     return ['table' in entry ? { table: entry.table, createdAtColumn } : { pattern: entry.tables, createdAtColumn }];
   });
-}
-
-/** The one outbox table of a command that works on one (CHECKS: oneTable), as OUTBOX_SOURCES or OUTBOX_TABLE names it. */
-function soleTable(config: Pick<RelayConfig, 'sources' | 'table'>): { readonly table: RelationRef; readonly columns: Partial<Record<keyof ColumnMap, string | null>> } {
-  const entry = config.sources?.[0];
-  return entry && 'table' in entry ? entry : { table: config.table, columns: {} };
 }
 
 type ColumnKey = 'columnEventId' | 'columnAggregateType' | 'columnAggregateId' | 'columnEventType' | 'columnPayload' | 'columnHeaders' | 'columnCreatedAt';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, type Args, type CommandSpec } from './commands.js';
-import { compileCutover, compileRecover, compileReplay, compileRun } from './compile.js';
+import { compileCutover, compileHandback, compileRecover, compileReplay, compileRun } from './compile.js';
 import { load, redactedConfig, type ConfigSources } from './load.js';
 import type { OptionKey } from './options.js';
 
@@ -286,12 +286,13 @@ describe('OUTBOX_SOURCES', () => {
     expect(problems(COMMANDS.run, { env: { ...required, OUTBOX_SOURCES_FILE: file } })).toContain(`OUTBOX_SOURCES_FILE="${file}": entry 1 "table" is not a schema-qualified table name`);
   });
 
-  it('with several outboxes, refuses handback (it gives back one table), and replay, recover and cutover read every table', () => {
+  it('with several outboxes, replay, recover, cutover and handback work on every table', () => {
     const several = JSON.stringify([{ table: 'billing.outbox' }, { messages: 'outbox' }]);
-    expect(problems(COMMANDS.handback, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ tables: 'tenant_*.event_outbox' }]) }, flags: { pending: "status = 'pending'", markSent: "status = 'sent'" } })).toMatch(/handback works on the slot of one outbox table, and OUTBOX_SOURCES names 1 outbox \(a pattern is many tables\): the slot is theirs too, and dropping it for one table would skip the others' events/);
-    // recover and cutover make the slot for all of them: they read every table.
     expect(compileRecover(load(COMMANDS.recover, { env: { ...required, OUTBOX_SOURCES: several } })).recover.delivery.outboxes).toHaveLength(2);
     expect(compileCutover(load(COMMANDS.cutover, { env: { ...required, OUTBOX_SOURCES: several }, flags: { pending: "status = 'pending'" } })).cutover.delivery.outboxes).toHaveLength(2);
+    // handback reads each table's event id column, an entry's own or OUTBOX_COLUMN_EVENT_ID.
+    const handback = compileHandback(load(COMMANDS.handback, { env: { ...required, OUTBOX_SOURCES: JSON.stringify([{ table: 'billing.outbox', columns: { eventId: 'id' } }, { tables: 'tenant_*.event_outbox' }]), OUTBOX_COLUMN_EVENT_ID: 'uuid' }, flags: { pending: "status = 'pending'", 'mark-sent': "status = 'sent'" } })).handback;
+    expect(handback.outboxes.map((outbox) => outbox.kind !== 'messages' && outbox.columns.eventId)).toEqual(['id', 'uuid']);
     // replay's transactional id is named after the first outbox, as it was after the one table.
     const replay = compileReplay(load(COMMANDS.replay, { env: { ...required, OUTBOX_SOURCES: several, OUTBOX_DELIVERY: 'exactly-once' }, flags: { since: '2026-01-01T00:00:00Z' } }));
     expect(replay.delivery.outboxes).toHaveLength(2);

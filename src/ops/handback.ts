@@ -3,17 +3,17 @@ import type { Logger } from 'pino';
 import { RelayError, sqlState } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import type { DatabaseAccess } from '../pg-connection.js';
-import { quotedName } from '../outboxes.js';
+import type { TableReading } from '../decode/column-parsers.js';
+import { outboxTableRefs, qualifiedName, quotedName, type Outbox } from '../outboxes.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { PgoutputDecoder } from '../source/pgoutput.js';
-import type { RelationRef } from '../source/messages.js';
 import { conditionRefused, probeCondition } from './cutover.js';
-import { extended, withHandoverConnections } from './snapshot-handover.js';
+import { extended, outboxTables, withHandoverConnections } from './snapshot-handover.js';
 
 export interface HandbackOptions {
   readonly database: DatabaseAccess;
-  readonly table: RelationRef;
-  readonly eventIdColumn: string;
+  /** The outbox tables handed back (a pattern: each tenant's); a message outbox has no poller. */
+  readonly outboxes: readonly Outbox[];
   readonly slot: string;
   readonly publication: string;
   /** The poller's condition of unsent rows (`status = 'pending'`): only such rows are marked. */
@@ -49,16 +49,15 @@ const FETCH = 1_000;
  * exception. Rows committed after the snapshot are not touched: the poller sends them.
  */
 export async function handback(options: HandbackOptions, context: { logger: Logger; dryRun: boolean }): Promise<HandbackReport> {
-  const table = quotedName(options.table);
   refuseComments(options.markSent);
   return withHandoverConnections(options.database, options.slot, 'handback', async (sql, peek) => {
     const slot = await readSlot(peek, options.slot);
-    const unfinished = await unfinishedRecovery(peek, [options.table]);
+    const unfinished = await unfinishedRecovery(peek, outboxTableRefs(options.outboxes));
     if (unfinished) throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay ${unfinished.command}\` began at ${unfinished.since} and did not finish: finish it first (run it again), then hand back`);
     if (!slot.exists) throw new RelayError('SOURCE_SLOT_MISSING', `replication slot "${options.slot}" does not exist: there is no confirmed position to prove which rows the relay delivered (after a lost slot, \`outbox-relay recover\` first)`);
     if (slot.active) throw new RelayError('SOURCE_SLOT_BUSY', `replication slot "${options.slot}" is in use (pid ${slot.activePid ?? '?'}): stop every relay first (SIGTERM: it confirms what Kafka acknowledged), then run handback`);
     if (slot.walStatus === 'lost') throw new RelayError('SOURCE_SLOT_LOST', `replication slot "${options.slot}" is lost: its position proves nothing; \`outbox-relay recover\` first`);
-    const report = await markInSnapshot(sql, peek, table, options, context, slot.confirmedFlushLsn);
+    const report = await markInSnapshot(sql, peek, options, context, slot.confirmedFlushLsn);
     if (context.dryRun) return { ...report, slotDropped: false };
     await peek.query('SELECT pg_drop_replication_slot($1)', [options.slot]);
     context.logger.info({ slot: options.slot }, 'handback: slot dropped');
@@ -66,25 +65,40 @@ export async function handback(options: HandbackOptions, context: { logger: Logg
   });
 }
 
-/** Counts, and (unless a dry run) marks, in one snapshot taken before the peek; committed when done. */
-async function markInSnapshot(sql: pg.Client, peek: pg.Client, table: string, options: HandbackOptions, context: { logger: Logger; dryRun: boolean }, confirmedAt: string | null): Promise<Omit<HandbackReport, 'slotDropped'>> {
+/** Counts, and (unless a dry run) marks, every outbox table in one snapshot taken before the peek; committed when done. */
+async function markInSnapshot(sql: pg.Client, peek: pg.Client, options: HandbackOptions, context: { logger: Logger; dryRun: boolean }, confirmedAt: string | null): Promise<Omit<HandbackReport, 'slotDropped'>> {
   await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
   try {
-    await probeCondition(sql, table, options.pending);
-    // The snapshot is the probe's; every row it sees committed before the peek below begins,
-    // and (once the WAL is flushed up to here) is decoded by it if the slot has not confirmed it.
+    // The snapshot is this first read's; every row it sees committed before the peek below
+    // begins, and (once the WAL is flushed up to here) is decoded by it if the slot has not confirmed it.
+    const tables = await outboxTables(sql, options.outboxes);
+    if (tables.length === 0) throw new RelayError('CONFIG_INVALID', 'handback gives outbox tables back to their pollers, and the outboxes have none (a message outbox has no poller, and a pattern matched no table yet)');
+    for (const { outbox } of tables) await probeCondition(sql, quotedName(outbox.table), options.pending);
     await flushWal(peek);
-    const unconfirmed = await unconfirmedEventIds(peek, options);
-    context.logger.info({ slot: options.slot, confirmed: confirmedAt, unconfirmed: unconfirmed.length }, `handback: ${unconfirmed.length} events after the slot's confirmed position stay pending`);
+    const peeked = await unconfirmedEvents(peek, options, tables);
+    if (peeked.messages > 0) {
+      throw new RelayError('SOURCE_HANDBACK_UNCONFIRMED', `${peeked.messages} events of the message outboxes are after the slot's confirmed position: they exist only in the WAL the slot holds, and dropping it would lose them; run the relay until it confirms them (stop it with SIGTERM), then hand back; nothing was changed`);
+    }
     const pending = `coalesce((${options.pending}), false)`;
-    const notUnconfirmed = `NOT (${pg.escapeIdentifier(options.eventIdColumn)}::text = ANY ($1::text[]))`;
-    const counts = await sql.query<{ marked: string; left: string }>(extended(`SELECT count(*) FILTER (WHERE ${notUnconfirmed}) AS marked, count(*) FILTER (WHERE NOT ${notUnconfirmed}) AS left FROM ${table} WHERE ${pending}`, [unconfirmed]));
-    const report = { marked: Number(counts.rows[0]!.marked), leftPending: Number(counts.rows[0]!.left), unconfirmed: unconfirmed.length, confirmedAt };
+    const perTable: { readonly table: string; readonly where: string; readonly unconfirmed: readonly string[]; readonly marked: number }[] = [];
+    let unconfirmed = 0;
+    let leftPending = 0;
+    for (const { outbox } of tables) {
+      const ids = peeked.eventIds.get(qualifiedName(outbox.table)) ?? [];
+      unconfirmed += ids.length;
+      const table = quotedName(outbox.table);
+      const notUnconfirmed = `NOT (${pg.escapeIdentifier(outbox.columns.eventId)}::text = ANY ($1::text[]))`;
+      const counts = await sql.query<{ marked: string; left: string }>(extended(`SELECT count(*) FILTER (WHERE ${notUnconfirmed}) AS marked, count(*) FILTER (WHERE NOT ${notUnconfirmed}) AS left FROM ${table} WHERE ${pending}`, [ids]));
+      perTable.push({ table, where: `${pending} AND ${notUnconfirmed}`, unconfirmed: ids, marked: Number(counts.rows[0]!.marked) });
+      leftPending += Number(counts.rows[0]!.left);
+    }
+    context.logger.info({ slot: options.slot, confirmed: confirmedAt, unconfirmed }, `handback: ${unconfirmed} events after the slot's confirmed position stay pending`);
+    const report = { marked: perTable.reduce((sum, table) => sum + table.marked, 0), leftPending, unconfirmed, confirmedAt };
     if (context.dryRun) {
       await sql.query('ROLLBACK');
       return report;
     }
-    await markSent(sql, table, `${pending} AND ${notUnconfirmed}`, unconfirmed, options, report.marked);
+    for (const table of perTable) await markSent(sql, table.table, table.where, table.unconfirmed, options, table.marked);
     await sql.query('COMMIT');
     return report;
   } catch (error) {
@@ -112,15 +126,21 @@ function refuseComments(markSent: string): void {
   }
 }
 
-/** The event ids of every outbox insert after the slot's confirmed position (peeked, not consumed). */
-async function unconfirmedEventIds(client: pg.Client, options: HandbackOptions): Promise<string[]> {
+/**
+ * The event ids of every outbox table's inserts after the slot's confirmed position, by table,
+ * and how many events of the message outboxes are there too (peeked, not consumed).
+ */
+async function unconfirmedEvents(client: pg.Client, options: HandbackOptions, tables: readonly TableReading[]): Promise<{ readonly eventIds: ReadonlyMap<string, readonly string[]>; readonly messages: number }> {
   const decoder = new PgoutputDecoder();
-  const ids: string[] = [];
+  const eventIdColumn = new Map(tables.map(({ outbox }) => [qualifiedName(outbox.table), outbox.columns.eventId]));
+  const prefixes = new Set(options.outboxes.flatMap((outbox) => (outbox.kind === 'messages' ? [outbox.prefix] : [])));
+  const eventIds = new Map<string, string[]>();
+  let messages = 0;
   await client.query('BEGIN');
   try {
     await client.query(
-      `DECLARE peeked NO SCROLL CURSOR FOR SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)`,
-      [options.slot, pg.escapeIdentifier(options.publication)],
+      `DECLARE peeked NO SCROLL CURSOR FOR SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2, 'messages', $3)`,
+      [options.slot, pg.escapeIdentifier(options.publication), String(prefixes.size > 0)],
     );
     for (;;) {
       const { rows } = await client.query<{ data: Buffer }>(`FETCH ${FETCH} FROM peeked`);
@@ -128,15 +148,18 @@ async function unconfirmedEventIds(client: pg.Client, options: HandbackOptions):
       for (const { data } of rows) {
         // A peeked change is the pgoutput message a stream carries after XLogData's header: framed so, the stream's decoder reads it.
         const message = decoder.decode(Buffer.concat([XLOG_DATA_HEADER, data]));
-        if (message?.kind !== 'insert' || message.relation.schema !== options.table.schema || message.relation.name !== options.table.name) continue;
-        const id = message.row[options.eventIdColumn];
-        if (id !== null && id !== undefined) ids.push(String(id));
+        if (message?.kind === 'message' && message.transactional && prefixes.has(message.prefix)) messages += 1;
+        if (message?.kind !== 'insert') continue;
+        const table = qualifiedName(message.relation);
+        const column = eventIdColumn.get(table);
+        const id = column === undefined ? undefined : message.row[column];
+        if (id !== null && id !== undefined) eventIds.set(table, [...(eventIds.get(table) ?? []), String(id)]);
       }
     }
   } finally {
     await client.query('ROLLBACK');
   }
-  return ids;
+  return { eventIds, messages };
 }
 
 /** XLogData's 25-byte header ('w', start, end, send time): only its tag is read. */

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { expectOrderPerAggregate } from '../harness/fixture.js';
@@ -152,6 +153,36 @@ describe('cutover of several polling outboxes', () => {
     } finally {
       expect(await relay.stop()).toBe(0);
     }
+  });
+
+  it('hands every table back: refused while message outbox events are unconfirmed; then marks sent what the relay confirmed in each table and leaves the rest pending', { timeout: 120_000 }, async () => {
+    await commitTransactions(outboxes, sequences, 2);
+    const refused = await cli(['handback', '--pending', pending, '--mark-sent', "status = 'sent'"], outboxes.relayEnv());
+    expect(refused.code, `${refused.stdout}${refused.stderr}`).toBe(1);
+    expect(refused.stderr).toContain("4 events of the message outboxes are after the slot's confirmed position");
+    // The relay confirms them; then rows a relay never streams, of table a and of table b.
+    const relay = new RelayProcess(outboxes.relayEnv()).start();
+    await relay.waitActive();
+    await eventually('the slot to confirm everything', async () => {
+      const { rows } = await outboxes.pool.query<{ caught_up: boolean }>('SELECT confirmed_flush_lsn >= pg_current_wal_lsn() AS caught_up FROM pg_replication_slots WHERE slot_name = $1', [outboxes.slot]);
+      return rows[0]?.caught_up ? true : undefined;
+    }, 30_000);
+    expect(await relay.stop()).toBe(0);
+    const unconfirmed = [randomUUID(), randomUUID()];
+    await outboxes.pool.query(`INSERT INTO ${outboxes.tables.a} (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'invoice', 'inv_x', 'invoice.paid', '{}')`, [unconfirmed[0]]);
+    await outboxes.pool.query(`INSERT INTO ${outboxes.tables.b} (id, kind, aggregate, type, body) VALUES ($1, 'invoice', 'inv_x', 'invoice.paid', '{}')`, [unconfirmed[1]]);
+    const pendingNow = async () => {
+      const { rows } = await outboxes.pool.query<{ n: string }>(Object.values(outboxes.tables).map((table) => `SELECT count(*) AS n FROM ${table} WHERE ${pending}`).join(' UNION ALL '));
+      return rows.reduce((sum, row) => sum + Number(row.n), 0);
+    };
+    const before = await pendingNow();
+
+    const handback = await cli(['handback', '--pending', pending, '--mark-sent', "status = 'sent'"], outboxes.relayEnv());
+    expect(handback.code, handback.stderr).toBe(0);
+    expect(handback.stdout).toContain(`marked sent: ${before - 2} pending rows the relay confirmed; left pending: 2 rows the relay had not confirmed`);
+    const { rows: left } = await outboxes.pool.query<{ id: string }>(`SELECT event_id AS id FROM ${outboxes.tables.a} WHERE ${pending} UNION ALL SELECT id::text FROM ${outboxes.tables.b} WHERE ${pending} UNION ALL SELECT event_id FROM ${outboxes.tables.c} WHERE ${pending}`);
+    expect(left.map((row) => row.id).sort()).toEqual([...unconfirmed].sort());
+    expect((await outboxes.pool.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [outboxes.slot])).rows).toHaveLength(0);
   });
 });
 
