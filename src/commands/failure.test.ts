@@ -41,6 +41,9 @@ describe('what the CLI prints for a failure', () => {
     const unknown = commandFailure(postgresError('57014', 'canceling statement due to statement timeout'));
     expect(unknown.code).toBe('SOURCE_QUERY_FAILED');
     expect(unknown.message).toMatch(/^Postgres answered 57014: canceling statement due to statement timeout \(a SQLSTATE the relay has no code of its own for/);
+    // Postgres's hint is kept: it names the setting to raise.
+    const locks = commandFailure(Object.assign(postgresError('53200', 'out of shared memory'), { hint: 'You might need to increase "max_locks_per_transaction".' }));
+    expect(locks.message).toMatch(/^Postgres answered 53200: out of shared memory \(Postgres's hint: You might need to increase "max_locks_per_transaction"\.\)/);
   });
 
   it("classifies kafkajs's own errors (the webhooks consumer's) as the sink does", () => {

@@ -21,28 +21,36 @@ export interface UnfinishedHandover {
   readonly since: string;
 }
 
-/** Marks every table, in one transaction (a tenant per table: one commit for thousands). */
+/** Marks every table (a tenant per table: a commit per few hundred, not per table). */
 export async function markRecovering(client: pg.ClientBase, tables: readonly RelationRef[], command: Handover): Promise<void> {
   const since = new Date().toISOString();
-  await inTransaction(client, tables, async (table) => {
+  await inTransactions(client, tables, async (table) => {
     await ensurePruneMarks(client, table);
     await client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS '${MARKS[command]}${since}'`);
   });
 }
 
 export async function clearRecovering(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<void> {
-  await inTransaction(client, tables, (table) => client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS NULL`));
+  await inTransactions(client, tables, (table) => client.query(`COMMENT ON TABLE ${pruneMarksTable(table)} IS NULL`));
 }
 
-async function inTransaction(client: pg.ClientBase, tables: readonly RelationRef[], each: (table: RelationRef) => Promise<unknown>): Promise<void> {
-  if (tables.length === 0) return;
-  await client.query('BEGIN');
-  try {
-    for (const table of tables) await each(table);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
+/**
+ * Tables per transaction: each COMMENT locks its table until the commit, and thousands of locks
+ * in one transaction exhaust the lock table (max_locks_per_transaction × max_connections). A
+ * table's mark stands on its own: marking needs no transaction around them all.
+ */
+const TABLES_PER_TRANSACTION = 500;
+
+async function inTransactions(client: pg.ClientBase, tables: readonly RelationRef[], each: (table: RelationRef) => Promise<unknown>): Promise<void> {
+  for (let from = 0; from < tables.length; from += TABLES_PER_TRANSACTION) {
+    await client.query('BEGIN');
+    try {
+      for (const table of tables.slice(from, from + TABLES_PER_TRANSACTION)) await each(table);
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
   }
 }
 

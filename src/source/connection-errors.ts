@@ -62,7 +62,9 @@ export function postgresAnswer(error: unknown): RelayError | null {
   if (!isPostgresAnswer(error)) return null;
   const state = error.code;
   const answer = ANSWERS.find(({ states }) => states.some((prefix) => state.startsWith(prefix)));
-  const text = `Postgres answered ${state}: ${error.message}`;
+  // Postgres's own hint names the fix where it knows one (out of shared memory: max_locks_per_transaction).
+  const hint = (error as { hint?: unknown }).hint;
+  const text = `Postgres answered ${state}: ${error.message}${typeof hint === 'string' && hint !== '' ? ` (Postgres's hint: ${hint})` : ''}`;
   if (answer) return new RelayError(answer.code, `${text}; ${answer.hint}`, { cause: error });
   return new RelayError('SOURCE_QUERY_FAILED', `${text} (a SQLSTATE the relay has no code of its own for: see Postgres's "PostgreSQL Error Codes")`, { cause: error });
 }
