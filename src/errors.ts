@@ -108,7 +108,7 @@ export const ERROR_CODES = {
   SOURCE_HANDBACK_UNCONFIRMED: {
     retriable: false, poison: false,
     meaning: 'handback found events of a message outbox after the slot\'s confirmed position: they exist only in the WAL the slot holds, and dropping it would lose them.',
-    action: 'Run the relay until it confirms them (stop it with SIGTERM: it confirms what Kafka acknowledged), then run handback again; nothing was changed.',
+    action: 'Stop the applications emitting them (no poller carries message outbox events), run the relay until it confirms them (stop it with SIGTERM: it confirms what Kafka acknowledged), then run handback again; nothing was changed.',
   },
   SOURCE_UNEXPECTED_CHANGE: {
     retriable: false, poison: false,

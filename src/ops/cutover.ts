@@ -65,9 +65,10 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
     // Checked (and counted) before anything is made: Postgres's own words for a bad condition.
     const found = await countPending(sql, tables, options.pending);
     const order = await commitOrder(inspect);
-    const indexWarnings: string[] = [];
-    for (const { outbox } of tables) indexWarnings.push(...(await pendingIndexes(inspect, quotedName(outbox.table), options.pending)));
-    if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings, restarted: unfinished !== null };
+    // A pattern's tenants share index names: one warning for them all, not one per tenant.
+    const indexWarnings = new Set<string>();
+    for (const { outbox } of tables) for (const warning of await pendingIndexes(inspect, quotedName(outbox.table), options.pending)) indexWarnings.add(warning);
+    if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings: [...indexWarnings], restarted: unfinished !== null };
     if (unfinished !== null) logger.warn({ slot: target.slot, since: unfinished.since }, 'cutover: an earlier cutover did not finish; starting over with a new snapshot');
     const setupLines = await setup(target, 'none');
     for (const line of setupLines) logger.info(line);
@@ -86,7 +87,7 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
       },
     });
     const unrecorded = await recordSlotCreated(inspect, target.publication, target.slot);
-    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: unrecorded ? [...setupLines, unrecorded] : setupLines, indexWarnings, restarted: unfinished !== null };
+    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: unrecorded ? [...setupLines, unrecorded] : setupLines, indexWarnings: [...indexWarnings], restarted: unfinished !== null };
   });
 }
 

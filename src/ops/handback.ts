@@ -77,7 +77,7 @@ async function markInSnapshot(sql: pg.Client, peek: pg.Client, options: Handback
     await flushWal(peek);
     const peeked = await unconfirmedEvents(peek, options, tables);
     if (peeked.messages > 0) {
-      throw new RelayError('SOURCE_HANDBACK_UNCONFIRMED', `${peeked.messages} events of the message outboxes are after the slot's confirmed position: they exist only in the WAL the slot holds, and dropping it would lose them; run the relay until it confirms them (stop it with SIGTERM), then hand back; nothing was changed`);
+      throw new RelayError('SOURCE_HANDBACK_UNCONFIRMED', `${peeked.messages} events of the message outboxes are after the slot's confirmed position: they exist only in the WAL the slot holds, and dropping it would lose them (no poller ever carries them); stop the applications emitting them, run the relay until it confirms them (stop it with SIGTERM), then hand back; nothing was changed`);
     }
     const pending = `coalesce((${options.pending}), false)`;
     const perTable: { readonly table: string; readonly where: string; readonly unconfirmed: readonly string[]; readonly marked: number }[] = [];

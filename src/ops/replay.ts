@@ -22,7 +22,9 @@ export interface ReplayFilter {
  * in created_at order across them, through the same decode, routing, encoding and dead-letter
  * path as the stream, with their original `event_id` (idempotent consumers drop what they
  * already applied). Replayed records carry `outbox_commit_lsn: 0/0`: they come from the tables,
- * not the WAL. The rows are read in one snapshot: rows committed meanwhile are the stream's.
+ * not the WAL. The rows are read in one snapshot: rows committed meanwhile are the stream's (a
+ * long replay holds that snapshot, and vacuum's horizon, for its length: narrow it with --since
+ * and --until).
  */
 export async function replay(options: ReplayOptions, encoders: PayloadEncoders, logger: Logger): Promise<{ published: number }> {
   const { delivery } = options;
@@ -32,6 +34,8 @@ export async function replay(options: ReplayOptions, encoders: PayloadEncoders, 
   const client = await connectForText(options.database, 'outbox-relay-replay', 0);
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    // Idle between batches while Kafka acknowledges: a server's idle timeout would end a long replay half way.
+    await client.query('SET LOCAL idle_in_transaction_session_timeout = 0');
     const tables = await outboxTables(client, delivery.outboxes);
     if (tables.length === 0) throw new RelayError('CONFIG_INVALID', `replay publishes rows of outbox tables again, and the outboxes have none (${unreplayable.length > 0 ? 'a message outbox has no table' : 'a pattern matched no table yet'})`);
     const { condition, values } = filtered(options.filter);
@@ -55,7 +59,7 @@ function filtered(filter: ReplayFilter): { readonly condition: (table: TableRead
   const column = (table: TableReading, role: 'createdAt' | 'eventType' | 'eventId') => pg.escapeIdentifier(table.outbox.columns[role]);
   if (filter.since) add(filter.since, (table, parameter) => `${column(table, 'createdAt')} >= ${parameter}::timestamptz`);
   if (filter.until) add(filter.until, (table, parameter) => `${column(table, 'createdAt')} < ${parameter}::timestamptz`);
-  if (filter.eventTypes?.length) add(filter.eventTypes, (table, parameter) => `${column(table, 'eventType')} = ANY(${parameter}::text[])`);
+  if (filter.eventTypes?.length) add(filter.eventTypes, (table, parameter) => `${column(table, 'eventType')}::text = ANY(${parameter}::text[])`);
   if (filter.eventIds?.length) add(filter.eventIds, (table, parameter) => `${column(table, 'eventId')}::text = ANY(${parameter}::text[])`);
   return { condition: (table) => (parts.length === 0 ? 'true' : parts.map((part) => part(table)).join(' AND ')), values };
 }

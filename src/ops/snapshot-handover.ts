@@ -53,6 +53,8 @@ const FETCH_ROWS = 1_000;
 const CURSOR = 'outbox_handover_rows';
 /** A row's ctid, beside its columns (a name no outbox column has). */
 const CTID = 'outbox-relay ctid';
+/** A row's partition (its tableoid), beside its columns. */
+const PART = 'outbox-relay partition';
 
 /**
  * The one way a slot is made under rows that are already in the table (`recover`, `cutover`):
@@ -130,6 +132,8 @@ async function createSlotInto(sql: pg.Client, options: HandoverOptions): Promise
     // standby's transaction when the slot is there.
     await sql.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     await sql.query(`SET TRANSACTION SNAPSHOT ${pg.escapeLiteral(rows[0]!.snapshot_name)}`);
+    // Idle between batches while Kafka acknowledges: a server's idle timeout would end the command half way.
+    await sql.query('SET LOCAL idle_in_transaction_session_timeout = 0');
     return rows[0]!.consistent_point;
   } finally {
     await replication.end();
@@ -217,24 +221,30 @@ export async function* rowsInOrder(sql: pg.Client, selected: readonly TableRows[
   if (selected.length === 0) return;
   // age() descending is xid ascending; cmin orders the statements of one transaction, ctid the inserts of one.
   const orderBy = order === 'created_at' ? 'x, c' : `${order === 'commit timestamp' ? 'pg_xact_commit_timestamp(x) NULLS FIRST, age(x) DESC' : 'age(x) DESC'}, c::text::bigint`;
+  // A row's place is its partition (tableoid) and ctid: a ctid is unique only within one partition of a partitioned outbox.
   const places = selected.map(({ table: { outbox }, condition }, index) => {
     const keys = order === 'created_at' ? `${pg.escapeIdentifier(outbox.columns.createdAt)}::timestamptz AS x, ${pg.escapeIdentifier(outbox.columns.eventId)}::text AS c` : 'xmin AS x, cmin AS c';
-    return `SELECT ${index} AS t, ctid, ${keys} FROM ${quotedName(outbox.table)} WHERE coalesce((${condition}), false)`;
+    return `SELECT ${index} AS t, tableoid AS part, ctid, ${keys} FROM ${quotedName(outbox.table)} WHERE coalesce((${condition}), false)`;
   });
-  await sql.query(extended(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR SELECT t, ctid FROM (${places.join(' UNION ALL ')}) places ORDER BY ${orderBy}, t, ctid`, values));
+  await sql.query(extended(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR SELECT t, part, ctid FROM (${places.join(' UNION ALL ')}) places ORDER BY ${orderBy}, t, part, ctid`, values));
   for (;;) {
-    const { rows: batch } = await sql.query<{ t: string; ctid: string }>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
+    const { rows: batch } = await sql.query<{ t: string; part: string; ctid: string }>(`FETCH ${FETCH_ROWS} FROM ${CURSOR}`);
     if (batch.length === 0) return;
-    const ctidsByTable = new Map<number, string[]>();
-    for (const { t, ctid } of batch) ctidsByTable.set(Number(t), [...(ctidsByTable.get(Number(t)) ?? []), ctid]);
+    const ctidsByTable = new Map<number, Set<string>>();
+    for (const { t, ctid } of batch) ctidsByTable.set(Number(t), (ctidsByTable.get(Number(t)) ?? new Set()).add(ctid));
     const rows = new Map<string, TableRow>();
     for (const [index, ctids] of ctidsByTable) {
       const { outbox, columnParsers } = selected[index]!.table;
-      const { rows: texts, fields } = await sql.query<Record<string, string | null>>(`SELECT *, ctid AS "${CTID}" FROM ${quotedName(outbox.table)} WHERE ctid = ANY($1::tid[])`, [ctids]);
-      const columns = fields.filter((field) => field.name !== CTID);
-      for (const text of texts) rows.set(`${index} ${text[CTID]}`, { relation: outbox.table, row: parseRow(text, columns, columnParsers) });
+      const { rows: texts, fields } = await sql.query<Record<string, string | null>>(`SELECT *, tableoid AS "${PART}", ctid AS "${CTID}" FROM ${quotedName(outbox.table)} WHERE ctid = ANY($1::tid[])`, [[...ctids]]);
+      const columns = fields.filter((field) => field.name !== PART && field.name !== CTID);
+      for (const text of texts) rows.set(`${index} ${text[PART]} ${text[CTID]}`, { relation: outbox.table, row: parseRow(text, columns, columnParsers) });
     }
-    yield batch.map(({ t, ctid }) => rows.get(`${t} ${ctid}`)!);
+    yield batch.map(({ t, part, ctid }) => {
+      const row = rows.get(`${t} ${part} ${ctid}`);
+      // The snapshot keeps every row it sees where it was: a row not found again is a bug, never skipped.
+      if (!row) throw new Error(`row ${ctid} of ${qualifiedName(selected[Number(t)]!.table.outbox.table)} (partition ${part}) was not found again in the snapshot`);
+      return row;
+    });
   }
 }
 

@@ -62,6 +62,8 @@ async function inTransactions(client: pg.ClientBase, tables: readonly RelationRe
 export async function unfinishedRecovery(client: pg.ClientBase, outboxTables: readonly RelationRef[]): Promise<UnfinishedHandover | null> {
   if (outboxTables.length === 0) return null;
   const marksOf = outboxTables.map((table) => {
+    // A table named outright: its marks table as Postgres names it (cut to 63 bytes, as CREATE cut it).
+    if (!table.schema.includes('*') && !table.name.includes('*')) return `c.oid = to_regclass(${pg.escapeLiteral(pruneMarksTable(table))})`;
     const like = likePatterns(table);
     return `(n.nspname LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(`${like.name}\\_prune\\_marks`)})`;
   });
