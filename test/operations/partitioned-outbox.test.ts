@@ -17,6 +17,18 @@ async function createPartitioned(outbox: TestOutbox): Promise<void> {
   await createTopics([outbox.topic('invoice')]);
 }
 
+/** An outbox partitioned by aggregate type: rows of two partitions can sit at the same ctids. */
+async function createListPartitioned(outbox: TestOutbox): Promise<void> {
+    await outbox.pool.query(`
+      CREATE TABLE ${outbox.table} (
+        event_id text NOT NULL, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
+        payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now()
+      ) PARTITION BY LIST (aggregate_type)`);
+    await outbox.pool.query(`CREATE TABLE ${outbox.table}_invoice PARTITION OF ${outbox.table} FOR VALUES IN ('invoice')`);
+    await outbox.pool.query(`CREATE TABLE ${outbox.table}_refund PARTITION OF ${outbox.table} FOR VALUES IN ('refund')`);
+    await createTopics([outbox.topic('invoice'), outbox.topic('refund')]);
+}
+
 /** Its inserts must reach the relay as the outbox's own, not as each partition's. */
 describe('a partitioned outbox table', () => {
   const outbox = new TestOutbox();
@@ -60,16 +72,7 @@ describe('a partitioned outbox table', () => {
  */
 describe('pruning a partitioned outbox', () => {
   const outbox = new TestOutbox();
-  beforeAll(async () => {
-    await outbox.pool.query(`
-      CREATE TABLE ${outbox.table} (
-        event_id text NOT NULL, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
-        payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now()
-      ) PARTITION BY LIST (aggregate_type)`);
-    await outbox.pool.query(`CREATE TABLE ${outbox.table}_invoice PARTITION OF ${outbox.table} FOR VALUES IN ('invoice')`);
-    await outbox.pool.query(`CREATE TABLE ${outbox.table}_refund PARTITION OF ${outbox.table} FOR VALUES IN ('refund')`);
-    await createTopics([outbox.topic('invoice'), outbox.topic('refund')]);
-  });
+  beforeAll(() => createListPartitioned(outbox));
   afterAll(() => outbox.destroy());
 
   it('deletes the confirmed rows of one partition and none of the unconfirmed rows at the same places in another', async () => {
@@ -109,16 +112,7 @@ describe('pruning a partitioned outbox', () => {
  */
 describe('recovering a partitioned outbox', () => {
   const outbox = new TestOutbox();
-  beforeAll(async () => {
-    await outbox.pool.query(`
-      CREATE TABLE ${outbox.table} (
-        event_id text NOT NULL, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
-        payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now()
-      ) PARTITION BY LIST (aggregate_type)`);
-    await outbox.pool.query(`CREATE TABLE ${outbox.table}_invoice PARTITION OF ${outbox.table} FOR VALUES IN ('invoice')`);
-    await outbox.pool.query(`CREATE TABLE ${outbox.table}_refund PARTITION OF ${outbox.table} FOR VALUES IN ('refund')`);
-    await createTopics([outbox.topic('invoice'), outbox.topic('refund')]);
-  });
+  beforeAll(() => createListPartitioned(outbox));
   afterAll(() => outbox.destroy());
 
   it('publishes every retained row of every partition again, rows at the same ctids included', async () => {
