@@ -78,7 +78,10 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
       const firstNew = await eventually('an event committed on the new primary to arrive', async () => {
         const found = reader.records.find((record) => parseLsn(record.headers.outbox_commit_lsn ?? '0/0') >= promotionLsn);
         return found ? Date.now() : undefined;
-      }, 60_000, 20);
+      }, 60_000, 20).catch((error: unknown) => {
+        // Which side stalled: the writers (nothing committed there) or the relay (its log).
+        throw new Error(`${(error as Error).message}; ${load.committedTransactions - beforeKill} transactions committed since the kill, ${reader.records.length} records read\n${relay.tail()}`);
+      });
       const resumed = relay.logs.find((line) => /^active:/.test(line.msg) && typeof line.time === 'number' && line.time >= promotedAt);
       await delay(5_000);
       await load.stop();
