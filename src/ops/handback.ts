@@ -153,7 +153,10 @@ async function unconfirmedEvents(client: pg.Client, options: HandbackOptions, ta
         const table = qualifiedName(message.relation);
         const column = eventIdColumn.get(table);
         const id = column === undefined ? undefined : message.row[column];
-        if (id !== null && id !== undefined) eventIds.set(table, [...(eventIds.get(table) ?? []), String(id)]);
+        if (id === null || id === undefined) continue;
+        const ids = eventIds.get(table);
+        if (ids) ids.push(String(id));
+        else eventIds.set(table, [String(id)]);
       }
     }
   } finally {
