@@ -48,6 +48,8 @@
 #   OUTBOX_FAILOVER_SYNCHRONOUS (on: the primary waits for the standby at commit; off: asynchronous)
 #   OUTBOX_PG_FSYNC (off; npm run bench runs its stack with on unless OUTBOX_PG_FSYNC=off)
 #   OUTBOX_KAFKA_AUTO_CREATE (true: the brokers' auto.create.topics.enable)
+#   OUTBOX_KAFKA_FULL_JIT (false: brokers run with the JVM's quick compiler only, for quick
+#                      restarts under load; npm run bench runs its brokers with true)
 #   OUTBOX_KAFKA_VERSION (4.4.0) OUTBOX_APICURIO_VERSION (3.3.3, needs Java 21+)
 #   OUTBOX_REGISTRY_JAVA_HOME  a JDK >= 21 for Apicurio (auto-detected under /usr/lib/jvm)
 #   OUTBOX_REGISTRY_COMPATIBILITY  global compatibility rule (default BACKWARD; NONE disables)

@@ -20,12 +20,14 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
  * A bench on a stack of its own: `defaults` (OUTBOX_STACK_DIR and ports apart from the test
  * stack's) fill what the environment leaves unset, Postgres runs with fsync on unless
  * OUTBOX_PG_FSYNC=off (commits cost what they cost on a real disk; scripts/stack/pg.sh: off for
- * the tests), the relay (dist/) and the bench's child processes (bench/tsconfig.json) are
- * built, and `services` started. Returns the stack's variables.
+ * the tests), its brokers with the JVM's optimizing compiler (OUTBOX_KAFKA_FULL_JIT: the test
+ * stack's brokers start quicker without it, a bench's run long enough for it to pay), the relay
+ * (dist/) and the bench's child processes (bench/tsconfig.json) are built, and `services` started. Returns the stack's variables.
  */
 export async function upBenchStack(defaults: Readonly<Record<string, string>>, services: readonly string[]): Promise<Record<string, string>> {
   for (const [key, value] of Object.entries(defaults)) process.env[key] ??= value;
   process.env.OUTBOX_PG_FSYNC ??= 'on';
+  process.env.OUTBOX_KAFKA_FULL_JIT ??= 'true';
   if (!['on', 'off'].includes(process.env.OUTBOX_PG_FSYNC)) throw new Error(`OUTBOX_PG_FSYNC=${process.env.OUTBOX_PG_FSYNC}: expected on or off`);
   progress('building the relay (npm run build) and the bench processes');
   await run('npm', ['run', 'build'], { cwd: REPO });
