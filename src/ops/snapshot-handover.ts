@@ -7,7 +7,7 @@ import { qualifiedName, quotedName, tableOutboxOf, type Outbox } from '../outbox
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
-import { tablesMatching } from '../setup/outbox-tables.js';
+import { tablesMatching } from '../setup/catalog.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
 import { connectForText, parseRow, republish, type TableRow } from './republish.js';
 

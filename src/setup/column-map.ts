@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { RelayError } from '../errors.js';
 import type { ColumnMap, ColumnRole } from '../outbox-table.js';
 import { qualifiedName } from '../outboxes.js';
+import { columnsOf, tableOids } from './catalog.js';
 import type { RelationRef } from '../source/messages.js';
 
 /** What each role becomes on the record, and whether a row without its column can be published. */
@@ -37,19 +38,10 @@ export interface TableColumn {
  * does not exist has none.
  */
 export async function readTableColumns(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<string, TableColumn[]>> {
-  const { rows } = await client.query<{ schema: string; table: string; name: string; type_oid: number; type: string; base_type: string | null }>(
-    `SELECT n.nspname AS schema, c.relname AS table, a.attname AS name, a.atttypid::int AS type_oid, format_type(a.atttypid, a.atttypmod) AS type,
-            CASE WHEN t.typtype = 'd' THEN format_type(t.typbasetype, t.typtypmod) END AS base_type
-       FROM unnest($1::text[], $2::text[]) AS w(schema, name)
-       JOIN pg_namespace n ON n.nspname = w.schema
-       JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.name
-       JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-       JOIN pg_type t ON t.oid = a.atttypid
-      ORDER BY n.nspname, c.relname, a.attnum`,
-    [tables.map((table) => table.schema), tables.map((table) => table.name)],
-  );
+  const oids = await tableOids(client, tables);
+  const tableOf = new Map([...oids].map(([name, oid]) => [oid, name]));
   const columns = new Map<string, TableColumn[]>(tables.map((table) => [qualifiedName(table), []]));
-  for (const row of rows) columns.get(`${row.schema}.${row.table}`)?.push({ name: row.name, typeOid: row.type_oid, type: row.type, baseType: row.base_type });
+  for (const { relation, name, typeOid, type, baseType } of await columnsOf(client, oids.values())) columns.get(tableOf.get(relation)!)!.push({ name, typeOid, type, baseType });
   return columns;
 }
 

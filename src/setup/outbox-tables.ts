@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { likePatterns, qualifiedName } from '../outboxes.js';
+import { tablesMatching } from './catalog.js';
 import type { RelationRef } from '../source/messages.js';
 
 /** An outbox table (or every table a pattern names) and the column its rows' age is read from (status, prune). */
@@ -23,17 +24,6 @@ export async function findTables(client: pg.ClientBase, entries: readonly TableB
     for (const table of await tablesMatching(client, entry.pattern)) found.push({ table, createdAtColumn: entry.createdAtColumn, entry: qualifiedName(entry.pattern) });
   }
   return found;
-}
-
-/** The ordinary and partitioned tables a pattern names (not a partition of one: its root is the outbox). */
-export async function tablesMatching(client: pg.ClientBase, pattern: RelationRef): Promise<RelationRef[]> {
-  const like = likePatterns(pattern);
-  const { rows } = await client.query<{ schema: string; name: string }>(
-    `SELECT n.nspname AS schema, c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname LIKE $1 AND c.relname LIKE $2 ORDER BY 1, 2`,
-    [like.schema, like.name],
-  );
-  return rows.map((row) => ({ schema: row.schema, name: row.name }));
 }
 
 /** The function and event trigger that add a new tenant's outbox table to the publication: named after the publication. */

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { RelayError } from '../errors.js';
 import { likePatterns } from '../outboxes.js';
+import { relationOids, relationsLike, relationsWhere } from './catalog.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import type { RelationRef } from '../source/messages.js';
 
@@ -56,23 +57,19 @@ async function inTransactions(client: pg.ClientBase, tables: readonly RelationRe
 
 /**
  * Which command began and did not finish, and when, on any of `outboxTables` (tables, or
- * patterns naming a schema per tenant: a handover marks every table it reads); or null. One
- * catalog read however many tenants.
+ * patterns naming a schema per tenant: a handover marks every table it reads); or null. A few
+ * catalog reads however many tenants (./catalog.ts).
  */
 export async function unfinishedRecovery(client: pg.ClientBase, outboxTables: readonly RelationRef[]): Promise<UnfinishedHandover | null> {
-  if (outboxTables.length === 0) return null;
-  const marksOf = outboxTables.map((table) => {
-    // A table named outright: its marks table as Postgres names it (cut to 63 bytes, as CREATE cut it).
-    if (!table.schema.includes('*') && !table.name.includes('*')) return `c.oid = to_regclass(${pg.escapeLiteral(pruneMarksTable(table))})`;
-    const like = likePatterns(table);
-    return `(n.nspname LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(`${like.name}\\_prune\\_marks`)})`;
-  });
-  // Inlined, not bound: a replication connection (the stream's check) speaks only simple queries.
-  const { rows } = await client.query<{ comment: string }>(
-    `SELECT obj_description(c.oid, 'pg_class') AS comment FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE (${marksOf.join(' OR ')}) AND obj_description(c.oid, 'pg_class') LIKE 'outbox-relay: %' ORDER BY 1 LIMIT 1`,
-  );
-  const comment = rows[0]?.comment ?? null;
+  const named = outboxTables.filter((table) => !table.schema.includes('*') && !table.name.includes('*'));
+  // A table named outright: its marks table as Postgres names it (cut to 63 bytes, as CREATE cut it).
+  const marks = [...(await relationOids(client, named.map(pruneMarksTable))).values()];
+  for (const pattern of outboxTables.filter((table) => !named.includes(table))) {
+    const like = likePatterns(pattern);
+    for (const found of await relationsLike(client, { schema: like.schema, name: `${like.name}\\_prune\\_marks` }, "relkind = 'r'")) marks.push(found.oid);
+  }
+  const rows = await relationsWhere<{ comment: string }>(client, "obj_description(oid, 'pg_class') AS comment", marks, "obj_description(oid, 'pg_class') LIKE 'outbox-relay: %'");
+  const comment = rows.map((row) => row.comment).sort()[0] ?? null;
   for (const [command, mark] of Object.entries(MARKS) as [Handover, string][]) {
     if (comment?.startsWith(mark)) return { command, since: comment.slice(mark.length) };
   }

@@ -6,7 +6,8 @@ import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import { postgresFailure } from '../source/connection-errors.js';
 import type { ColumnMap } from '../outbox-table.js';
 import { matchesPattern, qualifiedName, quotedName } from '../outboxes.js';
-import { ensureTenantTrigger, tablesMatching, tenantTriggerName } from './outbox-tables.js';
+import { ensureTenantTrigger, tenantTriggerName } from './outbox-tables.js';
+import { relationsWhere, tableOids, tablesMatching } from './catalog.js';
 import type { RelationRef } from '../source/messages.js';
 import { slotMissing } from '../source/slot-errors.js';
 import { describeColumnMap, readTableColumns } from './column-map.js';
@@ -269,13 +270,10 @@ async function ensureTable(client: pg.Client, table: RelationRef): Promise<strin
  * otherwise each insert would arrive as its partition's.
  */
 async function anyPartitioned(client: pg.Client, target: Resolved): Promise<RelationRef[]> {
-  const { rows } = await client.query<{ schema: string; name: string }>(
-    `SELECT w.schema, w.name FROM unnest($1::text[], $2::text[]) AS w(schema, name)
-       JOIN pg_namespace n ON n.nspname = w.schema JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.name
-      WHERE c.relkind = 'p'`,
-    [target.tables.map(({ table }) => table.schema), target.tables.map(({ table }) => table.name)],
-  );
-  return rows.map((row) => ({ schema: row.schema, name: row.name }));
+  const tables = target.tables.map(({ table }) => table);
+  const oids = await tableOids(client, tables);
+  const partitioned = new Set((await relationsWhere<{ oid: string }>(client, 'oid::text', oids.values(), "relkind = 'p'")).map((row) => row.oid));
+  return tables.filter((table) => partitioned.has(oids.get(qualifiedName(table)) ?? ''));
 }
 
 function publicationOptions(partitioned: boolean): string {
