@@ -35,28 +35,19 @@ export async function tableOids(client: pg.ClientBase, tables: readonly Relation
   }));
 }
 
-export interface FoundRelation extends RelationRef {
-  readonly oid: string;
-}
-
-/** The relations whose schema and name match SQL LIKE patterns and that satisfy `condition` (on pg_class's columns), in name order. */
-export async function relationsLike(client: pg.ClientBase, like: { readonly schema: string; readonly name: string }, condition: string): Promise<FoundRelation[]> {
+/** The ordinary and partitioned tables a pattern names (a partition is not one: its root is), in name order. */
+export async function tablesMatching(client: pg.ClientBase, pattern: RelationRef): Promise<RelationRef[]> {
+  const like = likePatterns(pattern);
   const { rows: schemas } = await client.query<{ oid: string; name: string }>(`SELECT oid::text, nspname AS name FROM pg_namespace WHERE nspname LIKE ${pg.escapeLiteral(like.schema)}`);
   if (schemas.length === 0) return [];
   const schemaOf = new Map(schemas.map((schema) => [schema.oid, schema.name]));
-  const { rows } = await client.query<{ oid: string; namespace: string; name: string }>(
-    `SELECT oid::text, relnamespace::text AS namespace, relname AS name FROM pg_class
-      WHERE relnamespace = ANY(${oidArray(schemaOf.keys())}) AND relname LIKE ${pg.escapeLiteral(like.name)} AND (${condition})`,
+  const { rows } = await client.query<{ namespace: string; name: string }>(
+    `SELECT relnamespace::text AS namespace, relname AS name FROM pg_class
+      WHERE relnamespace = ANY(${oidArray(schemaOf.keys())}) AND relname LIKE ${pg.escapeLiteral(like.name)} AND relkind IN ('r', 'p') AND NOT relispartition`,
   );
   return rows
-    .map((row) => ({ oid: row.oid, schema: schemaOf.get(row.namespace)!, name: row.name }))
+    .map((row) => ({ schema: schemaOf.get(row.namespace)!, name: row.name }))
     .sort((a, b) => compareText(a.schema, b.schema) || compareText(a.name, b.name));
-}
-
-/** The ordinary and partitioned tables a pattern names (a partition is not one: its root is), in name order. */
-export async function tablesMatching(client: pg.ClientBase, pattern: RelationRef): Promise<RelationRef[]> {
-  const found = await relationsLike(client, likePatterns(pattern), "relkind IN ('r', 'p') AND NOT relispartition");
-  return found.map(({ schema, name }) => ({ schema, name }));
 }
 
 /** Which of these relations (oids) satisfy `condition`, a predicate on pg_class's own columns; one scan of pg_class. */

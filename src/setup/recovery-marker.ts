@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { RelayError } from '../errors.js';
-import { likePatterns } from '../outboxes.js';
-import { relationOids, relationsLike, relationsWhere } from './catalog.js';
+import { relationOids, relationsWhere, tablesMatching } from './catalog.js';
 import { ensurePruneMarks, pruneMarksTable } from '../prune/marks.js';
 import type { RelationRef } from '../source/messages.js';
 
@@ -61,13 +60,11 @@ async function inTransactions(client: pg.ClientBase, tables: readonly RelationRe
  * catalog reads however many tenants (./catalog.ts).
  */
 export async function unfinishedRecovery(client: pg.ClientBase, outboxTables: readonly RelationRef[]): Promise<UnfinishedHandover | null> {
-  const named = outboxTables.filter((table) => !table.schema.includes('*') && !table.name.includes('*'));
-  // A table named outright: its marks table as Postgres names it (cut to 63 bytes, as CREATE cut it).
-  const marks = [...(await relationOids(client, named.map(pruneMarksTable))).values()];
-  for (const pattern of outboxTables.filter((table) => !named.includes(table))) {
-    const like = likePatterns(pattern);
-    for (const found of await relationsLike(client, { schema: like.schema, name: `${like.name}\\_prune\\_marks` }, "relkind = 'r'")) marks.push(found.oid);
-  }
+  // Each table's marks table by its name as Postgres cut it (63 bytes, as CREATE cut it): a
+  // pattern's tables listed first, so that a long tenant table's marks are found too.
+  const tables: RelationRef[] = [];
+  for (const table of outboxTables) tables.push(...(table.schema.includes('*') || table.name.includes('*') ? await tablesMatching(client, table) : [table]));
+  const marks = (await relationOids(client, tables.map(pruneMarksTable))).values();
   const rows = await relationsWhere<{ comment: string }>(client, "obj_description(oid, 'pg_class') AS comment", marks, "obj_description(oid, 'pg_class') LIKE 'outbox-relay: %'");
   const comment = rows.map((row) => row.comment).sort()[0] ?? null;
   for (const [command, mark] of Object.entries(MARKS) as [Handover, string][]) {

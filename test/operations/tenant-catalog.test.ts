@@ -124,3 +124,53 @@ describe(`${TENANTS} tenants' tables, read before autovacuum analyzed the catalo
     throw new Error('autovacuum analyzed the catalog during each of 3 attempts: nothing was measured on stale statistics');
   });
 });
+
+/**
+ * A pattern whose tables' names are long: each one's prune marks table is named after it plus
+ * `_prune_marks`, cut by Postgres at 63 bytes. The mark of an unfinished `recover` is on those
+ * tables, and must be found there whatever the cut left of the suffix.
+ */
+describe('a pattern whose tables have names of over 51 bytes', () => {
+  const services = inject('services');
+  const pool = new pg.Pool({ connectionString: services.databaseUrl, max: 2 });
+  const id = `l${randomUUID().replaceAll('-', '').slice(0, 8)}`;
+  const table = 'invoices_and_credit_notes_of_the_billing_ledger_outbox_table';
+  const schemas = [`${id}_tenant_a`, `${id}_tenant_b`];
+  const env = {
+    DATABASE_URL: services.databaseUrl,
+    KAFKA_BROKERS: services.kafkaBrokers,
+    OUTBOX_SOURCES: JSON.stringify([{ tables: `${id}_tenant_*.${table}` }]),
+    OUTBOX_SLOT: `slot_${id}`,
+    OUTBOX_PUBLICATION: `pub_${id}`,
+    OUTBOX_TOPIC_TEMPLATE: `itest-${id}.{aggregate_type}`,
+    OUTBOX_DEAD_LETTER_TOPIC: `itest-${id}.dead-letter`,
+    ...TEST_RELAY_TIMINGS,
+  };
+
+  afterAll(async () => {
+    await pool.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active', [env.OUTBOX_SLOT]).catch(() => undefined);
+    await pool.query(`DROP EVENT TRIGGER IF EXISTS outbox_relay_pub_${id}_adds_tables; DROP FUNCTION IF EXISTS public.outbox_relay_pub_${id}_adds_tables(); DROP PUBLICATION IF EXISTS pub_${id}`).catch(() => undefined);
+    for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await pool.end();
+  });
+
+  it('a recover killed half way keeps run refusing', { timeout: 120_000 }, async () => {
+    for (const schema of schemas) {
+      await pool.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.${table} (event_id text PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now())`);
+    }
+    const setup = await cli(['setup'], env);
+    expect(setup.code, setup.stderr).toBe(0);
+    const { rows } = await pool.query<{ name: string }>("SELECT relname AS name FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind = 'r' AND relname LIKE 'invoices%' AND relname <> $2", [schemas[0], table]);
+    expect(rows.map((row) => row.name), 'the marks table, its name cut at 63 bytes').toEqual([`${table}_prune_marks`.slice(0, 63)]);
+    // Enough rows that the recover below is caught half way.
+    await pool.query(`INSERT INTO ${schemas[1]}.${table} (event_id, aggregate_type, aggregate_id, event_type, payload) SELECT gen_random_uuid()::text, 'invoice', 'inv_1', 'invoice.paid', '{}' FROM generate_series(1, 20000)`);
+    await pool.query('SELECT pg_drop_replication_slot($1)', [env.OUTBOX_SLOT]);
+
+    const recover = new RelayProcess(env, [], 'recover').start();
+    await recover.waitForLog(/^recover: progress/, 60_000);
+    await recover.kill9();
+    const refused = new RelayProcess(env).start();
+    expect(await refused.waitExit(30_000), refused.tail()).toBe(1);
+    expect(refused.tail()).toMatch(/\[SOURCE_RECOVERY_UNFINISHED\]: cannot stream: `outbox-relay recover` began at .* and did not finish/);
+  });
+});
