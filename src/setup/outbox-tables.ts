@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { likePatterns, qualifiedName } from '../outboxes.js';
+import { PRUNE_MARKS_COLUMNS } from '../prune/marks.js';
 import { tablesMatching } from './catalog.js';
+import { TABLE_GRANTS } from './roles.js';
 import type { RelationRef } from '../source/messages.js';
 
 /** An outbox table (or every table a pattern names) and the column its rows' age is read from (status, prune). */
@@ -24,6 +26,18 @@ export async function findTables(client: pg.ClientBase, entries: readonly TableB
     for (const table of await tablesMatching(client, entry.pattern)) found.push({ table, createdAtColumn: entry.createdAtColumn, entry: qualifiedName(entry.pattern) });
   }
   return found;
+}
+
+/** PL/pgSQL giving `grant`'s privileges on the new table `created` (and its marks table) if its role exists. */
+function grantsIfRoleExists(grant: (typeof TABLE_GRANTS)[number]): string {
+  const role = pg.escapeIdentifier(grant.role);
+  const statements = [
+    `format('GRANT USAGE ON SCHEMA %I TO ${role}', created.nspname)`,
+    `format('GRANT ${grant.table} ON %I.%I TO ${role}', created.nspname, created.relname)`,
+    ...(grant.marks ? [`format('GRANT ${grant.marks} ON %I.%I TO ${role}', created.nspname, created.relname || '_prune_marks')`] : []),
+  ];
+  const body = statements.map((statement) => `          EXECUTE ${statement};`).join('\n');
+  return `        IF to_regrole(${pg.escapeLiteral(grant.role)}) IS NOT NULL THEN\n${body}\n        END IF;`;
 }
 
 /** The function and event trigger that add a new tenant's outbox table to the publication: named after the publication. */
@@ -59,6 +73,9 @@ export async function ensureTenantTrigger(client: pg.ClientBase, publication: st
     DECLARE
       created record;
     BEGIN
+      IF current_setting('outbox_relay.making_marks', true) = 'on' THEN
+        RETURN;
+      END IF;
       FOR created IN
         SELECT c.nspname, c.relname FROM pg_event_trigger_ddl_commands() d
           JOIN (SELECT r.oid, n.nspname, r.relname, r.relispartition FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace) c ON c.oid = d.objid
@@ -66,6 +83,13 @@ export async function ensureTenantTrigger(client: pg.ClientBase, publication: st
            AND (${conditions.join(' OR ')})
       LOOP
         EXECUTE format('ALTER PUBLICATION %I ADD TABLE %I.%I', ${pg.escapeLiteral(publication)}, created.nspname, created.relname);
+        -- Its pruner's marks table, made here as setup makes every other tenant's (this trigger
+        -- fires for it too: the setting keeps that firing from taking it for a tenant's table).
+        PERFORM set_config('outbox_relay.making_marks', 'on', true);
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I ${PRUNE_MARKS_COLUMNS}', created.nspname, created.relname || '_prune_marks');
+        PERFORM set_config('outbox_relay.making_marks', 'off', true);
+        -- The least-privilege roles that exist (setup --create-roles) get on it what they have on the others.
+${TABLE_GRANTS.map(grantsIfRoleExists).join('\n')}
       END LOOP;
     END
     $body$`);

@@ -213,4 +213,28 @@ describe('a schema per tenant, tenants created under load', () => {
       await pool.query(`ALTER EVENT TRIGGER outbox_relay_${publication}_adds_tables ENABLE`);
     }
   });
+
+  it('a tenant made after setup gets its prune marks and the least-privilege roles\' grants: the pruner prunes it, the relay reports it', { timeout: 120_000 }, async () => {
+    const roles = await cli(['setup', '--create-roles'], env);
+    expect(roles.code, roles.stderr).toBe(0);
+    const client = await pool.connect();
+    let late: string;
+    try {
+      late = await createTenant(client, 2);
+    } finally {
+      client.release();
+    }
+    const as = (role: string) => {
+      const url = new URL(services.databaseUrl);
+      url.username = role;
+      url.password = '';
+      return { ...env, DATABASE_URL: url.toString() };
+    };
+    const prune = await cli(['prune', '--retention', '0s'], as('outbox_pruner'));
+    expect(prune.code, `${prune.stdout}\n${prune.stderr}`).toBe(0);
+    const status = await cli(['status', '--json'], as('outbox_relay'));
+    expect(status.code, status.stderr).toBe(0);
+    const reported = (JSON.parse(status.stdout) as { outboxes: { table: string; rows: number }[] }).outboxes.find((outbox) => outbox.table === `${late}.event_outbox`);
+    expect(reported, status.stdout).toMatchObject({ rows: 2 });
+  });
 });
