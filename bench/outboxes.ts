@@ -82,7 +82,7 @@ async function main(): Promise<void> {
         progress(`round ${round}/${rounds}: ${each.name}, writing ${events} events`);
         // Every slot decodes all the WAL after its position: moved to the end first, the case's
         // drain decodes its own backlog, not the other cases' written since its last round.
-        await pool.query('SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())', [relayEnv(env, each).OUTBOX_SLOT]);
+        await advanceSlot(pool, relayEnv(env, each).OUTBOX_SLOT!);
         const client = await pool.connect();
         try {
           await each.write(client, `r${round}`);
@@ -188,6 +188,18 @@ async function insertRows(client: pg.ClientBase, round: string, tableOf: () => s
       [`${round}-`, PAYLOAD, start, start + count - 1],
     );
   }
+}
+
+/** Moves the slot to the WAL's end once the last relay's session has let it go (a slot held by a walsender cannot be moved). */
+async function advanceSlot(pool: pg.Pool, slot: string): Promise<void> {
+  const deadline = performance.now() + 120_000;
+  for (;;) {
+    const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+    if (rows[0] && !rows[0].active) break;
+    if (performance.now() > deadline) throw new Error(`slot ${slot} is still held by a session after 2 minutes`);
+    await sleep(100);
+  }
+  await pool.query('SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())', [slot]);
 }
 
 /** Starts the relay on the backlog and times it until the slot confirmed the WAL written before it started. */

@@ -35,7 +35,7 @@ export async function tableOids(client: pg.ClientBase, tables: readonly Relation
   }));
 }
 
-/** The ordinary and partitioned tables a pattern names (a partition is not one: its root is), in name order. */
+/** The ordinary and partitioned tables a pattern names (a partition is not one: its root is; a prune marks table is none), in name order. */
 export async function tablesMatching(client: pg.ClientBase, pattern: RelationRef): Promise<RelationRef[]> {
   const like = likePatterns(pattern);
   const { rows: schemas } = await client.query<{ oid: string; name: string }>(`SELECT oid::text, nspname AS name FROM pg_namespace WHERE nspname LIKE ${pg.escapeLiteral(like.schema)}`);
@@ -43,7 +43,8 @@ export async function tablesMatching(client: pg.ClientBase, pattern: RelationRef
   const schemaOf = new Map(schemas.map((schema) => [schema.oid, schema.name]));
   const { rows } = await client.query<{ namespace: string; name: string }>(
     `SELECT relnamespace::text AS namespace, relname AS name FROM pg_class
-      WHERE relnamespace = ANY(${oidArray(schemaOf.keys())}) AND relname LIKE ${pg.escapeLiteral(like.name)} AND relkind IN ('r', 'p') AND NOT relispartition`,
+      WHERE relnamespace = ANY(${oidArray(schemaOf.keys())}) AND relname LIKE ${pg.escapeLiteral(like.name)} AND relkind IN ('r', 'p') AND NOT relispartition
+        AND relname NOT LIKE '%\\_prune\\_marks'`,
   );
   return rows
     .map((row) => ({ schema: schemaOf.get(row.namespace)!, name: row.name }))
@@ -87,7 +88,7 @@ function oidArray(oids: Iterable<string>): string {
   return `'{${[...oids].join(',')}}'::oid[]`;
 }
 
-/** Code-point order, the same on every machine (the catalog's collation is the database's). */
+/** Code-point order: as Postgres orders the catalog's names (type `name` sorts bytewise). */
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }

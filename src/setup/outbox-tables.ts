@@ -36,8 +36,8 @@ function grantsIfRoleExists(grant: (typeof TABLE_GRANTS)[number]): string {
     `format('GRANT ${grant.table} ON %I.%I TO ${role}', created.nspname, created.relname)`,
     ...(grant.marks ? [`format('GRANT ${grant.marks} ON %I.%I TO ${role}', created.nspname, created.relname || '_prune_marks')`] : []),
   ];
-  const body = statements.map((statement) => `          EXECUTE ${statement};`).join('\n');
-  return `        IF to_regrole(${pg.escapeLiteral(grant.role)}) IS NOT NULL THEN\n${body}\n        END IF;`;
+  const body = statements.map((statement) => `            EXECUTE ${statement};`).join('\n');
+  return `          IF to_regrole(${pg.escapeLiteral(grant.role)}) IS NOT NULL THEN\n${body}\n          END IF;`;
 }
 
 /** The function and event trigger that add a new tenant's outbox table to the publication: named after the publication. */
@@ -65,7 +65,7 @@ export async function ensureTenantTrigger(client: pg.ClientBase, publication: st
   }
   const conditions = patterns.map((pattern) => {
     const like = likePatterns(pattern);
-    return `(c.nspname LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(like.name)})`;
+    return `(d.schema_name LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(like.name)})`;
   });
   await client.query(`
     CREATE OR REPLACE FUNCTION public.${pg.escapeIdentifier(name)}() RETURNS event_trigger
@@ -77,19 +77,24 @@ export async function ensureTenantTrigger(client: pg.ClientBase, publication: st
         RETURN;
       END IF;
       FOR created IN
-        SELECT c.nspname, c.relname FROM pg_event_trigger_ddl_commands() d
-          JOIN (SELECT r.oid, n.nspname, r.relname, r.relispartition FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace) c ON c.oid = d.objid
+        SELECT d.schema_name AS nspname, c.relname FROM pg_event_trigger_ddl_commands() d JOIN pg_class c ON c.oid = d.objid
          WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'table' AND NOT c.relispartition
-           AND (${conditions.join(' OR ')})
+           AND c.relname NOT LIKE '%\\_prune\\_marks' AND (${conditions.join(' OR ')})
       LOOP
         EXECUTE format('ALTER PUBLICATION %I ADD TABLE %I.%I', ${pg.escapeLiteral(publication)}, created.nspname, created.relname);
         -- Its pruner's marks table, made here as setup makes every other tenant's (this trigger
-        -- fires for it too: the setting keeps that firing from taking it for a tenant's table).
-        PERFORM set_config('outbox_relay.making_marks', 'on', true);
-        EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I ${PRUNE_MARKS_COLUMNS}', created.nspname, created.relname || '_prune_marks');
-        PERFORM set_config('outbox_relay.making_marks', 'off', true);
-        -- The least-privilege roles that exist (setup --create-roles) get on it what they have on the others.
+        -- fires for it too: the setting keeps that firing from taking it for a tenant's table),
+        -- and the grants. Neither may cost the tenant its table: a failure is a warning, and the
+        -- pruner then names what is missing.
+        BEGIN
+          PERFORM set_config('outbox_relay.making_marks', 'on', true);
+          EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I ${PRUNE_MARKS_COLUMNS}', created.nspname, created.relname || '_prune_marks');
+          PERFORM set_config('outbox_relay.making_marks', 'off', true);
+          -- The least-privilege roles that exist (setup --create-roles) get on it what they have on the others.
 ${TABLE_GRANTS.map(grantsIfRoleExists).join('\n')}
+        EXCEPTION WHEN others THEN
+          RAISE WARNING 'outbox-relay: %.% joined the publication, but its prune marks table or grants were not made (%): run outbox-relay setup', created.nspname, created.relname, SQLERRM;
+        END;
       END LOOP;
     END
     $body$`);
