@@ -22,7 +22,8 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
  * OUTBOX_PG_FSYNC=off (commits cost what they cost on a real disk; scripts/stack/pg.sh: off for
  * the tests), its brokers with the JVM's optimizing compiler (OUTBOX_KAFKA_FULL_JIT: the test
  * stack's brokers start quicker without it, a bench's run long enough for it to pay), the relay
- * (dist/) and the bench's child processes (bench/tsconfig.json) are built, and `services` started. Returns the stack's variables.
+ * (dist/) and the bench's child processes (bench/tsconfig.json) are built, and `services`
+ * started. Returns the stack's variables.
  */
 export async function upBenchStack(defaults: Readonly<Record<string, string>>, services: readonly string[]): Promise<Record<string, string>> {
   for (const [key, value] of Object.entries(defaults)) process.env[key] ??= value;

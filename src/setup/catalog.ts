@@ -28,9 +28,10 @@ export async function relationOids(client: pg.ClientBase, names: readonly string
 
 /** The oid of each of these tables that exists, by qualifiedName. */
 export async function tableOids(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<string, string>> {
-  const oids = await relationOids(client, tables.map(quotedName));
-  return new Map(tables.flatMap((table) => {
-    const oid = oids.get(quotedName(table));
+  const names = tables.map(quotedName);
+  const oids = await relationOids(client, names);
+  return new Map(tables.flatMap((table, index) => {
+    const oid = oids.get(names[index]!);
     return oid === undefined ? [] : [[qualifiedName(table), oid] as const];
   }));
 }
