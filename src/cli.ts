@@ -13,15 +13,18 @@ import { dropKafkajsTimerWarning } from './observe/process-warnings.js';
  * operator scrolls, and a bound would cut what it had not shown yet.
  */
 function flushed(stream: NodeJS.WriteStream): Promise<boolean> {
+  // A write that met a reader already gone failed there and then, leaving nothing queued.
+  if (stream.errored) return Promise.resolve(false);
   if (stream.writableLength === 0) return Promise.resolve(true);
   return new Promise((resolve) => {
-    // A reader gone is reported to the callback below; unheard, the 'error' would end the
-    // process with an uncaught exception's stack instead.
-    stream.once('error', () => undefined);
     // Writes complete in order: this one's callback runs once every write before it has.
     stream.write('', (error) => resolve(!error));
   });
 }
+
+// A reader gone is read from the stream (`flushed`); unheard, the 'error' would end the process
+// with an uncaught exception's stack instead.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
 
 dropKafkajsTimerWarning();
 

@@ -98,4 +98,11 @@ describe('CLI output through a pipe', () => {
     // No stack trace of an unheard EPIPE.
     expect(result.stderr, received(result)).not.toMatch(/EPIPE|Error:/);
   });
+
+  it('exits 1, not 0, when its reader is gone before its first write', async () => {
+    // `true` exits at once: the CLI's first write meets a pipe nobody reads, and fails there and then.
+    const result = await piped(['webhooks', 'deliveries', 'list', '--json', '--limit', String(DELIVERIES)], 'true', webhooks.env());
+    expect(result.cliExit, received(result)).toBe(1);
+    expect(result.stderr, received(result)).not.toMatch(/EPIPE|Error:/);
+  });
 });
