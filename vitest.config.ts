@@ -1,8 +1,40 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
-// Two projects: fast unit tests beside the code (fakes only at ports), and integration and
-// fault tests under test/ against real Postgres, Kafka and a schema registry. Integration
-// files run one at a time: they share the services and some of them stop or kill them.
+/**
+ * What makes an integration file run alone, after the others: it stops, kills or freezes a
+ * shared service (harness/control.js), changes the shared Postgres's settings
+ * (`useSmallWalKeepSize`: a small max_slot_wal_keep_size would invalidate another file's slot),
+ * or says so itself with `// vitest: runs alone (<why>)` — a time it asserts, or a fixed-port
+ * stack another file starts too.
+ */
+const RUNS_ALONE = [/from '\.\.\/harness\/control\.js'/, /\buseSmallWalKeepSize\b/, /^\/\/ vitest: runs alone \(/m];
+
+function integrationFiles(dir = 'test'): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return integrationFiles(path);
+    return entry.name.endsWith('.test.ts') ? [path] : [];
+  });
+}
+
+const runsAlone = integrationFiles().filter((file) => RUNS_ALONE.some((marker) => marker.test(readFileSync(file, 'utf8'))));
+
+const integration = {
+  environment: 'node' as const,
+  globalSetup: ['test/harness/global-setup.ts'],
+  setupFiles: ['test/harness/quiet-warnings.ts'],
+  testTimeout: 180_000,
+  hookTimeout: 240_000,
+};
+
+// Unit tests beside the code (fakes only at ports); integration and fault tests under test/
+// against real Postgres, Kafka and a schema registry, in two groups. First the files that share
+// the services and only add their own tables, topics, slots and processes, two at a time (most
+// of a file's time is waiting on a broker, a timeout or a child process: the 2-core machine's
+// run fell from 39 to N minutes); then, one at a time, the files that disrupt what they share.
+// `--project 'integration*'` runs both groups.
 export default defineConfig({
   test: {
     projects: [
@@ -11,14 +43,22 @@ export default defineConfig({
       },
       {
         test: {
+          ...integration,
           name: 'integration',
           include: ['test/**/*.test.ts'],
-          environment: 'node',
-          globalSetup: ['test/harness/global-setup.ts'],
-          setupFiles: ['test/harness/quiet-warnings.ts'],
+          exclude: runsAlone,
+          maxWorkers: 2,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        test: {
+          ...integration,
+          name: 'integration-alone',
+          include: runsAlone,
           fileParallelism: false,
-          testTimeout: 180_000,
-          hookTimeout: 240_000,
+          maxWorkers: 1,
+          sequence: { groupOrder: 2 },
         },
       },
     ],

@@ -35,7 +35,7 @@ failed=0
 for major in "${MAJORS[@]}"; do
   echo "postgres versions: Postgres $major, ${FILES[*]##*/} on $OUTBOX_TEST_KAFKA_CLIENTS"
   started=$(date +%s)
-  if OUTBOX_TEST_POSTGRES=$major npx vitest run --project integration "${FILES[@]}"; then
+  if OUTBOX_TEST_POSTGRES=$major npx vitest run --project 'integration*' "${FILES[@]}"; then
     result=passed
   else
     result=FAILED

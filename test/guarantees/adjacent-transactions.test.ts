@@ -1,3 +1,4 @@
+// vitest: runs alone (two commits adjacent in the WAL: another file's writes would land between them)
 import { describe, expect, it } from 'vitest';
 import { formatLsn, type Lsn } from '../../src/lsn.js';
 import { useTestOutbox } from '../harness/fixture.js';

@@ -1,3 +1,4 @@
+// vitest: runs alone (the failover pair's fixed ports, which replica-source.test.ts starts too)
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLsn } from '../../src/lsn.js';

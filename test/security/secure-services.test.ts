@@ -1,3 +1,4 @@
+// vitest: runs alone (the secure stack's fixed ports, which relay-secured.test.ts starts too)
 import { randomUUID } from 'node:crypto';
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import type { Kafka } from 'kafkajs';

@@ -1,3 +1,4 @@
+// vitest: runs alone (it asserts timeouts to within 500 ms)
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { LookupFunction } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,3 +1,4 @@
+// vitest: runs alone (it asserts the time from a restart to the first delivery)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestOutbox } from '../harness/fixture.js';
 import { testKafkaClients } from '../harness/kafka-clients.js';

@@ -1,3 +1,4 @@
+// vitest: runs alone (it asserts a healthy endpoint's p99 latency)
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
