@@ -3,26 +3,11 @@ import './kafkajs-patches.js';
 import kafkajs, { type Admin } from 'kafkajs';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
-import { kafkaErrorName } from './kafkajs-send-messages.js';
-import { durabilityProblems } from './topic-durability.js';
-import type { TopicDescription } from './producer.js';
+import { kafkaErrorName } from '../kafka/failure.js';
+import { durabilityProblems } from '../kafka/topic-durability.js';
+import type { TopicDescription, TopicInspector } from '../kafka/ports.js';
 
 const KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
-
-/**
- * What the topic catalogue and the durability checks read from the brokers: topic configs and
- * the brokers' auto.create.topics.enable. On kafkajs's admin for both clients: librdkafka's Node
- * binding (1.10) has no DescribeConfigs, so the librdkafka producer reads them here too.
- */
-export interface TopicInspector {
-  /** A topic's settings, or null if it does not exist. */
-  describeTopic(topic: string): Promise<TopicDescription | null>;
-  /** Whether every broker creates a topic at its first record; null if that cannot be read. */
-  brokersCreateTopics(): Promise<boolean | null>;
-  /** The exactly-once progress topic, created if missing and checked (see prepareProgressTopic). */
-  prepareProgressTopic(topic: string): Promise<void>;
-  disconnect(): Promise<void>;
-}
 
 export function createTopicInspector(admin: Admin, logger: Logger): TopicInspector {
   let connected: Promise<void> | null = null;

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
 import { KAFKAJS_REPLACEMENTS, verifyKafkajsPatches } from './kafkajs-patches.js';
 import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
-import { crc32c, crc32cByTables, encodeHeaders } from './kafkajs-record.js';
+import { crc32c, crc32cByTables, encodeHeaders } from '../kafka/record-format.js';
 import { KAFKAJS_REQUEST, REQUEST_HEADER_ROOM, type EncodedBody, type RequestToFrame } from './kafkajs-request.js';
 
 const require = createRequire(import.meta.url);

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
-import { crc32c, RecordArea, writeRecord, type RecordFields } from './kafkajs-record.js';
-import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+import { crc32c, RecordArea, writeRecord, type RecordFields } from '../kafka/record-format.js';
+import { RECORD_BATCH_OVERHEAD } from '../kafka/record-size.js';
 import { REQUEST_HEADER_ROOM, type EncodedBody } from './kafkajs-request.js';
 
 /**

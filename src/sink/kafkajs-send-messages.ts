@@ -1,4 +1,6 @@
 import { createRequire } from 'node:module';
+import { kafkaErrorName } from '../kafka/failure.js';
+import { PRODUCE_REQUEST_FAILED } from '../kafka/outage-log.js';
 
 /**
  * kafkajs 2.2.4's `sendMessages` (src/producer/sendMessages.js), rewritten to track
@@ -31,9 +33,6 @@ const { KafkaJSMetadataNotLoaded, KafkaJSError } = require('kafkajs/src/errors.j
 
 /** The module path kafkajs's messageProducer.js requires. */
 export const KAFKAJS_SEND_MESSAGES = 'kafkajs/src/producer/sendMessages.js';
-
-/** Logged (warn) for each produce request that failed and will be retried; the sink counts these. */
-export const PRODUCE_REQUEST_FAILED = 'produce request failed; retrying its partitions';
 
 interface Broker {
   readonly nodeId: number;
@@ -110,12 +109,6 @@ interface KafkaJSErrorLike extends Error {
 }
 
 const STALE_METADATA = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'NOT_LEADER_OR_FOLLOWER']);
-
-/** Kafka's name for an error (e.g. NOT_ENOUGH_REPLICAS), else kafkajs's error class name. */
-export function kafkaErrorName(error: unknown): string {
-  const { type, name } = error as KafkaJSErrorLike;
-  return type ?? name ?? 'Error';
-}
 
 /**
  * The broker answers CONCURRENT_TRANSACTIONS to AddPartitionsToTxn while the previous

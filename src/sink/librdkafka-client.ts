@@ -3,16 +3,16 @@ import type * as Rdkafka from '@confluentinc/kafka-javascript';
 import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from './record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
 import { finishesWithin } from '../time.js';
-import { lastCommittedValue, progressReading, type CommittedPartition, type ProgressSettle } from './committed-progress.js';
-import { isKafkaRefusal, kafkaFailure } from './kafka-failure.js';
+import { lastCommittedValue, progressReading, type CommittedPartition, type ProgressSettle } from '../kafka/committed-progress.js';
+import { isKafkaRefusal, kafkaFailure } from '../kafka/failure.js';
 import { createTopicInspector } from './kafkajs-admin.js';
-import { progressMessage, type KafkaProducerOptions } from './kafka-client.js';
-import { OutageLog } from './outage-log.js';
-import { partitionForKey } from './partitioner.js';
-import type { RecordProducer } from './producer.js';
+import { OutageLog } from '../kafka/outage-log.js';
+import { partitionForKey } from '../kafka/partitioner.js';
+import type { KafkaProducerOptions, RecordProducer } from '../kafka/ports.js';
+import { progressMessage } from '../kafka/progress-record.js';
 
 /**
  * The RecordProducer on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka), through its native API

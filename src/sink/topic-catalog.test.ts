@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { TopicDescription } from './producer.js';
+import type { TopicDescription } from '../kafka/ports.js';
 import { TopicCatalog } from './topic-catalog.js';
 
 const safe: TopicDescription = { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 50_000, cleanupPolicy: 'delete' };

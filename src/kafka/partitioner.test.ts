@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { Partitioners } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { keyHashPartitioner } from './kafka-client.js';
+import { keyHashPartitioner } from '../sink/kafka-client.js';
 import { murmur2 } from './partitioner.js';
 
 const require = createRequire(import.meta.url);
