@@ -1,5 +1,5 @@
 import type { KafkaSecurity } from '../security/kafka-security.js';
-import { countRecords, createKafkaProducer } from '../sink/kafka-client.js';
+import { countRecords, createKafkaProducer } from './kafkajs/producer.js';
 import { countRecordsLibrdkafka, createLibrdkafkaProducer } from '../sink/librdkafka-client.js';
 import type { KafkaClientName, KafkaProducerOptions, RecordProducer } from './ports.js';
 

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
-import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
+import { Kafka, logLevel as kafkaLogLevel } from '../kafka/kafkajs/kafkajs.js';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import type { OutgoingMessage } from '../kafka/record.js';
@@ -8,7 +8,7 @@ import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/
 import { finishesWithin } from '../time.js';
 import { lastCommittedValue, progressReading, type CommittedPartition, type ProgressSettle } from '../kafka/committed-progress.js';
 import { isKafkaRefusal, kafkaFailure } from '../kafka/failure.js';
-import { createTopicInspector } from './kafkajs-admin.js';
+import { createTopicInspector } from '../kafka/kafkajs/admin.js';
 import { OutageLog } from '../kafka/outage-log.js';
 import { partitionForKey } from '../kafka/partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../kafka/ports.js';

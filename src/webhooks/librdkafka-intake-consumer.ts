@@ -1,5 +1,5 @@
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
-import type { IHeaders } from 'kafkajs';
+import type { IHeaders } from '../kafka/kafkajs/kafkajs.js';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';

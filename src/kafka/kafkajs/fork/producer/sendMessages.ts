@@ -1,10 +1,6 @@
-import { createRequire } from 'node:module';
-import { kafkaErrorName } from '../kafka/failure.js';
-import { PRODUCE_REQUEST_FAILED } from '../kafka/outage-log.js';
-
 /**
- * kafkajs 2.2.4's `sendMessages` (src/producer/sendMessages.js), rewritten to track
- * acknowledgement per partition instead of per broker.
+ * Replaces kafkajs 2.2.4's `sendMessages` (kafkajs/src/producer/sendMessages.js), rewritten to
+ * track acknowledgement per partition instead of per broker.
  *
  * The original keeps one response per broker across retries. When broker A fails and its
  * partitions move to broker B, which already answered for its own partitions, the retry skips
@@ -24,6 +20,9 @@ import { PRODUCE_REQUEST_FAILED } from '../kafka/outage-log.js';
  * Sequence numbers are taken before a request and given back if it fails, as in kafkajs, so
  * a resend after a failure carries the same sequence and the broker drops it if it had it.
  */
+import { createRequire } from 'node:module';
+import { kafkaErrorName } from '../../../failure.js';
+import { PRODUCE_REQUEST_FAILED } from '../../../outage-log.js';
 
 const require = createRequire(import.meta.url);
 const { KafkaJSMetadataNotLoaded, KafkaJSError } = require('kafkajs/src/errors.js') as {

@@ -1,17 +1,16 @@
-// First: the relay's replacements go into kafkajs's module cache before kafkajs loads.
-import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
-import { CompressionTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from 'kafkajs';
-import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
-import type { OutgoingMessage } from '../kafka/record.js';
-import { progressReading } from '../kafka/committed-progress.js';
-import { createTopicInspector } from './kafkajs-admin.js';
-import { checkTransactionalIdAccess, readLastCommitted } from './kafkajs-exactly-once.js';
-import { kafkaFailure } from '../kafka/failure.js';
-import { OutageLog, PRODUCE_REQUEST_FAILED } from '../kafka/outage-log.js';
-import { partitionForKey } from '../kafka/partitioner.js';
-import type { KafkaProducerOptions, RecordProducer } from '../kafka/ports.js';
-import { progressMessage } from '../kafka/progress-record.js';
-import { finishesWithin } from '../time.js';
+import { KAFKAJS_VERSION, verifyKafkajsPatches } from './fork/install.js';
+import { CompressionTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from './kafkajs.js';
+import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js';
+import type { OutgoingMessage } from '../record.js';
+import { progressReading } from '../committed-progress.js';
+import { createTopicInspector } from './admin.js';
+import { checkTransactionalIdAccess, readLastCommitted } from './exactly-once.js';
+import { kafkaFailure } from '../failure.js';
+import { OutageLog, PRODUCE_REQUEST_FAILED } from '../outage-log.js';
+import { partitionForKey } from '../partitioner.js';
+import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
+import { progressMessage } from '../progress-record.js';
+import { finishesWithin } from '../../time.js';
 
 /**
  * The relay's only use of kafkajs on the produce side: the RecordProducer the sink runs on,
@@ -180,7 +179,7 @@ function kafkajsLogLevel(namespace: string, level: number, message: string): 'de
 }
 
 /**
- * kafkajs's DefaultPartitioner with the keyed case made cheap (see partitioner.ts): a key lands
+ * kafkajs's DefaultPartitioner with the keyed case made cheap (see ../partitioner.ts): a key lands
  * on the same partition as with kafkajs or the Java client. Unkeyed messages go to kafkajs's own.
  */
 export const keyHashPartitioner: ICustomPartitioner = () => {
