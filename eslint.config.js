@@ -31,7 +31,7 @@ export default tseslint.config(
     // src/kafka/kafkajs/kafkajs.ts, which installs the relay's fork of kafkajs before loading it.
     files: ['src/**/*.ts'],
     ignores: ['src/kafka/**'],
-    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs'], 'Use the Kafka wing (src/kafka): its ports, or src/kafka/kafkajs/kafkajs.ts for kafkajs.')] },
+    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs', '@confluentinc/kafka-javascript'], 'Use the Kafka wing (src/kafka): its ports, or src/kafka/kafkajs/kafkajs.ts for kafkajs.')] },
   },
   {
     // Inside the wing too: a module that loaded kafkajs itself could load it before the fork is

@@ -1,6 +1,6 @@
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countRecords, createKafkaProducer } from './kafkajs/producer.js';
-import { countRecordsLibrdkafka, createLibrdkafkaProducer } from '../sink/librdkafka-client.js';
+import { countRecordsLibrdkafka, createLibrdkafkaProducer } from './librdkafka/producer.js';
 import type { KafkaClientName, KafkaProducerOptions, RecordProducer } from './ports.js';
 
 /** The RecordProducer on the client OUTBOX_KAFKA_CLIENT names: what every command that produces opens. */
