@@ -1,8 +1,7 @@
+/** The ports the rest of the relay uses to reach Kafka; each client folder (kafkajs/, librdkafka/) implements them. */
 import type { Logger } from 'pino';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { OutgoingMessage } from './record.js';
-
-/** The ports the rest of the relay uses to reach Kafka; each client folder (kafkajs/, librdkafka/) implements them. */
 
 /** What decides whether an acknowledged record can still be lost. */
 export interface TopicDurability {
