@@ -3,6 +3,15 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * no-restricted-imports for packages and their files. A package is a path, not a pattern: a
+ * gitignore-style pattern without a slash matches a folder of that name anywhere in a relative
+ * import (src/kafka/kafkajs/).
+ */
+function restrictedImports(packages, message) {
+  return { paths: packages.map((name) => ({ name, message })), patterns: [{ group: packages.map((name) => `${name}/*`), message }] };
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.stack/**', 'bench/results/**', 'eslint.config.js'] },
   js.configs.recommended,
@@ -16,6 +25,20 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    // Kafka is reached through the Kafka wing, src/kafka: its ports, or kafkajs through
+    // src/kafka/kafkajs/kafkajs.ts, which installs the relay's fork of kafkajs before loading it.
+    files: ['src/**/*.ts'],
+    ignores: ['src/kafka/**'],
+    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs', '@confluentinc/kafka-javascript'], 'Use the Kafka wing (src/kafka): its ports, or src/kafka/kafkajs/kafkajs.ts for kafkajs.')] },
+  },
+  {
+    // Inside the wing too: a module that loaded kafkajs itself could load it before the fork is
+    // installed. Tests of the kafkajs folder read kafkajs's own modules to compare with the fork.
+    files: ['src/kafka/**/*.ts'],
+    ignores: ['src/kafka/kafkajs/kafkajs.ts', 'src/kafka/kafkajs/**/*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs'], 'Only src/kafka/kafkajs/kafkajs.ts loads kafkajs (it installs the fork first): import from it.')] },
   },
   {
     // The portal's page script: plain JavaScript run by the browser, outside the TypeScript project.

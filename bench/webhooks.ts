@@ -65,7 +65,7 @@ import { parseArgs } from 'node:util';
 import type { Message } from 'kafkajs';
 import * as p from '../src/config/parsers.js';
 import type { OutboxEvent } from '../src/event.js';
-import { KAFKA_CLIENTS, type KafkaClientName } from '../src/sink/producer.js';
+import { KAFKA_CLIENTS, type KafkaClientName } from '../src/kafka/ports.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { eventHeaders } from '../src/transform/headers.js';
 import { BUILD_DIR } from './lib/contenders.js';

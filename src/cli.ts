@@ -1,7 +1,5 @@
 #!/usr/bin/env -S node --max-semi-space-size=16
 // The flag: see src/observe/runtime-flags.ts (`run` warns when started without it).
-// First: the relay's kafkajs replacements go in before anything loads kafkajs (see the module).
-import './sink/kafkajs-patches.js';
 import { EXIT } from './commands/command.js';
 import { main } from './commands/main.js';
 import { dropKafkajsTimerWarning } from './observe/process-warnings.js';

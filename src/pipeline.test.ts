@@ -6,7 +6,7 @@ import { CommitTracker } from './checkpoint/commit-tracker.js';
 import type { PayloadEncoders } from './encode/create-encoder.js';
 import { JsonEncoder } from './encode/json-encoder.js';
 import { RelayError } from './errors.js';
-import type { OutgoingMessage } from './sink/record.js';
+import type { OutgoingMessage } from './kafka/record.js';
 import type { Lsn } from './lsn.js';
 import { createRelayMetrics } from './observe/metrics.js';
 import { Pipeline } from './pipeline.js';

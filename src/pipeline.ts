@@ -3,7 +3,7 @@ import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker, TrackedTransaction } from './checkpoint/commit-tracker.js';
 import { RelayError } from './errors.js';
 import { formatLsn, type Lsn } from './lsn.js';
-import type { OutgoingMessage } from './sink/record.js';
+import type { OutgoingMessage } from './kafka/record.js';
 import type { RelationRef, RowValues, SourceMessage } from './source/messages.js';
 import type { OutboxRoute, OutboxRoutes } from './transform/outbox-routes.js';
 import type { EventSink } from './sink/kafka-sink.js';

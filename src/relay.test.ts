@@ -6,11 +6,11 @@ import { compileRun } from './config/compile.js';
 import { load } from './config/load.js';
 import { JsonEncoder } from './encode/json-encoder.js';
 import { RelayError } from './errors.js';
-import type { OutgoingMessage } from './sink/record.js';
+import type { OutgoingMessage } from './kafka/record.js';
 import type { Lsn } from './lsn.js';
 import { createRelayMetrics } from './observe/metrics.js';
 import { Relay } from './relay.js';
-import type { RecordProducer, TopicDescription } from './sink/producer.js';
+import type { RecordProducer, TopicDescription } from './kafka/ports.js';
 import type { SourceMessage } from './source/messages.js';
 import type { SourceStream, StreamStart } from './source/source.js';
 

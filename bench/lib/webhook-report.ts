@@ -1,5 +1,5 @@
 /** The figures of `npm run bench:webhooks` and the Markdown report made of them. */
-import type { KafkaClientName } from '../../src/sink/producer.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
 import { int, num, pct } from './format.js';
 
 /**

@@ -1,5 +1,5 @@
 import { Agent } from 'node:https';
-import type { KafkaConfig } from 'kafkajs';
+import type { KafkaConfig } from '../kafka/kafkajs/kafkajs.js';
 import { KAFKA_SECURITY, type ArgSpec, type KafkaSecurityKey } from '../config/commands.js';
 import { kafkaSecurity } from '../config/compile.js';
 import { load } from '../config/load.js';

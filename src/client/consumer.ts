@@ -1,5 +1,5 @@
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
-import type { Consumer, ConsumerConfig, EachMessagePayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { Consumer, ConsumerConfig, EachMessagePayload, Kafka, KafkaMessage } from '../kafka/kafkajs/kafkajs.js';
 import type pg from 'pg';
 import { TimestampMillisType } from '../encode/avro/logical-types.js';
 import { HEADER_BYTES, MAGIC_BYTE } from '../encode/avro/wire.js';

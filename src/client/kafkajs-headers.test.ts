@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { IHeaders } from 'kafkajs';
+import type { IHeaders } from '../kafka/kafkajs/kafkajs.js';
 import { describe, expect, it } from 'vitest';
 import { headerText, repairHeaders } from './kafkajs-headers.js';
 

@@ -1,4 +1,4 @@
-import type { IHeaders } from 'kafkajs';
+import type { IHeaders } from '../kafka/kafkajs/kafkajs.js';
 
 /**
  * kafkajs 2.2.4 decodes a record's headers by merging them into a plain object

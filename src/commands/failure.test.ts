@@ -1,4 +1,4 @@
-import { KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded } from 'kafkajs';
+import { KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded } from '../kafka/kafkajs/kafkajs.js';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, RelayError } from '../errors.js';

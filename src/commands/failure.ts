@@ -1,6 +1,6 @@
 import { errorMessage, RelayError } from '../errors.js';
 import { saysConnectionClosed } from '../session-failure.js';
-import { kafkaFailure } from '../sink/kafka-failure.js';
+import { kafkaFailure } from '../kafka/failure.js';
 import { explainedPostgresError, postgresAnswer } from '../source/connection-errors.js';
 
 /**

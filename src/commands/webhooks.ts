@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Agent } from 'node:https';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
-import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs';
+import { Kafka, logLevel as kafkaLogLevel } from '../kafka/kafkajs/kafkajs.js';
 import type { Logger } from 'pino';
 import { avroRegistry } from '../client/consumer.js';
 import { COMMANDS } from '../config/commands.js';

@@ -4,7 +4,7 @@ import { OUTBOX_SOURCES_EXAMPLE, parseOutboxEntries, TABLE_PLACEHOLDERS, type Ou
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../transform/topic-router.js';
-import { KAFKA_CLIENTS, KAFKA_COMPRESSIONS, KAFKAJS_COMPRESSIONS } from '../sink/producer.js';
+import { KAFKA_CLIENTS, KAFKA_COMPRESSIONS, KAFKAJS_COMPRESSIONS } from '../kafka/ports.js';
 import { parsePostgresUrl } from '../pg-url.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
 import { CUSTOMER_RULE_EXAMPLES, parseCustomerRule, type CustomerRule } from '../webhooks/customer-rule.js';

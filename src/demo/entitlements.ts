@@ -6,7 +6,7 @@
  * (outbox.invoice), DEMO_GROUP (demo-entitlements), DEMO_PREFIX (demo).
  * Stops on SIGTERM / SIGINT.
  */
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, logLevel } from '../kafka/kafkajs/kafkajs.js';
 import { avroRegistryFromEnv, createIdempotentConsumer, ensureConsumedEventsTable, kafkaConfigFromEnv } from '../client/index.js';
 import { demoPool } from './database.js';
 import { createEntitlementSchema, entitlementTables, extendEntitlement } from './entitlement-service.js';

@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, logLevel } from '../kafka/kafkajs/kafkajs.js';
 import pg from 'pg';
 import { avroRegistryFromEnv, createIdempotentConsumer, createOutboxWriter, ensureConsumedEventsTable, kafkaConfigFromEnv, loadOutboxSchemas } from '../client/index.js';
 

@@ -2,11 +2,11 @@ import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from './record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import { KafkaSink, type KafkaSinkOptions } from './kafka-sink.js';
-import { NO_HEADER_BLOCK } from './kafkajs-record.js';
-import type { RecordProducer, TopicDescription } from './producer.js';
-import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+import { NO_HEADER_BLOCK } from '../kafka/record-format.js';
+import type { RecordProducer, TopicDescription } from '../kafka/ports.js';
+import { RECORD_BATCH_OVERHEAD } from '../kafka/record-size.js';
 
 /** A producer at the sink's port: records each request and settles it when the test says. */
 class FakeProducer implements RecordProducer {

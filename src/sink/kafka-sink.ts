@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from './record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import { Fifo } from '../fifo.js';
-import type { RecordProducer } from './producer.js';
+import type { RecordProducer } from '../kafka/ports.js';
 import { finishesWithin } from '../time.js';
-import { RECORD_BATCH_OVERHEAD } from './record-size.js';
+import { RECORD_BATCH_OVERHEAD } from '../kafka/record-size.js';
 
 /** How long `stop()` waits for the request in flight before disconnecting anyway. */
 const STOP_WAIT_MS = 5_000;

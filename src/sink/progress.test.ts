@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from './record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import { parseLsn } from '../lsn.js';
 import type { SourceOrigin } from '../source/source.js';
 import { checkTimeline, covers, parseProgress, progressKey, progressValue, type ResumePoint } from './progress.js';

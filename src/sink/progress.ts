@@ -1,5 +1,5 @@
 import { RelayError } from '../errors.js';
-import type { OutgoingMessage } from './record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import { formatLsn, parseLsn, type Lsn } from '../lsn.js';
 import type { SourceOrigin } from '../source/source.js';
 

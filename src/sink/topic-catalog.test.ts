@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { TopicDescription } from './producer.js';
+import type { TopicDescription } from '../kafka/ports.js';
 import { TopicCatalog } from './topic-catalog.js';
 
 const safe: TopicDescription = { replicationFactor: 3, minInsyncReplicas: 2, uncleanLeaderElection: false, maxMessageBytes: 50_000, cleanupPolicy: 'delete' };
@@ -45,7 +45,7 @@ describe('TopicCatalog', () => {
     const { catalog, lines } = catalogOf({ gone: null }, true, false);
     await expect(catalog.recordLimit('gone')).rejects.toMatchObject({ code: 'SINK_TOPIC_MISSING', message: 'topic "gone" does not exist and the brokers do not create topics (auto.create.topics.enable=false); create it, then replay the event' });
     expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('topic gone does not exist and the brokers do not create topics')]);
-    // Brokers whose setting cannot be read are trusted to create it (and kafka-client warns once).
+    // Brokers whose setting cannot be read are trusted to create it (and src/kafka/kafkajs/admin.ts warns once).
     const unknown = catalogOf({ fresh: null }, true, null);
     expect(await unknown.catalog.recordLimit('fresh')).toBe(1_000_000);
   });

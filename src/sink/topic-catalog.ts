@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { PoisonEventError } from '../errors.js';
-import type { RecordProducer, TopicDescription } from './producer.js';
-import { durabilityProblems } from './topic-durability.js';
+import type { RecordProducer, TopicDescription } from '../kafka/ports.js';
+import { durabilityProblems } from '../kafka/topic-durability.js';
 
 export interface TopicCatalogOptions {
   /** The relay's own bound on a record (OUTBOX_MAX_MESSAGE_BYTES). */

@@ -1,10 +1,10 @@
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { errorCode, errorMessage } from '../errors.js';
-import type { OutgoingMessage } from '../sink/record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import type { PoisonedEvent } from './outbox-routes.js';
 import { HEADER } from './headers.js';
-import { encodeHeaders } from '../sink/kafkajs-record.js';
-import { RECORD_BATCH_OVERHEAD, recordSize } from '../sink/record-size.js';
+import { encodeHeaders } from '../kafka/record-format.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from '../kafka/record-size.js';
 
 export interface DeadLetterInput {
   readonly topic: string;

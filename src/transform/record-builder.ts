@@ -2,13 +2,13 @@ import type { Logger } from 'pino';
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
 import { PoisonEventError, RelayError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
-import type { OutgoingMessage } from '../sink/record.js';
+import type { OutgoingMessage } from '../kafka/record.js';
 import type { RelayMetrics } from '../observe/metrics.js';
 import type { RowValues } from '../source/messages.js';
 import { deadLetterMessage } from './dead-letter.js';
 import { eventHeaders } from './headers.js';
-import { encodeHeaders } from '../sink/kafkajs-record.js';
-import { RECORD_BATCH_OVERHEAD, recordSize } from '../sink/record-size.js';
+import { encodeHeaders } from '../kafka/record-format.js';
+import { RECORD_BATCH_OVERHEAD, recordSize } from '../kafka/record-size.js';
 import type { OutboxRoute } from './outbox-routes.js';
 
 export interface RecordBuilderOptions {

@@ -1,4 +1,4 @@
-import type { KafkaMessage } from 'kafkajs';
+import type { KafkaMessage } from '../kafka/kafkajs/kafkajs.js';
 
 /**
  * The intake's port to Kafka: a consumer in the webhooks group, on the client OUTBOX_KAFKA_CLIENT

@@ -1,5 +1,5 @@
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '../kafka/kafkajs/kafkajs.js';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { decodeOutboxRecord, type ConsumedEvent } from '../client/consumer.js';

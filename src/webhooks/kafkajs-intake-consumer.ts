@@ -1,4 +1,4 @@
-import type { Consumer, Kafka } from 'kafkajs';
+import type { Consumer, Kafka } from '../kafka/kafkajs/kafkajs.js';
 import { FETCH_BYTES_PER_PARTITION, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type IntakeConsumer, type OpenIntakeConsumer } from './intake-consumer.js';
 
 /**

@@ -1,9 +1,8 @@
-import type * as Rdkafka from '@confluentinc/kafka-javascript';
-import type { IHeaders } from 'kafkajs';
+import type { IHeaders } from '../kafka/kafkajs/kafkajs.js';
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
-import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine } from '../sink/librdkafka-client.js';
+import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type Rdkafka } from '../kafka/librdkafka/binding.js';
 import { finishesWithin, sleep } from '../time.js';
 import { HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedMessage, type IntakeConsumer, type IntakeConsumerEvents, type OpenIntakeConsumer } from './intake-consumer.js';
 

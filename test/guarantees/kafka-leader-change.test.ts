@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/sink/producer.js';
+import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/kafka/ports.js';
 import { expectEveryCommittedEventDelivered, expectOrderPerAggregate } from '../harness/fixture.js';
 import { get, metric } from '../harness/http.js';
 import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { KafkaClientName } from '../../src/sink/producer.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
 import { expectOrderPerAggregate, useTestOutbox } from './fixture.js';
 import { TopicReader, type ConsumedRecord } from './kafka.js';
 import type { TestOutbox } from './outbox.js';

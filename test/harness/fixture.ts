@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect } from 'vitest';
-import type { KafkaClientName } from '../../src/sink/producer.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
 import { createTopics, TopicReader, type ConsumedRecord } from './kafka.js';
 import { TestOutbox } from './outbox.js';
 

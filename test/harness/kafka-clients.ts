@@ -1,4 +1,4 @@
-import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/sink/producer.js';
+import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/kafka/ports.js';
 
 /**
  * The Kafka clients a suite runs on (its `describe.each`): every one, or those

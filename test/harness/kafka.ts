@@ -144,7 +144,7 @@ export async function openForgottenTransaction(transactionalId: string, topic: s
   const brokerIds = (await admin.describeCluster()).brokers.map((broker) => String(broker.nodeId));
   const verification = async (value: 'true' | 'false') =>
     admin.alterConfigs({ validateOnly: false, resources: brokerIds.map((name) => ({ type: 4 /* BROKER */, name, configEntries: [{ name: TRANSACTION_PARTITION_VERIFICATION, value }] })) });
-  // kafkajs's cluster (as src/sink/kafkajs-exactly-once.ts reaches it): the raw requests.
+  // kafkajs's cluster (as src/kafka/kafkajs/exactly-once.ts reaches it): the raw requests.
   const symbol = Object.getOwnPropertySymbols(kafka).find((candidate) => candidate.description === 'private:Kafka:createCluster')!;
   const cluster = ((kafka as unknown as Record<symbol, (options: object) => RawCluster>)[symbol]!)({ allowAutoTopicCreation: false, isolationLevel: 1 });
   await cluster.connect();

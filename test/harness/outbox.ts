@@ -3,7 +3,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { databaseAccess } from '../../src/pg-connection.js';
 import { setup } from '../../src/setup/setup.js';
-import type { KafkaClientName } from '../../src/sink/producer.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
 
 export interface OutboxRow {
   readonly eventId: string;

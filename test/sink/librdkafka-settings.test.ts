@@ -5,8 +5,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RelayError } from '../../src/errors.js';
 import { Secret } from '../../src/security/secret.js';
-import { isKafkaRefusal, kafkaFailure } from '../../src/sink/kafka-failure.js';
-import { librdkafkaSecurity, namedLibrdkafkaError } from '../../src/sink/librdkafka-client.js';
+import { isKafkaRefusal, kafkaFailure } from '../../src/kafka/failure.js';
+import { librdkafkaSecurity, namedLibrdkafkaError } from '../../src/kafka/librdkafka/binding.js';
 
 describe('librdkafka: the relay\'s settings in its names, its errors in Kafka\'s', () => {
   it('SCRAM over TLS, mutual TLS and OAUTHBEARER become librdkafka settings', async () => {

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 
 /**
  * Kafka records (v2 format, as inside a record batch) and the batch checksum, for the produce
- * request in kafkajs-produce-request.ts: written back to back into one reused buffer, where
+ * request in kafkajs/fork/protocol/requests/produce/v3/request.ts: written back to back into one reused buffer, where
  * kafkajs 2.2.4 takes a 512-byte zero-filled buffer for the record and another for each header,
  * and sizes the timestamp delta with Long objects.
  */

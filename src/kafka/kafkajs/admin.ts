@@ -1,28 +1,11 @@
-// First, as everywhere kafkajs is loaded on the produce side: its module cache must hold the relay's replacements.
-import './kafkajs-patches.js';
-import kafkajs, { type Admin } from 'kafkajs';
+import { ConfigResourceTypes, type Admin } from './kafkajs.js';
 import type { Logger } from 'pino';
-import { RelayError } from '../errors.js';
-import { kafkaErrorName } from './kafkajs-send-messages.js';
-import { durabilityProblems } from './topic-durability.js';
-import type { TopicDescription } from './producer.js';
+import { RelayError } from '../../errors.js';
+import { kafkaErrorName } from '../failure.js';
+import { durabilityProblems } from '../topic-durability.js';
+import type { TopicDescription, TopicInspector } from '../ports.js';
 
 const KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
-
-/**
- * What the topic catalogue and the durability checks read from the brokers: topic configs and
- * the brokers' auto.create.topics.enable. On kafkajs's admin for both clients: librdkafka's Node
- * binding (1.10) has no DescribeConfigs, so the librdkafka producer reads them here too.
- */
-export interface TopicInspector {
-  /** A topic's settings, or null if it does not exist. */
-  describeTopic(topic: string): Promise<TopicDescription | null>;
-  /** Whether every broker creates a topic at its first record; null if that cannot be read. */
-  brokersCreateTopics(): Promise<boolean | null>;
-  /** The exactly-once progress topic, created if missing and checked (see prepareProgressTopic). */
-  prepareProgressTopic(topic: string): Promise<void>;
-  disconnect(): Promise<void>;
-}
 
 export function createTopicInspector(admin: Admin, logger: Logger): TopicInspector {
   let connected: Promise<void> | null = null;
@@ -41,7 +24,7 @@ export function createTopicInspector(admin: Admin, logger: Logger): TopicInspect
       if (kafkaErrorName(error) === 'UNKNOWN_TOPIC_OR_PARTITION') return null;
       throw error;
     }
-    const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes', 'cleanup.policy'] }] });
+    const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes', 'cleanup.policy'] }] });
     const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
     return {
       replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
@@ -59,7 +42,7 @@ export function createTopicInspector(admin: Admin, logger: Logger): TopicInspect
     (brokersCreate ??= (async () => {
       await connect();
       const { brokers } = await admin.describeCluster();
-      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: brokers.map((broker) => ({ type: kafkajs.ConfigResourceTypes.BROKER, name: String(broker.nodeId), configNames: ['auto.create.topics.enable'] })) });
+      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: brokers.map((broker) => ({ type: ConfigResourceTypes.BROKER, name: String(broker.nodeId), configNames: ['auto.create.topics.enable'] })) });
       const values = configs.resources.flatMap((resource) => resource.configEntries.filter((entry) => entry.configName === 'auto.create.topics.enable').map((entry) => entry.configValue));
       // A broker that creates no topic is enough for a record to wait on one for ever.
       return values.length === 0 ? null : values.every((value) => value === 'true');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { encodeHeaders, encodeRecord, NO_HEADER_BLOCK } from './kafkajs-record.js';
+import { encodeHeaders, encodeRecord, NO_HEADER_BLOCK } from './record-format.js';
 
 describe('encodeHeaders', () => {
   // The record written from the encoded block must be the record written from the headers.

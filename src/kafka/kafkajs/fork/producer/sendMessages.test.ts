@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
+import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './sendMessages.js';
 
 const require = createRequire(import.meta.url);
 

@@ -1,4 +1,4 @@
-import type { TopicDurability } from './producer.js';
+import type { TopicDurability } from './ports.js';
 
 /**
  * Why Kafka could lose a record it acknowledged with acks=all, or stop taking writes when one

@@ -1,5 +1,11 @@
 import type { Logger } from 'pino';
-import { PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
+
+/**
+ * Logged (warn) by kafkajs's send (kafkajs/fork/producer/sendMessages.ts) for each produce
+ * request that failed and will be retried; the sink counts these. Here: the debug line of a
+ * failed request whose reason was already warned about, on either client.
+ */
+export const PRODUCE_REQUEST_FAILED = 'produce request failed; retrying its partitions';
 
 /**
  * One warning when Kafka stops acknowledging (and one more each time the reason changes, e.g.

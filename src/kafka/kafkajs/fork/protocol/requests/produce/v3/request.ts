@@ -1,17 +1,16 @@
-import { createRequire } from 'node:module';
-import { crc32c, RecordArea, writeRecord, type RecordFields } from './kafkajs-record.js';
-import { RECORD_BATCH_OVERHEAD } from './record-size.js';
-import { REQUEST_HEADER_ROOM, type EncodedBody } from './kafkajs-request.js';
-
 /**
- * kafkajs's Produce request, versions 3 to 7 (kafkajs builds 4-7 from 3), encoded into one
- * buffer of the exact size. kafkajs 2.2.4 copies every message into a new object, encodes each
- * record and header into its own 512-byte zero-filled buffer, then copies the whole batch
- * through a growing buffer at each of five nesting levels and checksums it a byte at a time:
- * with that, Kafka encoding was over a third of the relay's CPU. Same bytes (checked against
- * kafkajs's own encoder by kafkajs-produce-request.test.ts); compressed batches, which the
- * relay does not send, are left to kafkajs.
+ * Replaces kafkajs 2.2.4's Produce request v3 (kafkajs/src/protocol/requests/produce/v3/request.js):
+ * versions 3 to 7 (kafkajs builds 4-7 from 3), encoded into one buffer of the exact size.
+ * kafkajs 2.2.4 copies every message into a new object, encodes each record and header into its
+ * own 512-byte zero-filled buffer, then copies the whole batch through a growing buffer at each
+ * of five nesting levels and checksums it a byte at a time: with that, Kafka encoding was over a
+ * third of the relay's CPU. Same bytes (checked against kafkajs's own encoder by
+ * fork/install.test.ts); compressed batches, which the relay does not send, are left to kafkajs.
  */
+import { createRequire } from 'node:module';
+import { crc32c, RecordArea, writeRecord, type RecordFields } from '../../../../../../record-format.js';
+import { RECORD_BATCH_OVERHEAD } from '../../../../../../record-size.js';
+import { REQUEST_HEADER_ROOM, type EncodedBody } from '../../../request.js';
 
 interface Long {
   readonly value: bigint;
@@ -89,7 +88,7 @@ function encodeProduce({ acks, timeout, transactionalId = null, producerId = -1,
     size += sizeOfString(topic) + 4;
     partitions.forEach((_, p) => (size += 4 + 4 + RECORD_BATCH_OVERHEAD + batches[t]![p]!.bytes));
   });
-  // The request header goes in front of it without a copy (kafkajs-request.ts).
+  // The request header goes in front of it without a copy (fork/protocol/request.ts).
   const buf = Buffer.allocUnsafe(REQUEST_HEADER_ROOM + size).subarray(REQUEST_HEADER_ROOM);
   let at = writeString(buf, 0, transactionalId);
   at = buf.writeInt16BE(acks, at);

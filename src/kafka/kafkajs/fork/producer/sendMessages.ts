@@ -1,8 +1,6 @@
-import { createRequire } from 'node:module';
-
 /**
- * kafkajs 2.2.4's `sendMessages` (src/producer/sendMessages.js), rewritten to track
- * acknowledgement per partition instead of per broker.
+ * Replaces kafkajs 2.2.4's `sendMessages` (kafkajs/src/producer/sendMessages.js), rewritten to
+ * track acknowledgement per partition instead of per broker.
  *
  * The original keeps one response per broker across retries. When broker A fails and its
  * partitions move to broker B, which already answered for its own partitions, the retry skips
@@ -22,6 +20,9 @@ import { createRequire } from 'node:module';
  * Sequence numbers are taken before a request and given back if it fails, as in kafkajs, so
  * a resend after a failure carries the same sequence and the broker drops it if it had it.
  */
+import { createRequire } from 'node:module';
+import { kafkaErrorName } from '../../../failure.js';
+import { PRODUCE_REQUEST_FAILED } from '../../../outage-log.js';
 
 const require = createRequire(import.meta.url);
 const { KafkaJSMetadataNotLoaded, KafkaJSError } = require('kafkajs/src/errors.js') as {
@@ -31,9 +32,6 @@ const { KafkaJSMetadataNotLoaded, KafkaJSError } = require('kafkajs/src/errors.j
 
 /** The module path kafkajs's messageProducer.js requires. */
 export const KAFKAJS_SEND_MESSAGES = 'kafkajs/src/producer/sendMessages.js';
-
-/** Logged (warn) for each produce request that failed and will be retried; the sink counts these. */
-export const PRODUCE_REQUEST_FAILED = 'produce request failed; retrying its partitions';
 
 interface Broker {
   readonly nodeId: number;
@@ -110,12 +108,6 @@ interface KafkaJSErrorLike extends Error {
 }
 
 const STALE_METADATA = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'NOT_LEADER_OR_FOLLOWER']);
-
-/** Kafka's name for an error (e.g. NOT_ENOUGH_REPLICAS), else kafkajs's error class name. */
-export function kafkaErrorName(error: unknown): string {
-  const { type, name } = error as KafkaJSErrorLike;
-  return type ?? name ?? 'Error';
-}
 
 /**
  * The broker answers CONCURRENT_TRANSACTIONS to AddPartitionsToTxn while the previous

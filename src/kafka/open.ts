@@ -1,7 +1,7 @@
 import type { KafkaSecurity } from '../security/kafka-security.js';
-import { countRecords, createKafkaProducer, type KafkaProducerOptions } from './kafka-client.js';
-import { countRecordsLibrdkafka, createLibrdkafkaProducer } from './librdkafka-client.js';
-import type { KafkaClientName, RecordProducer } from './producer.js';
+import { countRecords, createKafkaProducer } from './kafkajs/producer.js';
+import { countRecordsLibrdkafka, createLibrdkafkaProducer } from './librdkafka/producer.js';
+import type { KafkaClientName, KafkaProducerOptions, RecordProducer } from './ports.js';
 
 /** The RecordProducer on the client OUTBOX_KAFKA_CLIENT names: what every command that produces opens. */
 export function openKafkaProducer(options: KafkaProducerOptions): RecordProducer {

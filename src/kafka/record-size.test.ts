@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { encodeHeaders, encodeRecord } from './kafkajs-record.js';
+import { encodeHeaders, encodeRecord } from './record-format.js';
 import { recordSize } from './record-size.js';
 
 /**

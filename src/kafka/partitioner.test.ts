@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { Partitioners } from 'kafkajs';
+import { Partitioners } from './kafkajs/kafkajs.js';
 import { describe, expect, it } from 'vitest';
-import { keyHashPartitioner } from './kafka-client.js';
+import { keyHashPartitioner } from './kafkajs/producer.js';
 import { murmur2 } from './partitioner.js';
 
 const require = createRequire(import.meta.url);

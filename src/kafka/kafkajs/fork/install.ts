@@ -1,26 +1,26 @@
-import { createRequire } from 'node:module';
-import { RelayError } from '../errors.js';
-import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
-import { KAFKAJS_PRODUCE_V3, produceRequestV3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
-import { frameRequest, KAFKAJS_REQUEST, type RequestToFrame } from './kafkajs-request.js';
-
 /**
  * The relay's producer runs kafkajs 2.2.4 (its last release, pinned in package.json) with three
- * internal modules replaced in kafkajs's module cache:
+ * internal modules replaced in kafkajs's module cache by the fork, each file of it at the path
+ * of the kafkajs file it replaces:
  * - `send-messages`: acknowledgement tracked per partition, so a leader change can never drop
- *   a partition's messages while the send reports success (kafkajs-send-messages.ts). Always.
+ *   a partition's messages while the send reports success (producer/sendMessages.ts). Always.
  * - `produce-encoder`: the Produce request encoded into one exact-size buffer, the same bytes as
- *   kafkajs's (kafkajs-produce-request.ts), and every request framed without copying it twice
- *   (kafkajs-request.ts), for CPU. OUTBOX_KAFKA_FAST_ENCODER=false uses kafkajs's own encoder
- *   and framing instead.
+ *   kafkajs's (protocol/requests/produce/v3/request.ts), and every request framed without
+ *   copying it twice (protocol/request.ts), for CPU. OUTBOX_KAFKA_FAST_ENCODER=false uses
+ *   kafkajs's own encoder and framing instead.
  *
  * kafkajs modules capture these when they load (messageProducer.js captures sendMessages, the
- * Produce v4-v7 encoders capture v3), so the replacements go in when this module is imported,
- * which must be before kafkajs (cli.ts and kafka-sink.ts import it first). Whether that worked
- * is checked when a producer is created (`verifyKafkajsPatches`): a kafkajs loaded too early,
- * another kafkajs version or a moved file stops the relay at start, instead of running without
- * the fix.
+ * Produce v4-v7 encoders capture v3), so the replacements must go in before kafkajs loads:
+ * ../kafkajs.ts, the only module that loads it, installs them right before it does. Whether
+ * that worked is checked when a producer is created (`verifyKafkajsPatches`): a kafkajs loaded
+ * too early, another kafkajs version or a moved file stops the relay at start, instead of
+ * running without the fix.
  */
+import { createRequire } from 'node:module';
+import { RelayError } from '../../../errors.js';
+import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './producer/sendMessages.js';
+import { KAFKAJS_PRODUCE_V3, produceRequestV3, type ProduceRequest, type ProduceRequestArgs } from './protocol/requests/produce/v3/request.js';
+import { frameRequest, KAFKAJS_REQUEST, type RequestToFrame } from './protocol/request.js';
 
 /** The kafkajs release whose internals the replacements were written and tested against. */
 export const KAFKAJS_VERSION = '2.2.4';
@@ -59,10 +59,11 @@ export const KAFKAJS_REPLACEMENTS: Readonly<Record<string, unknown>> = {
   [KAFKAJS_REQUEST]: requestFramingSwitch,
 };
 
-/** What went wrong while installing, reported by verifyKafkajsPatches (an import must not throw: `status` needs no producer). */
-const installProblems = install();
+/** What went wrong while installing, reported by verifyKafkajsPatches (importing ../kafkajs.ts installs, and must not throw: `status` needs no producer). */
+let installProblems: readonly string[] = [];
 
-function install(): string[] {
+/** Puts the replacements into kafkajs's module cache: ../kafkajs.ts calls it once, right before it loads kafkajs. */
+export function installKafkajsFork(): void {
   const problems: string[] = [];
   for (const [module, replacement] of Object.entries(KAFKAJS_REPLACEMENTS)) {
     let path: string;
@@ -74,14 +75,14 @@ function install(): string[] {
     }
     for (const capturer of CAPTURED_BY[module] ?? []) {
       const capturerPath = resolveOrNull(capturer);
-      if (capturerPath && require.cache[capturerPath]) problems.push(`${capturer} was loaded before the relay replaced ${module}: import the relay's sink before kafkajs`);
+      if (capturerPath && require.cache[capturerPath]) problems.push(`${capturer} was loaded before the relay replaced ${module}: something loaded kafkajs before src/kafka/kafkajs/kafkajs.ts, which installs the replacements first`);
     }
     const original = require(path) as unknown;
     if (module === KAFKAJS_PRODUCE_V3) kafkajsProduceV3 = original as ProduceEncoder;
     if (module === KAFKAJS_REQUEST) kafkajsRequest = original as RequestFraming;
     require.cache[path]!.exports = replacement;
   }
-  return problems;
+  installProblems = problems;
 }
 
 /**

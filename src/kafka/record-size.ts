@@ -1,4 +1,4 @@
-import type { HeaderBlock } from './kafkajs-record.js';
+import type { HeaderBlock } from './record-format.js';
 import { utf8Length } from './utf8.js';
 
 /**

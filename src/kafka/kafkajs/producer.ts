@@ -1,59 +1,22 @@
-// First: the relay's replacements go into kafkajs's module cache before kafkajs loads.
-import { KAFKAJS_VERSION, verifyKafkajsPatches } from './kafkajs-patches.js';
-import { CompressionTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from 'kafkajs';
-import type { Logger } from 'pino';
-import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../security/kafka-security.js';
-import type { OutgoingMessage } from './record.js';
-import { PRODUCE_REQUEST_FAILED } from './kafkajs-send-messages.js';
-import { progressReading } from './committed-progress.js';
-import { createTopicInspector } from './kafkajs-admin.js';
-import { checkTransactionalIdAccess, readLastCommitted } from './kafkajs-exactly-once.js';
-import { kafkaFailure } from './kafka-failure.js';
-import { NO_HEADER_BLOCK } from './kafkajs-record.js';
-import { OutageLog } from './outage-log.js';
-import { partitionForKey } from './partitioner.js';
-import type { KafkaClientName, KafkaCompression, ProducerEvents, RecordProducer } from './producer.js';
-import { finishesWithin } from '../time.js';
+import { KAFKAJS_VERSION, verifyKafkajsPatches } from './fork/install.js';
+import { CompressionTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from './kafkajs.js';
+import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js';
+import type { OutgoingMessage } from '../record.js';
+import { progressReading } from '../committed-progress.js';
+import { createTopicInspector } from './admin.js';
+import { checkTransactionalIdAccess, readLastCommitted } from './exactly-once.js';
+import { kafkaFailure } from '../failure.js';
+import { OutageLog, PRODUCE_REQUEST_FAILED } from '../outage-log.js';
+import { partitionForKey } from '../partitioner.js';
+import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
+import { progressMessage } from '../progress-record.js';
+import { finishesWithin } from '../../time.js';
 
 /**
  * The relay's only use of kafkajs on the produce side: the RecordProducer the sink runs on,
  * and the dead-letter count `status` reads. (The consumer helper in src/client uses kafkajs
  * for consuming, with kafkajs's own modules.)
  */
-
-export interface KafkaProducerOptions extends ProducerEvents {
-  readonly client: KafkaClientName;
-  readonly brokers: readonly string[];
-  readonly clientId: string;
-  /** kafkajs: the relay's Produce request encoder (true) or kafkajs's own. */
-  readonly fastEncoder: boolean;
-  /** kafkajs: none or gzip (config checks refuse the others); librdkafka: any. */
-  readonly compression: KafkaCompression;
-  /** OUTBOX_MAX_MESSAGE_BYTES: librdkafka refuses a larger record before sending it. */
-  readonly maxMessageBytes: number;
-  /** Let the broker create a topic at its first record (if the broker allows it). */
-  readonly autoCreateTopics: boolean;
-  /** TLS and SASL; files and secrets are read when the producer is made (each session). */
-  readonly security?: KafkaSecurity;
-  /** OUTBOX_DELIVERY=exactly-once: each produce request is one Kafka transaction; absent: idempotent sends. */
-  readonly exactlyOnce?: ExactlyOnceOptions | null;
-  readonly logger: Logger;
-}
-
-export interface ExactlyOnceOptions {
-  /** A second producer with the same id fences this one: derived from the slot, so a standby taking over fences the old active. */
-  readonly transactionalId: string;
-  readonly transactionTimeoutMs: number;
-  /** The progress record written in every transaction; null for `replay` and `recover`, which keep none. */
-  readonly progress: ProgressRecordOptions | null;
-}
-
-export interface ProgressRecordOptions {
-  readonly topic: string;
-  readonly key: string;
-  /** The record's value for a batch (its last event). */
-  readonly value: (batch: readonly OutgoingMessage[]) => string;
-}
 
 /** Each send waits this long for acks=all before the request counts as failed and is retried. */
 const PRODUCE_TIMEOUT_MS = 30_000;
@@ -202,13 +165,6 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
   };
 }
 
-/** The progress record as a message of the transaction: keyed by slot and server, on the progress topic. */
-export function progressMessage(progress: ProgressRecordOptions, batch: readonly OutgoingMessage[]): OutgoingMessage {
-  const value = progress.value(batch);
-  // Only topic, key and value reach Kafka; the rest is what the batch's type asks of a message.
-  return { ...batch.at(-1)!, topic: progress.topic, key: progress.key, value, headers: {}, headerBlock: NO_HEADER_BLOCK, deadLetter: false, label: 'progress' };
-}
-
 /**
  * kafkajs's own lines: connection errors and start-up chatter (a partition's leader not known
  * yet, a coordinator loading) are what the outage warning and the produce errors metric already
@@ -223,7 +179,7 @@ function kafkajsLogLevel(namespace: string, level: number, message: string): 'de
 }
 
 /**
- * kafkajs's DefaultPartitioner with the keyed case made cheap (see partitioner.ts): a key lands
+ * kafkajs's DefaultPartitioner with the keyed case made cheap (see ../partitioner.ts): a key lands
  * on the same partition as with kafkajs or the Java client. Unkeyed messages go to kafkajs's own.
  */
 export const keyHashPartitioner: ICustomPartitioner = () => {

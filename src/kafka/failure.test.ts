@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { kafkaFailure } from './kafka-failure.js';
+import { kafkaFailure } from './failure.js';
 
 /** A Kafka protocol error as kafkajs raises it: `type` is Kafka's name. */
 const protocolError = (type: string) => Object.assign(new Error(`broker said ${type}`), { name: 'KafkaJSProtocolError', type, retriable: false });

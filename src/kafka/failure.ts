@@ -1,6 +1,5 @@
 import { RelayError, type ErrorCode } from '../errors.js';
 import { isTlsTrustError } from '../security/tls-errors.js';
-import { kafkaErrorName } from './kafkajs-send-messages.js';
 
 /** Kafka's answers that mean another producer with this transactional id took over. */
 const FENCED_ERRORS = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', '_FENCED']);
@@ -12,6 +11,12 @@ const AUTHENTICATION_ERRORS = new Set(['KafkaJSSASLAuthenticationError', 'SASL_A
 /** librdkafka's words (from OpenSSL) for a broker certificate it does not trust: its error is _SSL, as for any TLS failure. */
 const LIBRDKAFKA_TLS_TRUST = /certificate verify failed|self[- ]signed certificate|unable to get (?:local )?issuer certificate|unknown ca/i;
 const AUTHORIZATION_ERRORS = new Set(['TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'GROUP_AUTHORIZATION_FAILED', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED']);
+
+/** Kafka's name for an error (e.g. NOT_ENOUGH_REPLICAS: its `type`, as kafkajs and namedLibrdkafkaError set it), else its class name (kafkajs's). */
+export function kafkaErrorName(error: unknown): string {
+  const { type, name } = error as { readonly type?: string; readonly name?: string };
+  return type ?? name ?? 'Error';
+}
 
 /**
  * A Kafka client's failure (kafkajs's, or librdkafka's named as Kafka names it) as the relay's error. Refused credentials, a missing ACL or an untrusted

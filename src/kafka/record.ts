@@ -1,5 +1,5 @@
 import type { TrackedTransaction } from '../checkpoint/commit-tracker.js';
-import type { HeaderBlock } from './kafkajs-record.js';
+import type { HeaderBlock } from './record-format.js';
 
 /** A record ready for Kafka, tied to the transaction whose checkpoint waits for its ack. */
 export interface OutgoingMessage {
@@ -9,10 +9,10 @@ export interface OutgoingMessage {
   readonly headers: Record<string, string>;
   /** `headers` encoded as the Kafka record carries them (what the relay's encoder writes). */
   readonly headerBlock: HeaderBlock;
-  /** Estimated bytes in a record batch (see sink/record-size.ts): what batching is bounded by. */
+  /** Estimated bytes in a record batch (see record-size.ts): what batching is bounded by. */
   readonly size: number;
   readonly transaction: TrackedTransaction;
-  /** Its place among the transaction's outbox rows, from 1: with the commit LSN, what identifies it across restarts (sink/progress.ts). */
+  /** Its place among the transaction's outbox rows, from 1: with the commit LSN, what identifies it across restarts (src/sink/progress.ts). */
   readonly position: number;
   /** For metrics: event type, or the dead-letter reason code. */
   readonly label: string;

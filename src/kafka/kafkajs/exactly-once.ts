@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
-import type { Kafka } from 'kafkajs';
-import { RelayError } from '../errors.js';
-import { lastCommittedValue, type ProgressSettle } from './committed-progress.js';
-import { partitionForKey } from './partitioner.js';
+import type { Kafka } from './kafkajs.js';
+import { RelayError } from '../../errors.js';
+import { lastCommittedValue, type ProgressSettle } from '../committed-progress.js';
+import { partitionForKey } from '../partitioner.js';
 
 /**
  * What exactly-once needs from kafkajs beyond its producer, on kafkajs's own cluster client:

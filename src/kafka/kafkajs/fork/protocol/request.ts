@@ -1,12 +1,12 @@
 /**
- * kafkajs's request framing (protocol/request.js): the size, the request header and the body,
- * as one buffer for the socket. kafkajs 2.2.4 copies the body twice to frame it, each time into
- * a zero-filled buffer grown to the next power of two: for a 1 MB Produce request that is two
- * 1-2 MB allocations and two copies, 5-6% of the relay's CPU on 2 KB events, and the external
- * memory those buffers hold brought on more garbage collections. Here a body encoded with room
- * before it (the relay's Produce request, kafkajs-produce-request.ts) is framed in place; any
- * other body is copied once into a buffer of the exact size. Same bytes as kafkajs's
- * (kafkajs-patches.test.ts).
+ * Replaces kafkajs 2.2.4's request framing (kafkajs/src/protocol/request.js): the size, the
+ * request header and the body, as one buffer for the socket. kafkajs 2.2.4 copies the body twice
+ * to frame it, each time into a zero-filled buffer grown to the next power of two: for a 1 MB
+ * Produce request that is two 1-2 MB allocations and two copies, 5-6% of the relay's CPU on 2 KB
+ * events, and the external memory those buffers hold brought on more garbage collections. Here a
+ * body encoded with room before it (the relay's Produce request, requests/produce/v3/request.ts)
+ * is framed in place; any other body is copied once into a buffer of the exact size. Same bytes
+ * as kafkajs's (fork/install.test.ts).
  */
 
 export const KAFKAJS_REQUEST = 'kafkajs/src/protocol/request.js';

@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './kafkajs-produce-request.js';
-import { KAFKAJS_REPLACEMENTS, verifyKafkajsPatches } from './kafkajs-patches.js';
-import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './kafkajs-send-messages.js';
-import { crc32c, crc32cByTables, encodeHeaders } from './kafkajs-record.js';
-import { KAFKAJS_REQUEST, REQUEST_HEADER_ROOM, type EncodedBody, type RequestToFrame } from './kafkajs-request.js';
+// Installs the replacements, as the relay does: kafkajs loaded through the one module that loads it.
+import '../kafkajs.js';
+import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './protocol/requests/produce/v3/request.js';
+import { KAFKAJS_REPLACEMENTS, verifyKafkajsPatches } from './install.js';
+import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './producer/sendMessages.js';
+import { crc32c, crc32cByTables, encodeHeaders } from '../../record-format.js';
+import { KAFKAJS_REQUEST, REQUEST_HEADER_ROOM, type EncodedBody, type RequestToFrame } from './protocol/request.js';
 
 const require = createRequire(import.meta.url);
 

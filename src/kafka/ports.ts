@@ -1,3 +1,6 @@
+/** The ports the rest of the relay uses to reach Kafka; each client folder (kafkajs/, librdkafka/) implements them. */
+import type { Logger } from 'pino';
+import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { OutgoingMessage } from './record.js';
 
 /** What decides whether an acknowledged record can still be lost. */
@@ -17,8 +20,8 @@ export interface TopicDescription extends TopicDurability {
 
 /**
  * The Kafka producer as the sink sees it: one request's worth of messages at a time, resolved
- * only when Kafka acknowledged every one of them (acks=all). kafka-client.ts implements it on
- * kafkajs; unit tests use a fake.
+ * only when Kafka acknowledged every one of them (acks=all). kafkajs/producer.ts and
+ * librdkafka/producer.ts implement it (open.ts opens the one configured); unit tests use a fake.
  */
 export interface RecordProducer {
   connect(): Promise<void>;
@@ -59,3 +62,53 @@ export const KAFKA_COMPRESSIONS = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as c
 export type KafkaCompression = (typeof KAFKA_COMPRESSIONS)[number];
 /** kafkajs has gzip built in; the others need codec plugins the relay does not carry. */
 export const KAFKAJS_COMPRESSIONS: ReadonlySet<KafkaCompression> = new Set(['none', 'gzip']);
+
+export interface KafkaProducerOptions extends ProducerEvents {
+  readonly client: KafkaClientName;
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  /** kafkajs: the relay's Produce request encoder (true) or kafkajs's own. */
+  readonly fastEncoder: boolean;
+  /** kafkajs: none or gzip (config checks refuse the others); librdkafka: any. */
+  readonly compression: KafkaCompression;
+  /** OUTBOX_MAX_MESSAGE_BYTES: librdkafka refuses a larger record before sending it. */
+  readonly maxMessageBytes: number;
+  /** Let the broker create a topic at its first record (if the broker allows it). */
+  readonly autoCreateTopics: boolean;
+  /** TLS and SASL; files and secrets are read when the producer is made (each session). */
+  readonly security?: KafkaSecurity;
+  /** OUTBOX_DELIVERY=exactly-once: each produce request is one Kafka transaction; absent: idempotent sends. */
+  readonly exactlyOnce?: ExactlyOnceOptions | null;
+  readonly logger: Logger;
+}
+
+export interface ExactlyOnceOptions {
+  /** A second producer with the same id fences this one: derived from the slot, so a standby taking over fences the old active. */
+  readonly transactionalId: string;
+  readonly transactionTimeoutMs: number;
+  /** The progress record written in every transaction; null for `replay` and `recover`, which keep none. */
+  readonly progress: ProgressRecordOptions | null;
+}
+
+export interface ProgressRecordOptions {
+  readonly topic: string;
+  readonly key: string;
+  /** The record's value for a batch (its last event). */
+  readonly value: (batch: readonly OutgoingMessage[]) => string;
+}
+
+/**
+ * What the topic catalogue and the durability checks read from the brokers: topic configs and
+ * the brokers' auto.create.topics.enable. On kafkajs's admin for both clients (kafkajs/admin.ts):
+ * librdkafka's Node binding (1.10) has no DescribeConfigs, so the librdkafka producer reads them
+ * there too.
+ */
+export interface TopicInspector {
+  /** A topic's settings, or null if it does not exist. */
+  describeTopic(topic: string): Promise<TopicDescription | null>;
+  /** Whether every broker creates a topic at its first record; null if that cannot be read. */
+  brokersCreateTopics(): Promise<boolean | null>;
+  /** The exactly-once progress topic, created if missing and checked (see prepareProgressTopic). */
+  prepareProgressTopic(topic: string): Promise<void>;
+  disconnect(): Promise<void>;
+}

@@ -1,14 +1,14 @@
 import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import { sleep } from '../time.js';
-import { kafkaFailure } from './kafka-failure.js';
-import type { RecordProducer } from './producer.js';
+import { kafkaFailure } from './failure.js';
+import type { RecordProducer } from './ports.js';
 
 /**
  * Reading the exactly-once progress back: the last committed record of one key on the progress
  * topic's partition, as a read_committed reader sees it. The algorithm is here once; each Kafka
- * client supplies the partition's offsets and a read of a range (kafkajs-exactly-once.ts,
- * librdkafka-client.ts).
+ * client supplies the partition's offsets and a read of a range (kafkajs/exactly-once.ts,
+ * librdkafka/producer.ts).
  */
 export interface CommittedPartition {
   readonly topic: string;
