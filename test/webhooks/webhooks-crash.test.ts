@@ -175,7 +175,15 @@ describe.each(testKafkaClients())('webhooks survive kill -9 (consumer on %s)', (
     await first.waitForLog(/consuming and dispatching/);
     await second.waitForLog(/consuming and dispatching/);
     const loading = load('pair.invoice.paid', 1_500, 10, 30);
-    await delay(2_500);
+    // Killed once it has sent some of them (on a busy machine its share of the partitions can
+    // come seconds after the load began): what it had in flight is what the other must finish.
+    await eventually('the second process to attempt deliveries', async () => {
+      const [attempts] = await webhooks.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM wh.all_attempts a JOIN wh.deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1) AND a.process LIKE $2`,
+        [endpoints.map((e) => e.id), `%:${second.pid}:%`],
+      );
+      return attempts!.n > 0 ? true : undefined;
+    }, 60_000);
     const killedAt = Date.now();
     await second.kill9();
     const rows = await loading;
