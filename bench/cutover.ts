@@ -23,6 +23,7 @@ import { flag } from './lib/flags.js';
 import { int, num } from './lib/format.js';
 import { Child, processUsage, sleep } from './lib/proc.js';
 import { stackEnv } from './lib/stack.js';
+import { median } from './lib/stats.js';
 
 const { values } = parseArgs({ options: { rows: { type: 'string', default: '1000000' }, repeat: { type: 'string', default: '2' } }, strict: true, allowPositionals: false });
 const rows = flag('rows', values.rows, p.integer(1_000, 10_000_000));
@@ -119,11 +120,6 @@ async function clean(): Promise<void> {
   await db.query(`DROP TABLE IF EXISTS ${TABLE}, ${TABLE}_prune_marks`);
 }
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
 
 function report(all: readonly Round[]): string {
   const of = (contender: Round['contender']) => all.filter((round) => round.contender === contender);

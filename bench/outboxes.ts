@@ -26,6 +26,7 @@ import * as p from '../src/config/parsers.js';
 import { flag } from './lib/flags.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, progress, run, sleep } from './lib/proc.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
+import { median } from './lib/stats.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const STACK_DEFAULTS: Record<string, string> = {
@@ -226,11 +227,6 @@ async function drainOnce(pool: pg.Pool, env: Record<string, string>, each: Case)
   }
 }
 
-function median(numbers: readonly number[]): number {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
 
 function writeReport(cases: readonly Case[], drains: ReadonlyMap<string, Drain[]>, setupSeconds: ReadonlyMap<string, number>): void {
   const rate = (name: string) => median(drains.get(name)!.map((drain) => events / drain.seconds));

@@ -34,6 +34,7 @@ import { percentile } from './lib/kafka.js';
 import { machineDescription, progress, run } from './lib/proc.js';
 import { sourceState } from './lib/source-state.js';
 import { stackEnv } from './lib/stack.js';
+import { median } from './lib/stats.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(REPO, 'dist', 'cli.js');
@@ -284,10 +285,6 @@ async function measureIndexCost(pool: pg.Pool, schema: string, setup: () => Prom
   return results;
 }
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the results object above, rendered
 function report(r: any): string {

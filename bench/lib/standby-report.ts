@@ -4,6 +4,7 @@
  */
 import { int, num, pct } from './format.js';
 import type { CpuGroup } from './pg-cpu.js';
+import { median } from './stats.js';
 
 /** In the order of odd rounds (even rounds run them backwards). */
 export const CASES = ['baseline', 'primary', 'standby'] as const;
@@ -58,12 +59,6 @@ export interface StandbyRun {
   readonly measured: readonly Measured[];
 }
 
-function median(numbers: readonly number[]): number {
-  const sorted = numbers.filter(Number.isFinite).sort((a, b) => a - b);
-  if (sorted.length === 0) return NaN;
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
 
 const us = (seconds: number, events: number) => (seconds * 1e6) / events;
 const primaryUs = (m: Measured) => us(m.primaryCpu.total, m.events);
