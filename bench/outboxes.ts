@@ -16,7 +16,6 @@
  * stack's and the other benches', and takes it down at the end (unless --keep-stack, or a stack
  * named by OUTBOX_STACK_DIR). Writes bench/results/<date>-outboxes.md.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +26,7 @@ import { flag } from './lib/flags.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, progress, run, sleep } from './lib/proc.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import { median } from './lib/stats.js';
+import { writeMarkdownResult } from './lib/results.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const STACK_DEFAULTS: Record<string, string> = {
@@ -245,12 +245,7 @@ function writeReport(cases: readonly Case[], drains: ReadonlyMap<string, Drain[]
     'Floors: tenants-1000 within 20% of one table (≥ 80%); messages ≥ one table.',
     '',
   ];
-  const dir = join(REPO, 'bench', 'results');
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-  let file = join(dir, `${new Date().toISOString().slice(0, 10)}-outboxes.md`);
-  for (let n = 2; existsSync(file); n += 1) file = join(dir, `${new Date().toISOString().slice(0, 10)}-outboxes-${n}.md`);
-  writeFileSync(file, lines.join('\n'));
-  process.stdout.write(`${lines.join('\n')}\nwritten to ${file}\n`);
+  writeMarkdownResult('outboxes', lines);
 }
 
 await main();

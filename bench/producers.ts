@@ -5,6 +5,7 @@
  * relay makes them) produced in requests of --batch, one request at a time, each awaited until
  * acknowledged (bench/contenders/producer-floor.ts), by
  *   binding      the librdkafka binding's floor: a loop that only calls produce(), its arguments made beforehand
+ *   binding-no-headers, binding-error-reports   the same without headers, and with reports for failures only
  *   librdkafka   the relay's producer on librdkafka (src/kafka/librdkafka/producer.ts)
  *   kafkajs      the relay's producer on kafkajs with its fork (src/kafka/kafkajs/producer.ts)
  * Each case in a process of its own, the cases alternating per round; medians of the rounds.
@@ -15,18 +16,19 @@
  * from the test stack's and the other benches', and takes it down at the end (unless
  * --keep-stack, or a stack named by OUTBOX_STACK_DIR). Writes bench/results/<date>-producers.md.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as p from '../src/config/parsers.js';
+import { CASES } from './contenders/producer-floor-cases.js';
 import { BUILD_DIR } from './lib/contenders.js';
 import { flag } from './lib/flags.js';
 import { KafkaTools } from './lib/kafka.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, progress, run } from './lib/proc.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import { median } from './lib/stats.js';
+import { writeMarkdownResult } from './lib/results.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const STACK_DEFAULTS: Record<string, string> = {
@@ -34,7 +36,6 @@ const STACK_DEFAULTS: Record<string, string> = {
   OUTBOX_KAFKA_PORT: '61492',
   OUTBOX_KAFKA_CONTROLLER_PORT: '61493',
 };
-const CASES = ['binding', 'librdkafka', 'kafkajs'] as const;
 
 const { values } = parseArgs({
   options: {
@@ -114,15 +115,10 @@ function writeReport(results: ReadonlyMap<string, Result[]>): void {
     '| --- | ---: | ---: | ---: | ---: | ---: |',
     ...CASES.map((each) => `| ${each} | ${Math.round(rate(each))} | ${((rate(each) / rate('kafkajs')) * 100).toFixed(0)}% | ${cpu(each).toFixed(1)} | ${((cpu(each) / cpu('kafkajs')) * 100).toFixed(0)}% | ${median(results.get(each)!.map((result) => result.busyPercent)).toFixed(0)} |`),
     '',
-    '`binding`: the librdkafka binding called with arguments made beforehand, the floor under `librdkafka`; `librdkafka` and `kafkajs`: the relay\'s producers (src/kafka).',
+    '`binding`: the librdkafka binding called with arguments made beforehand, the floor under `librdkafka`; `binding-no-headers`: the same without the records\' headers; `binding-error-reports`: the same with delivery reports for failed records only, each request awaited by flush(); `librdkafka` and `kafkajs`: the relay\'s producers (src/kafka).',
     '',
   ];
-  const dir = join(REPO, 'bench', 'results');
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-  let file = join(dir, `${new Date().toISOString().slice(0, 10)}-producers.md`);
-  for (let n = 2; existsSync(file); n += 1) file = join(dir, `${new Date().toISOString().slice(0, 10)}-producers-${n}.md`);
-  writeFileSync(file, lines.join('\n'));
-  process.stdout.write(`${lines.join('\n')}\nwritten to ${file}\n`);
+  writeMarkdownResult('producers', lines);
 }
 
 await main();

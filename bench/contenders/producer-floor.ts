@@ -9,6 +9,10 @@
  * BENCH_CASE:
  * - `binding`: the librdkafka binding's own floor, a loop that only calls `produce()` with
  *   arguments made beforehand (value Buffer, header list), delivery reports counted per request;
+ * - `binding-no-headers`: the same without the records' headers: what the binding's conversion
+ *   of a header list costs;
+ * - `binding-error-reports`: the same with delivery reports for failed records only
+ *   (delivery.report.only.error), each request awaited by `flush()`: what a report per record costs;
  * - `librdkafka`, `kafkajs`: the relay's RecordProducer on that client (src/kafka), given the
  *   relay's own OutgoingMessages.
  *
@@ -23,23 +27,22 @@ import { encodeHeaders } from '../../src/kafka/record-format.js';
 import { recordSize } from '../../src/kafka/record-size.js';
 import type { OutgoingMessage } from '../../src/kafka/record.js';
 import { eventHeaders } from '../../src/transform/headers.js';
+import { CASES, type ProducerCase } from './producer-floor-cases.js';
 
-const CASES = ['binding', 'librdkafka', 'kafkajs'] as const;
-type Case = (typeof CASES)[number];
 
 const brokers = required('KAFKA_BROKERS').split(',');
 const topic = required('BENCH_TOPIC');
 const events = Number(required('BENCH_EVENTS'));
 const batchSize = Number(required('BENCH_BATCH'));
 const payloadBytes = Number(required('BENCH_PAYLOAD'));
-const benchCase = required('BENCH_CASE') as Case;
+const benchCase = required('BENCH_CASE') as ProducerCase;
 if (!CASES.includes(benchCase)) throw new Error(`BENCH_CASE=${benchCase}: expected one of ${CASES.join(', ')}`);
 
 const messages = buildMessages();
 const batches: OutgoingMessage[][] = [];
 for (let start = 0; start < messages.length; start += batchSize) batches.push(messages.slice(start, start + batchSize));
 
-const send = benchCase === 'binding' ? await bindingSender() : await relaySender(benchCase);
+const send = benchCase === 'librdkafka' || benchCase === 'kafkajs' ? await relaySender(benchCase) : await bindingSender(benchCase);
 // One request first, untimed: connections, metadata and the producer id are in place before the clock starts.
 await send.produce(batches[0]!);
 const cpuBefore = process.cpuUsage();
@@ -86,7 +89,8 @@ async function relaySender(client: 'librdkafka' | 'kafkajs'): Promise<Sender> {
 }
 
 /** The binding with what it must be given made beforehand: the floor under the relay's librdkafka producer. */
-async function bindingSender(): Promise<Sender> {
+async function bindingSender(variant: 'binding' | 'binding-no-headers' | 'binding-error-reports'): Promise<Sender> {
+  const errorReportsOnly = variant === 'binding-error-reports';
   const rdkafka = loadLibrdkafka();
   const producer = new rdkafka.Producer({
     'bootstrap.servers': brokers.join(','),
@@ -98,6 +102,7 @@ async function bindingSender(): Promise<Sender> {
     'queue.buffering.max.messages': 2_000_000,
     'queue.buffering.max.kbytes': 2_097_151,
     dr_cb: true,
+    'delivery.report.only.error': errorReportsOnly,
   } as Rdkafka.ProducerGlobalConfig);
   let settle: (() => void) | null = null;
   let outstanding = 0;
@@ -109,7 +114,7 @@ async function bindingSender(): Promise<Sender> {
   });
   await new Promise<void>((resolve, reject) => producer.connect({ timeout: 30_000 }, (error) => (error ? reject(error) : resolve())));
   producer.setPollInBackground(true);
-  const prepared = new Map(messages.map((message) => [message, { value: Buffer.from(message.value), headers: Object.entries(message.headers).map(([name, value]) => ({ [name]: value })) }]));
+  const prepared = new Map(messages.map((message) => [message, { value: Buffer.from(message.value), headers: variant === 'binding-no-headers' ? undefined : Object.entries(message.headers).map(([name, value]) => ({ [name]: value })) }]));
   return {
     async produce(batch) {
       const done = new Promise<void>((resolve) => (settle = resolve));
@@ -117,6 +122,12 @@ async function bindingSender(): Promise<Sender> {
       for (const message of batch) {
         const { value, headers } = prepared.get(message)!;
         producer.produce(topic, null, value, message.key, null, null, headers);
+      }
+      if (errorReportsOnly) {
+        // Only a failed record reports: the request is done when librdkafka's queue is empty.
+        await new Promise<void>((resolve, reject) => producer.flush(30_000, (error) => (error ? reject(error) : resolve())));
+        if (failure) throw failure;
+        return;
       }
       await done;
       if (failure) throw failure;
