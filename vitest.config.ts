@@ -1,17 +1,19 @@
 import { readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
  * What makes an integration file run alone, after the others: it stops, kills or freezes a
  * shared service (harness/control.js), changes the shared Postgres's settings
  * (`useSmallWalKeepSize`: a small max_slot_wal_keep_size would invalidate another file's slot),
- * or says so itself with `// vitest: runs alone (<why>)` — a time it asserts, or a fixed-port
- * stack another file starts too.
+ * or says so in its first line, `// vitest: runs alone (<why>)`: a time it asserts, a fixed-port
+ * stack another file starts too, or anything else of the shared services a neighbour would
+ * disturb or be disturbed by (docs/testing.md lists what each file says).
  */
-const RUNS_ALONE = [/from '\.\.\/harness\/control\.js'/, /\buseSmallWalKeepSize\b/, /^\/\/ vitest: runs alone \(/m];
+const RUNS_ALONE = [/harness\/control\.js['"]/, /\buseSmallWalKeepSize\b/, /^\/\/ vitest: runs alone \(/];
 
-function integrationFiles(dir = 'test'): string[] {
+function integrationFiles(dir = fileURLToPath(new URL('./test', import.meta.url))): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return integrationFiles(path);
@@ -19,7 +21,10 @@ function integrationFiles(dir = 'test'): string[] {
   });
 }
 
-const runsAlone = integrationFiles().filter((file) => RUNS_ALONE.some((marker) => marker.test(readFileSync(file, 'utf8'))));
+const root = fileURLToPath(new URL('.', import.meta.url));
+const runsAlone = integrationFiles()
+  .filter((file) => RUNS_ALONE.some((marker) => marker.test(readFileSync(file, 'utf8'))))
+  .map((file) => relative(root, file));
 
 const integration = {
   environment: 'node' as const,

@@ -278,9 +278,14 @@ stack_env_lines() {
   epg_env_lines
 }
 
+# Each writer its own temporary file: two stack commands at once (two test files starting their
+# own stacks) would otherwise write the same one, and the second `mv` would find it gone.
 write_stack_env_file() {
-  stack_env_lines > "$STACK_DIR/env.tmp"
-  mv "$STACK_DIR/env.tmp" "$STACK_DIR/env"
+  local tmp
+  tmp="$(mktemp "$STACK_DIR/env.XXXXXX")"
+  chmod 644 "$tmp"
+  stack_env_lines > "$tmp"
+  mv "$tmp" "$STACK_DIR/env"
 }
 
 cmd_env() {

@@ -1,3 +1,4 @@
+// vitest: runs alone (it decodes every logical message in the database and expects only its own)
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deterministicEventId, loadOutboxSchemas, OutboxClientError, writeOutboxEvent, writeOutboxEvents, type OutboxEventInput, type SchemaSet } from '../../src/client/index.js';

@@ -1,3 +1,4 @@
+// vitest: runs alone (its relay takes every logical message in the database, and it waits for its slot to reach the WAL's end)
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -23,25 +23,50 @@ const OTHER_POSTGRES = ['14', '16', '17', '18'];
  * 15 is the stack's own.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Both integration projects (vitest.config.ts) run this setup in the same process: the services
+  // are found or started once, and stopped once, after the last project's files.
+  const shared = globalThis as { [SHARED]?: SharedServices };
+  const services = (shared[SHARED] ??= { ready: findServices(), users: 0 });
+  services.users += 1;
+  const { endpoints, stop } = await services.ready;
+  provide(project, endpoints);
+  return async () => {
+    services.users -= 1;
+    if (services.users > 0) return;
+    delete shared[SHARED];
+    await stop();
+  };
+}
+
+const SHARED = Symbol.for('outbox-relay.integration-services');
+
+/** The services of the run, and how to stop what was started for it. */
+interface RunServices {
+  readonly endpoints: ServiceEndpoints;
+  readonly stop: () => Promise<void>;
+}
+
+interface SharedServices {
+  readonly ready: Promise<RunServices>;
+  users: number;
+}
+
+async function findServices(): Promise<RunServices> {
   requireLibrdkafka();
   const env = process.env;
   const postgres = testPostgres();
-  if (postgres !== 'pg') return useLocalStack(project, postgres);
+  if (postgres !== 'pg') return useLocalStack(postgres);
   if (env.DATABASE_URL && env.KAFKA_BROKERS && env.SCHEMA_REGISTRY_URL) {
-    provide(project, {
+    const endpoints: ServiceEndpoints = {
       databaseUrl: env.DATABASE_URL,
       kafkaBrokers: env.KAFKA_BROKERS,
       schemaRegistryUrl: env.SCHEMA_REGISTRY_URL,
       control: { kind: 'none', reason: 'services come from DATABASE_URL, KAFKA_BROKERS and SCHEMA_REGISTRY_URL' },
-    });
-    return async () => undefined;
+    };
+    return { endpoints, stop: async () => undefined };
   }
-  if (dockerAnswers()) {
-    const containers = await startContainers();
-    provide(project, containers.endpoints);
-    return containers.stop;
-  }
-  return useLocalStack(project);
+  if (dockerAnswers()) return startContainers();
+  return useLocalStack();
 }
 
 /**
@@ -80,7 +105,7 @@ function testPostgres(): string {
   return `pg${major}`;
 }
 
-async function useLocalStack(project: TestProject, postgres = 'pg'): Promise<() => Promise<void>> {
+async function useLocalStack(postgres = 'pg'): Promise<RunServices> {
   const alreadyUp = spawnSync(STACK_SCRIPT, ['status'], { stdio: 'ignore' }).status === 0;
   if (!alreadyUp) {
     process.stdout.write('starting the local stack (scripts/stack.sh up): Postgres, Kafka, schema registry\n');
@@ -98,17 +123,18 @@ async function useLocalStack(project: TestProject, postgres = 'pg'): Promise<() 
       return [name!.trim(), value.join('=').replace(/^['"]|['"]$/g, '')];
     }),
   );
-  provide(project, {
+  const endpoints: ServiceEndpoints = {
     databaseUrl: required(vars, postgres === 'pg' ? 'DATABASE_URL' : `${postgres.toUpperCase()}_DATABASE_URL`),
     kafkaBrokers: required(vars, 'KAFKA_BROKERS'),
     schemaRegistryUrl: required(vars, 'SCHEMA_REGISTRY_URL'),
     control: { kind: 'stack', script: STACK_SCRIPT, stackDir: required(vars, 'OUTBOX_STACK_DIR'), postgres },
-  });
-  return async () => {
+  };
+  const stop = async () => {
     if (process.env.OUTBOX_KEEP_STACK === 'true') return;
     if (!alreadyUp) spawnSync(STACK_SCRIPT, ['down'], { stdio: 'inherit' });
     else if (!postgresUp) spawnSync(STACK_SCRIPT, ['down', postgres], { stdio: 'inherit' });
   };
+  return { endpoints, stop };
 }
 
 /**

@@ -1,3 +1,4 @@
+// vitest: runs alone (it creates the cluster's roles, as tenant-outboxes.test.ts does: two CREATE ROLEs at once can collide)
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createOutboxWriter } from '../../src/client/index.js';

@@ -1,3 +1,4 @@
+// vitest: runs alone (it bounds request counts by a linger time)
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTopics } from '../harness/kafka.js';
 import { get, metric } from '../harness/http.js';

@@ -1,3 +1,4 @@
+// vitest: runs alone (it holds a write transaction open, which would hold back a neighbour's pruning and slot creation)
 import { describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';

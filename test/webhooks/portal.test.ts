@@ -1,3 +1,4 @@
+// vitest: runs alone (a browser page that must be ready within a link's 5 s life)
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Page, SerializedAXNode } from 'puppeteer-core';

@@ -1,3 +1,4 @@
+// vitest: runs alone (it counts deliveries inside a 300 ms window)
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
