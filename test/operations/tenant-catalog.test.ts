@@ -1,3 +1,4 @@
+// vitest: runs alone (it measures reads made before autovacuum analyzes a new database's catalog: an attempt slowed by a neighbour is the more often caught)
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
