@@ -38,7 +38,7 @@ const integration = {
 // against real Postgres, Kafka and a schema registry, in two groups. First the files that share
 // the services and only add their own tables, topics, slots and processes, two at a time (most
 // of a file's time is waiting on a broker, a timeout or a child process, which the other file
-// fills: 33 minutes instead of 39 on the 2-core machine); then, one at a time, the files that
+// fills: 30 minutes instead of 39 on the 2-core machine); then, one at a time, the files that
 // would disturb a neighbour.
 // `--project 'integration*'` runs both groups.
 export default defineConfig({
