@@ -114,15 +114,13 @@ async function bindingSender(variant: 'binding' | 'binding-no-headers' | 'bindin
   });
   await new Promise<void>((resolve, reject) => producer.connect({ timeout: 30_000 }, (error) => (error ? reject(error) : resolve())));
   producer.setPollInBackground(true);
-  const prepared = new Map(messages.map((message) => [message, { value: Buffer.from(message.value), headers: variant === 'binding-no-headers' ? undefined : Object.entries(message.headers).map(([name, value]) => ({ [name]: value })) }]));
+  // Per request, the binding's arguments for each of its records: one lookup a request, none a record.
+  const prepared = new Map(batches.map((batch) => [batch, batch.map((message) => ({ key: message.key, value: Buffer.from(message.value), headers: variant === 'binding-no-headers' ? undefined : Object.entries(message.headers).map(([name, value]) => ({ [name]: value })) }))]));
   return {
     async produce(batch) {
       const done = new Promise<void>((resolve) => (settle = resolve));
       outstanding = batch.length;
-      for (const message of batch) {
-        const { value, headers } = prepared.get(message)!;
-        producer.produce(topic, null, value, message.key, null, null, headers);
-      }
+      for (const { key, value, headers } of prepared.get(batch as OutgoingMessage[])!) producer.produce(topic, null, value, key, null, null, headers);
       if (errorReportsOnly) {
         // Only a failed record reports: the request is done when librdkafka's queue is empty.
         await new Promise<void>((resolve, reject) => producer.flush(30_000, (error) => (error ? reject(error) : resolve())));
