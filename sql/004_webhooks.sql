@@ -97,9 +97,25 @@ CREATE TABLE IF NOT EXISTS outbox_webhooks.events (
   recorded_at    timestamptz NOT NULL DEFAULT now()
 );
 
--- The event types the stage has seen, each with its first event (`GET /v1/event-types` skips
--- through it, one entry per type, rather than reading every event).
-CREATE INDEX IF NOT EXISTS events_type_idx ON outbox_webhooks.events (event_type, produced_at);
+-- The event types the stage has recorded events of, each with its first event's Kafka timestamp:
+-- `GET /v1/event-types`. A row per type, written by the recording that first brings the type (an
+-- insert that finds its type here writes nothing), and kept when the type's events are pruned.
+-- An index of the events by type did this before at the price of an index entry per event.
+CREATE TABLE IF NOT EXISTS outbox_webhooks.event_types (
+  event_type    text        PRIMARY KEY,
+  first_seen_at timestamptz NOT NULL
+);
+
+-- An earlier setup listed the types through that index: its events' types are carried over, once.
+DO $$
+BEGIN
+  IF to_regclass('outbox_webhooks.events_type_idx') IS NOT NULL THEN
+    INSERT INTO outbox_webhooks.event_types (event_type, first_seen_at)
+      SELECT event_type, min(produced_at) FROM outbox_webhooks.events GROUP BY event_type
+      ON CONFLICT (event_type) DO NOTHING;
+    DROP INDEX outbox_webhooks.events_type_idx;
+  END IF;
+END $$;
 
 -- The answers of `webhooks api` creates given an Idempotency-Key: the same key and body get the
 -- same answer again (an endpoint's secret included: it is in the endpoints table already), for

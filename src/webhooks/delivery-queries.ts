@@ -147,20 +147,10 @@ export class DeliveryQueries {
     })) };
   }
 
-  /**
-   * The event types the store holds events of, each with its first event's time: one index
-   * probe per type (events_type_idx, a skip scan), not a read of every event.
-   */
+  /** The event types recorded, each with its first event's time (kept when their events are pruned). */
   async seenEventTypes(): Promise<{ readonly name: string; readonly firstSeenAt: Date }[]> {
-    const { rows } = await this.pool.query<{ event_type: string; first: Date }>(
-      `WITH RECURSIVE seen(event_type) AS (
-         (SELECT event_type FROM ${this.tables.events} ORDER BY event_type LIMIT 1)
-         UNION ALL
-         SELECT (SELECT ev.event_type FROM ${this.tables.events} ev WHERE ev.event_type > seen.event_type ORDER BY ev.event_type LIMIT 1) FROM seen WHERE seen.event_type IS NOT NULL
-       )
-       SELECT event_type, (SELECT min(produced_at) FROM ${this.tables.events} ev WHERE ev.event_type = seen.event_type) AS first FROM seen WHERE event_type IS NOT NULL ORDER BY event_type`,
-    );
-    return rows.map((row) => ({ name: row.event_type, firstSeenAt: row.first }));
+    const { rows } = await this.pool.query<{ event_type: string; first_seen_at: Date }>(`SELECT event_type, first_seen_at FROM ${this.tables.eventTypes} ORDER BY event_type`);
+    return rows.map((row) => ({ name: row.event_type, firstSeenAt: row.first_seen_at }));
   }
 
   async attempts(deliveryId: string): Promise<AttemptRow[]> {

@@ -150,11 +150,18 @@ export class DeliveryStore {
    * can bring, goes in once.) First in every recording, it takes the lock that removing an
    * endpoint waits for (sql/004_webhooks.sql, lock_out_recordings): the deliveries' inserts,
    * later statements, find only endpoints not removed, and a removal deletes what they wrote.
+   * A type not recorded before is added to the event types (in name order, so that two
+   * recordings bringing the same new types cannot wait on each other in a circle); a known one
+   * costs a look-up and writes nothing.
    */
   private async storeEvents(client: pg.ClientBase, owed: readonly EventToDeliver[]): Promise<void> {
     const events = [...new Map(owed.map((event) => [event.eventId, event])).values()];
     await client.query(
-      prepared(`WITH recording AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(hashtext($6)))
+      prepared(`WITH recording AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(hashtext($6))),
+         types AS (
+           INSERT INTO ${this.tables.eventTypes} (event_type, first_seen_at)
+           SELECT t.event_type, min(t.produced_at) FROM unnest($2::text[], $5::timestamptz[]) AS t (event_type, produced_at) GROUP BY t.event_type ORDER BY t.event_type
+           ON CONFLICT (event_type) DO NOTHING)
          INSERT INTO ${this.tables.events} AS ev (event_id, event_type, aggregate_id, body, produced_at)
          SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u CROSS JOIN recording
          ON CONFLICT (event_id) DO UPDATE SET recorded_at = GREATEST(ev.recorded_at, excluded.recorded_at)`,

@@ -12,6 +12,8 @@ const FILE_SCHEMA = 'outbox_webhooks';
 export class WebhookTables {
   readonly endpoints: string;
   readonly events: string;
+  /** The event types recorded, each with its first event's time. */
+  readonly eventTypes: string;
   /** Events whose customer the rule could not find: listed, replayable once it can. */
   readonly eventsWithoutCustomer: string;
   readonly deliveries: string;
@@ -32,6 +34,7 @@ export class WebhookTables {
     const table = (name: string) => `${pg.escapeIdentifier(schema)}.${name}`;
     this.endpoints = table('endpoints');
     this.events = table('events');
+    this.eventTypes = table('event_types');
     this.eventsWithoutCustomer = table('events_without_customer');
     this.deliveries = table('deliveries');
     this.attempts = table('attempts');
@@ -72,7 +75,7 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
 
 /** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view and tables of this version's setup). */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.processes, tables.subscriptionsVersion, tables.apiIdempotency];
+  const names = [tables.endpoints, tables.events, tables.eventTypes, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.processes, tables.subscriptionsVersion, tables.apiIdempotency];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {

@@ -27,7 +27,7 @@ describe('webhook delivery store: pruning', () => {
   });
 
   beforeEach(async () => {
-    await pool.query(`TRUNCATE ${tables.attempts}, ${tables.deliveries}, ${tables.events}`);
+    await pool.query(`TRUNCATE ${tables.attempts}, ${tables.deliveries}, ${tables.events}, ${tables.eventTypes}`);
   });
 
   afterAll(async () => {
@@ -118,6 +118,32 @@ describe('webhook delivery store: pruning', () => {
     // Every kept delivery still has its event.
     const { rows: orphans } = await pool.query(`SELECT d.id FROM ${tables.deliveries} d WHERE NOT EXISTS (SELECT 1 FROM ${tables.events} ev WHERE ev.event_id = d.event_id)`);
     expect(orphans).toEqual([]);
+  });
+
+  it('lists each event type once, with its first event, and keeps it listed once its events are pruned', async () => {
+    const old = new Date(Date.now() - 10 * DAY);
+    const first = { ...event(), eventType: 'invoice.voided', producedAt: new Date(old.getTime() - 5_000) };
+    await finish(await record([first, { ...event(), eventType: 'invoice.voided' }], old), old, 'delivered');
+    await recordDue([{ ...event(), producedAt: new Date(old.getTime() + 1_000) }], old);
+
+    const listed = [{ name: 'invoice.paid', firstSeenAt: new Date(old.getTime() + 1_000) }, { name: 'invoice.voided', firstSeenAt: first.producedAt }];
+    expect(await queries.seenEventTypes()).toEqual(listed);
+    expect(await queries.prune(new Date(Date.now() - 7 * DAY))).toEqual({ deliveries: 2, events: 2 });
+    expect(await queries.seenEventTypes()).toEqual(listed);
+  });
+
+  it("setup run again on an earlier setup's store lists the event types of its events, and drops the index that listed them", async () => {
+    const old = new Date(Date.now() - 10 * DAY);
+    await recordDue([{ ...event(), eventType: 'invoice.created', producedAt: old }, { ...event(), eventType: 'invoice.created' }], new Date());
+    // As an earlier setup left it: the types read from an index of the events, no table of them.
+    await pool.query(`DROP TABLE ${tables.eventTypes}`);
+    await pool.query(`CREATE INDEX events_type_idx ON ${tables.events} (event_type, produced_at)`);
+
+    await createWebhookTables(pool, tables);
+
+    expect(await queries.seenEventTypes()).toEqual([{ name: 'invoice.created', firstSeenAt: old }]);
+    const { rows } = await pool.query(`SELECT to_regclass($1) AS found`, [`${tables.schema}.events_type_idx`]);
+    expect(rows).toEqual([{ found: null }]);
   });
 
   it('an event consumed again while the pruner deletes its row keeps its row: the new delivery has a body to send', async () => {

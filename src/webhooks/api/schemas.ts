@@ -46,7 +46,7 @@ export const Customer = closed({
 
 export const EventType = closed({
   name: Type.String(),
-  firstSeenAt: nullable(time("The first event of this type the store holds was produced then; null for a customer token (another customer's events are not its to time)")),
+  firstSeenAt: nullable(time("The first event of this type the stage recorded was produced then (kept when its events are pruned); null for a customer token (another customer's events are not its to time)")),
   schema: nullable(Type.Unknown({ description: 'Its Avro schema (JSON), when OUTBOX_SCHEMAS_DIR has one' })),
 });
 
