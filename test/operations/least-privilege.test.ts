@@ -1,7 +1,7 @@
-// vitest: runs alone (it creates the cluster's roles, as tenant-outboxes.test.ts does: two CREATE ROLEs at once can collide)
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createOutboxWriter } from '../../src/client/index.js';
+import { ROLES, rolesSql } from '../../src/setup/roles.js';
 import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { eventually, RelayProcess } from '../harness/relay-process.js';
@@ -85,5 +85,36 @@ describe('least privilege', () => {
     const prune = await cli(['prune', '--retention', '0s'], as('outbox_relay'));
     expect(prune.code).toBe(1);
     expect(prune.stderr).toMatch(/\[SETUP_PRIVILEGE\]: role "outbox_relay" may not prune .* it needs SELECT, DELETE on .* `outbox-relay setup --print-roles` prints the grants/);
+  });
+
+  it('two setups creating the roles at the same moment both succeed (the second waits for the first, then finds the roles made)', async () => {
+    // The file's roles under names of this test's own, so that they are new to the cluster.
+    const suffix = outbox.id;
+    const renamed = Object.values(ROLES).map((role) => [role, `${role}_${suffix}`] as const);
+    let sql = await rolesSql({ schema: 'public', name: outbox.table });
+    for (const [role, name] of renamed) sql = sql.replace(new RegExp(`\\b${role}\\b`, 'g'), name);
+    const [first, second] = [await outbox.pool.connect(), await outbox.pool.connect()];
+    try {
+      await first.query('BEGIN');
+      await first.query(sql);
+      // The second's CREATE ROLE waits on the first's uncommitted one, then meets its name.
+      const secondDone = second.query(sql);
+      const secondPid = (second as unknown as { processID: number }).processID;
+      await eventually('the second setup waiting on the first', async () => {
+        const { rows } = await outbox.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", [secondPid]);
+        return rows.length > 0 || undefined;
+      }, 10_000, 50);
+      await first.query('COMMIT');
+      await expect(secondDone).resolves.toBeDefined();
+      const { rows } = await outbox.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_roles WHERE rolname = ANY($1)', [renamed.map(([, name]) => name)]);
+      expect(rows).toEqual([{ n: 3 }]);
+    } finally {
+      first.release();
+      second.release();
+      for (const [, name] of renamed) {
+        await outbox.pool.query(`DROP OWNED BY ${name}`).catch(() => undefined);
+        await outbox.pool.query(`DROP ROLE IF EXISTS ${name}`);
+      }
+    }
   });
 });
