@@ -21,9 +21,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type * as Body from '../../src/webhooks/event-body.js';
-import type * as Intake from '../../src/webhooks/intake-consumer.js';
-import type * as KafkajsIntake from '../../src/webhooks/kafkajs-intake-consumer.js';
-import type * as LibrdkafkaIntake from '../../src/webhooks/librdkafka-intake-consumer.js';
+import type * as GroupConsumer from '../../src/kafka/group-consumer.js';
+import type * as OpenKafka from '../../src/kafka/open.js';
 import type * as Consumer from '../../src/client/consumer.js';
 import { loadBenchClient, loadRouting, loadTargets, type Target } from './webhook-client.js';
 
@@ -174,7 +173,7 @@ async function attempt(turn: Promise<void>, event: EventRow, endpoint: Target): 
 }
 
 /** A partition's batch: chunks sent as slots allow, each recorded, then its offset marked recorded, in order. */
-async function take(batch: Intake.ConsumedBatch): Promise<void> {
+async function take(batch: GroupConsumer.ConsumedBatch): Promise<void> {
   let previous: Promise<void> = Promise.resolve();
   for (let next = 0; next < batch.messages.length; ) {
     const events: EventRow[] = [];
@@ -211,17 +210,11 @@ async function take(batch: Intake.ConsumedBatch): Promise<void> {
   await previous;
 }
 
-let consumer: Intake.IntakeConsumer;
-const events: Intake.IntakeConsumerEvents = { joined: () => undefined, failed: (error) => process.stderr.write(`durable loop: consumer failed: ${String(error)}\n`) };
-if (args.kafkaClient === 'librdkafka') {
-  const { librdkafkaIntakeConsumer } = await load<typeof LibrdkafkaIntake>('webhooks/librdkafka-intake-consumer.js');
-  const { pino } = await import('pino');
-  consumer = librdkafkaIntakeConsumer({ brokers: args.brokers, clientId: 'bench-durable-loop', security: { tls: null, sasl: null }, logger: pino({ level: 'warn' }) })(args.groupId, events);
-} else {
-  const { kafkajsIntakeConsumer } = await load<typeof KafkajsIntake>('webhooks/kafkajs-intake-consumer.js');
-  const { Kafka, logLevel } = await import('kafkajs');
-  consumer = kafkajsIntakeConsumer(new Kafka({ clientId: 'bench-durable-loop', brokers: [...args.brokers], logLevel: logLevel.NOTHING }))(args.groupId, events);
-}
+const events: GroupConsumer.GroupConsumerEvents = { joined: () => undefined, failed: (error) => process.stderr.write(`durable loop: consumer failed: ${String(error)}\n`) };
+// The webhooks command's own consumer, on the case's client.
+const { openGroupConsumers } = await load<typeof OpenKafka>('kafka/open.js');
+const { pino } = await import('pino');
+const consumer = openGroupConsumers(args.kafkaClient, { brokers: args.brokers, clientId: 'bench-durable-loop', security: { tls: null, sasl: null }, logger: pino({ level: 'warn' }) }).open(args.groupId, events);
 
 const cpuBefore = process.cpuUsage();
 const started = performance.now();

@@ -1,4 +1,6 @@
-import { KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded } from '../kafka/kafkajs/kafkajs.js';
+import { kafkajs } from '../kafka/kafkajs/kafkajs.js';
+
+const { KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded } = kafkajs();
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, RelayError } from '../errors.js';

@@ -2,17 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { Agent } from 'node:https';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
-import { Kafka, logLevel as kafkaLogLevel } from '../kafka/kafkajs/kafkajs.js';
-import type { Logger } from 'pino';
 import { avroRegistry } from '../client/consumer.js';
 import { COMMANDS } from '../config/commands.js';
 import { compileWebhooks } from '../config/compile.js';
 import type { RegistryAccess } from '../encode/create-encoder.js';
 import { errorMessage } from '../errors.js';
+import { openGroupConsumers } from '../kafka/open.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
 import { warnOnMissingRuntimeFlag } from '../observe/runtime-flags.js';
-import { kafkaClientSecurity, type KafkaSecurity } from '../security/kafka-security.js';
 import { readPem } from '../security/pem.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
 import { DeliveryQueries } from '../webhooks/delivery-queries.js';
@@ -24,8 +22,6 @@ import { ProcessHeartbeat } from '../webhooks/process-heartbeat.js';
 import { WebhookSender } from '../webhooks/http-sender.js';
 import { ThreadedSender } from '../webhooks/threaded-sender.js';
 import { WebhookIntake } from '../webhooks/intake.js';
-import { kafkajsIntakeConsumer } from '../webhooks/kafkajs-intake-consumer.js';
-import { librdkafkaIntakeConsumer } from '../webhooks/librdkafka-intake-consumer.js';
 import { createWebhookMetrics } from '../webhooks/metrics.js';
 import { firstAttemptAt } from '../webhooks/retry-policy.js';
 import { requireWebhookTables, webhookPool, WebhookTables } from '../webhooks/webhook-tables.js';
@@ -77,11 +73,11 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     logger,
     metrics,
   });
-  const kafka = kafkaFor(options.kafka, logger);
+  const kafka = openGroupConsumers(options.kafka.client, { ...options.kafka, logger });
   let joined = false;
   const intake = new WebhookIntake({
-    openConsumer: options.kafka.client === 'librdkafka' ? librdkafkaIntakeConsumer({ ...options.kafka, logger }) : kafkajsIntakeConsumer(kafka),
-    kafka,
+    openConsumer: kafka.open,
+    openTopicLister: kafka.topics,
     groupId: options.groupId,
     events: {
       joined: () => (joined = true),
@@ -141,19 +137,6 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   logger.info('webhooks: stopped');
   return EXIT.ok;
 });
-
-function kafkaFor(kafka: { readonly brokers: readonly string[]; readonly clientId: string; readonly security: KafkaSecurity }, logger: Logger): Kafka {
-  return new Kafka({
-    clientId: kafka.clientId,
-    brokers: [...kafka.brokers],
-    ...kafkaClientSecurity(kafka.security),
-    logLevel: kafkaLogLevel.WARN,
-    logCreator: () => ({ namespace, level, log }) => {
-      const { message, ...extra } = log;
-      logger[level <= kafkaLogLevel.ERROR ? 'error' : 'warn']({ kafkajs: namespace, ...extra }, message);
-    },
-  });
-}
 
 function registryFor(access: RegistryAccess): ReturnType<typeof avroRegistry> {
   return avroRegistry(access.url.reveal(), {

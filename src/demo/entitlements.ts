@@ -6,7 +6,7 @@
  * (outbox.invoice), DEMO_GROUP (demo-entitlements), DEMO_PREFIX (demo).
  * Stops on SIGTERM / SIGINT.
  */
-import { Kafka, logLevel } from '../kafka/kafkajs/kafkajs.js';
+import { kafkajs } from '../kafka/kafkajs/kafkajs.js';
 import { avroRegistryFromEnv, createIdempotentConsumer, ensureConsumedEventsTable, kafkaConfigFromEnv } from '../client/index.js';
 import { demoPool } from './database.js';
 import { createEntitlementSchema, entitlementTables, extendEntitlement } from './entitlement-service.js';
@@ -20,6 +20,7 @@ async function main(): Promise<void> {
   const pool = demoPool(env, 'demo-entitlements');
   await createEntitlementSchema(pool, tables);
   await ensureConsumedEventsTable(pool);
+  const { Kafka, logLevel } = kafkajs();
   const consumer = createIdempotentConsumer({
     // The relay's own variables (KAFKA_SSL*, KAFKA_SASL*, SCHEMA_REGISTRY_*): the demo runs where the relay does.
     kafka: new Kafka({ clientId: 'demo-entitlements', ...kafkaConfigFromEnv(env), logLevel: logLevel.WARN }),

@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Kafka, logLevel } from '../kafka/kafkajs/kafkajs.js';
+import { kafkajs } from '../kafka/kafkajs/kafkajs.js';
 import pg from 'pg';
 import { avroRegistryFromEnv, createIdempotentConsumer, createOutboxWriter, ensureConsumedEventsTable, kafkaConfigFromEnv, loadOutboxSchemas } from '../client/index.js';
 
@@ -94,6 +94,7 @@ async function runDemo(services: DemoServices, env: NodeJS.ProcessEnv = process.
   // TLS, SASL and registry credentials, as the relay reads them, go to the relay and the demo's own clients.
   const securityEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => SECURITY_VARIABLE.test(entry[0]) && entry[1] !== undefined));
   const connectionEnv = { ...securityEnv, KAFKA_BROKERS: services.kafkaBrokers, SCHEMA_REGISTRY_URL: services.schemaRegistryUrl };
+  const { Kafka, logLevel } = kafkajs();
   const kafka = new Kafka({ clientId: 'outbox-relay-demo', ...kafkaConfigFromEnv(connectionEnv), logLevel: logLevel.NOTHING });
   const relayEnv: Record<string, string> = {
     ...securityEnv,

@@ -1,14 +1,30 @@
 import type { KafkaSecurity } from '../security/kafka-security.js';
+import type { OpenGroupConsumer, TopicLister } from './group-consumer.js';
+import { kafkajsGroupConsumer, kafkajsTopicLister } from './kafkajs/group-consumer.js';
 import { countRecords, createKafkaProducer } from './kafkajs/producer.js';
+import { librdkafkaGroupConsumer, librdkafkaTopicLister } from './librdkafka/group-consumer.js';
 import { countRecordsLibrdkafka, createLibrdkafkaProducer } from './librdkafka/producer.js';
-import type { KafkaClientName, KafkaProducerOptions, RecordProducer } from './ports.js';
+import type { KafkaClientName, KafkaConnection, KafkaProducerOptions, RecordProducer } from './ports.js';
 
-/** The RecordProducer on the client OUTBOX_KAFKA_CLIENT names: what every command that produces opens. */
+/**
+ * What the rest of the relay opens Kafka clients with, on the client OUTBOX_KAFKA_CLIENT names.
+ * Neither client's library is loaded before a client of it is made (kafkajs/kafkajs.ts,
+ * librdkafka/binding.ts): a process on one never loads the other.
+ */
+
+/** The RecordProducer: what every command that produces opens. */
 export function openKafkaProducer(options: KafkaProducerOptions): RecordProducer {
   return options.client === 'librdkafka' ? createLibrdkafkaProducer(options) : createKafkaProducer(options);
 }
 
-/** Records in a topic (0 if it does not exist), read with the chosen client: `status`'s dead-letter count. */
+/** Records in a topic (0 if it does not exist): `status`'s dead-letter count. */
 export function countTopicRecords(client: KafkaClientName, brokers: readonly string[], topic: string, security: KafkaSecurity): Promise<number> {
   return client === 'librdkafka' ? countRecordsLibrdkafka(brokers, topic, security) : countRecords(brokers, topic, security);
+}
+
+/** Consumers in a group, and the cluster's topic list: the webhooks intake's way in. */
+export function openGroupConsumers(client: KafkaClientName, connection: KafkaConnection): { readonly open: OpenGroupConsumer; readonly topics: () => TopicLister } {
+  return client === 'librdkafka'
+    ? { open: librdkafkaGroupConsumer(connection), topics: () => librdkafkaTopicLister(connection) }
+    : { open: kafkajsGroupConsumer(connection), topics: () => kafkajsTopicLister(connection) };
 }

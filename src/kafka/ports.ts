@@ -53,6 +53,15 @@ export interface ProducerEvents {
   readonly onRequestFailed?: (error: string) => void;
 }
 
+/** Where a client connects, and as whom: what every consumer and admin is opened with. */
+export interface KafkaConnection {
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  readonly security: KafkaSecurity;
+  /** The client's warnings and errors go here. */
+  readonly logger: Logger;
+}
+
 /** The Kafka clients a RecordProducer can run on (OUTBOX_KAFKA_CLIENT). */
 export const KAFKA_CLIENTS = ['kafkajs', 'librdkafka'] as const;
 export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];

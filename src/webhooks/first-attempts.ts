@@ -1,7 +1,7 @@
 import { GroupedWrites } from './grouped-writes.js';
 import type { ClaimedDelivery, DeliveryStore, EndpointRules, FirstAttemptsToRecord } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
-import type { ConsumedBatch, ConsumedMessage } from './intake-consumer.js';
+import type { ConsumedBatch, ConsumedMessage } from '../kafka/group-consumer.js';
 import type { DecodedEvent, SendAtOnce } from './intake.js';
 import type { WebhookMetrics } from './metrics.js';
 

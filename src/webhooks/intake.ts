@@ -1,5 +1,4 @@
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import type { Admin, Kafka } from '../kafka/kafkajs/kafkajs.js';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { decodeOutboxRecord, type ConsumedEvent } from '../client/consumer.js';
@@ -7,7 +6,6 @@ import { headerText } from '../client/kafkajs-headers.js';
 import { MAGIC_BYTE } from '../encode/avro/wire.js';
 import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
-import { sleep } from '../time.js';
 import { HEADER } from '../transform/headers.js';
 import { customerOf, type CustomerRule } from './customer-rule.js';
 import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver } from './delivery-store.js';
@@ -18,7 +16,8 @@ import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
 import { GroupedWrites } from './grouped-writes.js';
 import { FirstAttemptPath } from './first-attempts.js';
-import type { ConsumedBatch, ConsumedMessage, IntakeConsumer, IntakeConsumerEvents, OpenIntakeConsumer } from './intake-consumer.js';
+import type { ConsumedBatch, ConsumedMessage, GroupConsumer, GroupConsumerEvents, OpenGroupConsumer, TopicLister } from '../kafka/group-consumer.js';
+import { watchTopics } from './topic-watch.js';
 import type { WebhookMetrics } from './metrics.js';
 import type { WebhookTables } from './webhook-tables.js';
 
@@ -77,11 +76,11 @@ const TOPIC_REFRESH_MS = 15_000;
 
 export interface IntakeOptions {
   /** The consumer, on the client OUTBOX_KAFKA_CLIENT names. */
-  readonly openConsumer: OpenIntakeConsumer;
-  /** Lists the cluster's topics (kafkajs's admin, on either client). */
-  readonly kafka: Kafka;
+  readonly openConsumer: OpenGroupConsumer;
+  /** Lists the cluster's topics, on the same client. */
+  readonly openTopicLister: () => TopicLister;
   readonly groupId: string;
-  readonly events: IntakeConsumerEvents;
+  readonly events: GroupConsumerEvents;
   readonly topics: readonly (string | RegExp)[];
   readonly pool: pg.Pool;
   readonly tables: WebhookTables;
@@ -114,7 +113,7 @@ export interface IntakeOptions {
  * is added twice. At-least-once from Kafka, exactly one delivery row per (event, endpoint).
  */
 export class WebhookIntake {
-  private consumer: IntakeConsumer | null = null;
+  private consumer: GroupConsumer | null = null;
   /** The topics the consumer reads now, as matched against the cluster's topics. */
   private consuming: readonly string[] = [];
   private subscriptions: { version: string; index: SubscriptionIndex } | null = null;
@@ -165,11 +164,15 @@ export class WebhookIntake {
   async start(): Promise<void> {
     // Known before the first chunk, which is sized by the fan-out (each transaction checks them again).
     await this.refreshSubscriptions();
-    const admin = this.options.kafka.admin();
-    await admin.connect();
-    await this.follow(await admin.listTopics());
-    if (this.options.topics.some((topic) => topic instanceof RegExp)) this.watching = this.watch(admin);
-    else await admin.disconnect();
+    const lister = this.options.openTopicLister();
+    try {
+      await this.follow(await lister.listTopics());
+    } catch (error) {
+      await lister.close().catch(() => undefined);
+      throw error;
+    }
+    if (this.options.topics.some((topic) => topic instanceof RegExp)) this.watching = watchTopics(lister, TOPIC_REFRESH_MS, this.stopped.signal, (topics) => this.follow(topics), (error) => this.options.logger.warn({ err: errorMessage(error) }, 'webhooks: looking for new topics failed; trying again'));
+    else await lister.close();
   }
 
   async stop(): Promise<void> {
@@ -181,18 +184,6 @@ export class WebhookIntake {
   /** True while some topic matches (else nothing is consumed yet, and the process is not ready). */
   get hasTopics(): boolean {
     return this.consuming.length > 0;
-  }
-
-  private async watch(admin: Admin): Promise<void> {
-    try {
-      while (!this.stopped.signal.aborted) {
-        await sleep(TOPIC_REFRESH_MS, this.stopped.signal);
-        if (this.stopped.signal.aborted) break;
-        await this.follow(await admin.listTopics()).catch((error: unknown) => this.options.logger.warn({ err: errorMessage(error) }, 'webhooks: looking for new topics failed; trying again'));
-      }
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
   }
 
   /** (Re)subscribes when the matching topics changed: a new consumer in the same group, at its committed offsets. */

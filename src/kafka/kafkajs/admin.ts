@@ -1,4 +1,4 @@
-import { ConfigResourceTypes, type Admin } from './kafkajs.js';
+import { kafkajs, type Admin } from './kafkajs.js';
 import type { Logger } from 'pino';
 import { RelayError } from '../../errors.js';
 import { kafkaErrorName } from '../failure.js';
@@ -24,7 +24,7 @@ export function createTopicInspector(admin: Admin, logger: Logger): TopicInspect
       if (kafkaErrorName(error) === 'UNKNOWN_TOPIC_OR_PARTITION') return null;
       throw error;
     }
-    const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes', 'cleanup.policy'] }] });
+    const configs = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: kafkajs().ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas', 'unclean.leader.election.enable', 'max.message.bytes', 'cleanup.policy'] }] });
     const entries = new Map(configs.resources[0]?.configEntries.map((entry) => [entry.configName, entry.configValue]) ?? []);
     return {
       replicationFactor: Math.min(...(metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas.length)),
@@ -42,7 +42,7 @@ export function createTopicInspector(admin: Admin, logger: Logger): TopicInspect
     (brokersCreate ??= (async () => {
       await connect();
       const { brokers } = await admin.describeCluster();
-      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: brokers.map((broker) => ({ type: ConfigResourceTypes.BROKER, name: String(broker.nodeId), configNames: ['auto.create.topics.enable'] })) });
+      const configs = await admin.describeConfigs({ includeSynonyms: false, resources: brokers.map((broker) => ({ type: kafkajs().ConfigResourceTypes.BROKER, name: String(broker.nodeId), configNames: ['auto.create.topics.enable'] })) });
       const values = configs.resources.flatMap((resource) => resource.configEntries.filter((entry) => entry.configName === 'auto.create.topics.enable').map((entry) => entry.configValue));
       // A broker that creates no topic is enough for a record to wait on one for ever.
       return values.length === 0 ? null : values.every((value) => value === 'true');

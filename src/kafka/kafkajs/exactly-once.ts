@@ -12,7 +12,8 @@ import { partitionForKey } from '../partitioner.js';
  */
 
 const require = createRequire(import.meta.url);
-const Batch = require('kafkajs/src/consumer/batch.js') as new (topic: string, fetchedOffset: string, partitionData: FetchedPartition) => FetchedBatch;
+/** kafkajs's decoder of a fetched partition, read at the first read back (a process that never makes a kafkajs producer never loads kafkajs). */
+const kafkajsBatch = () => require('kafkajs/src/consumer/batch.js') as new (topic: string, fetchedOffset: string, partitionData: FetchedPartition) => FetchedBatch;
 
 const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
@@ -113,7 +114,7 @@ async function lastValueOf(broker: ClusterBroker, topic: string, partition: numb
       topics: [{ topic, partitions: [{ partition, fetchOffset, maxBytes: FETCH_MAX_BYTES }] }],
     });
     const data = response.responses[0]!.partitions[0]!;
-    const batch = new Batch(topic, fetchOffset, data);
+    const batch = new (kafkajsBatch())(topic, fetchOffset, data);
     // Below the last stable offset there is always a record to read: an empty answer means the range was read.
     if (batch.isEmptyIncludingFiltered()) break;
     for (const message of batch.messages) {

@@ -1,6 +1,7 @@
 import { KAFKAJS_VERSION, verifyKafkajsPatches } from './fork/install.js';
-import { CompressionTypes, Kafka, logLevel as kafkaLogLevel, Partitioners, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from './kafkajs.js';
-import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js';
+import { kafkajs, type ICustomPartitioner, type Message, type PartitionerArgs, type ProducerBatch, type TopicMessages, type Transaction } from './kafkajs.js';
+import { kafkajsClient, kafkajsLevel, type KafkajsLine, type KafkajsLineLevel } from './client.js';
+import type { KafkaSecurity } from '../../security/kafka-security.js';
 import type { OutgoingMessage } from '../record.js';
 import { progressReading } from '../committed-progress.js';
 import { createTopicInspector } from './admin.js';
@@ -29,26 +30,26 @@ const DISCONNECT_TIMEOUT_MS = 5_000;
  */
 export function createKafkaProducer(options: KafkaProducerOptions): RecordProducer {
   const { logger } = options;
-  const replacements = verifyKafkajsPatches({ fastEncoder: options.fastEncoder });
   const outage = new OutageLog(logger);
-  const kafka = new Kafka({
+  const kafka = kafkajsClient({
     clientId: options.clientId,
-    brokers: [...options.brokers],
-    ...kafkaClientSecurity(options.security ?? PLAINTEXT),
-    logLevel: kafkaLogLevel.WARN,
-    logCreator: () => ({ namespace, level, log }) => {
-      const { message, ...extra } = log;
-      if (message === PRODUCE_REQUEST_FAILED) {
-        options.onRequestFailed?.(String(extra.error));
-        outage.failed(extra);
-        return;
-      }
-      logger[kafkajsLogLevel(namespace, level, message)]({ kafkajs: namespace, ...extra }, message);
+    brokers: options.brokers,
+    ...(options.security && { security: options.security }),
+    log: {
+      logger,
+      levelOf: (line) => {
+        if (line.message !== PRODUCE_REQUEST_FAILED) return producerLineLevel(line);
+        options.onRequestFailed?.(String(line.extra.error));
+        outage.failed(line.extra);
+        return null;
+      },
     },
     // ~23 s of retries for one batch, at most 2 s apart: a partition whose leader died is sent
     // to the new one within 2 s of the metadata naming it.
     retry: { initialRetryTime: 200, retries: 14, maxRetryTime: 2_000 },
   });
+  // After the client: making it loaded kafkajs, the fork installed first (kafkajs.ts).
+  const replacements = verifyKafkajsPatches({ fastEncoder: options.fastEncoder });
   const { exactlyOnce } = options;
   const producer = kafka.producer({
     createPartitioner: keyHashPartitioner,
@@ -75,6 +76,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     return took >= exactlyOnce.transactionTimeoutMs ? `; it was open ${took}ms, over OUTBOX_TRANSACTION_TIMEOUT (${exactlyOnce.transactionTimeoutMs}ms), so the broker aborted it` : '';
   };
 
+  const { CompressionTypes } = kafkajs();
   const compression = options.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
   const sendBatch = (messages: readonly OutgoingMessage[], send: (request: ProducerBatch) => Promise<unknown>) =>
     send({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, compression, topicMessages: groupByTopic(messages) });
@@ -170,12 +172,13 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
  * yet, a coordinator loading) are what the outage warning and the produce errors metric already
  * say, so they go to debug; anything else keeps kafkajs's level.
  */
-function kafkajsLogLevel(namespace: string, level: number, message: string): 'debug' | 'warn' | 'error' {
+function producerLineLevel(line: KafkajsLine): KafkajsLineLevel {
+  const { namespace, message } = line;
   if (namespace === 'Connection' || namespace === 'BrokerPool' || namespace === 'Cluster') return 'debug';
   // Retries are limited on purpose: a batch that fails them restarts the stream from the
   // confirmed position, which is what keeps nothing lost.
   if (message.startsWith('Limiting retries for the idempotent producer') || message.includes('This server does not host this topic-partition')) return 'debug';
-  return level <= kafkaLogLevel.ERROR ? 'error' : 'warn';
+  return kafkajsLevel(line);
 }
 
 /**
@@ -183,7 +186,7 @@ function kafkajsLogLevel(namespace: string, level: number, message: string): 'de
  * on the same partition as with kafkajs or the Java client. Unkeyed messages go to kafkajs's own.
  */
 export const keyHashPartitioner: ICustomPartitioner = () => {
-  const unkeyed = Partitioners.DefaultPartitioner();
+  const unkeyed = kafkajs().Partitioners.DefaultPartitioner();
   return (args: PartitionerArgs) => {
     const { message, partitionMetadata } = args;
     if (message.partition !== null && message.partition !== undefined) return message.partition;
@@ -204,8 +207,8 @@ function groupByTopic(batch: readonly OutgoingMessage[]): TopicMessages[] {
 }
 
 /** Records in a topic (high minus low watermark over its partitions); 0 if it does not exist. */
-export async function countRecords(brokers: readonly string[], topic: string, security: KafkaSecurity = PLAINTEXT): Promise<number> {
-  const admin = new Kafka({ clientId: 'outbox-relay-status', brokers: [...brokers], ...kafkaClientSecurity(security), logLevel: kafkaLogLevel.NOTHING, connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
+export async function countRecords(brokers: readonly string[], topic: string, security?: KafkaSecurity): Promise<number> {
+  const admin = kafkajsClient({ clientId: 'outbox-relay-status', brokers, ...(security && { security }), connectionTimeout: 3_000, retry: { retries: 1 } }).admin();
   try {
     await admin.connect();
     if (!(await admin.listTopics()).includes(topic)) return 0;

@@ -1,12 +1,12 @@
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
 import { RelayError } from '../../errors.js';
 import type { OutgoingMessage } from '../record.js';
-import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js';
+import { PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js';
 import { finishesWithin } from '../../time.js';
 import { lastCommittedValue, progressReading, type CommittedPartition, type ProgressSettle } from '../committed-progress.js';
 import { isKafkaRefusal, kafkaFailure } from '../failure.js';
 import { createTopicInspector } from '../kafkajs/admin.js';
-import { Kafka, logLevel as kafkaLogLevel } from '../kafkajs/kafkajs.js';
+import { kafkajsClient } from '../kafkajs/client.js';
 import { OutageLog } from '../outage-log.js';
 import { partitionForKey } from '../partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
@@ -140,7 +140,7 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     }
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
-  const topics = createTopicInspector(new Kafka({ clientId: options.clientId, brokers: [...options.brokers], ...kafkaClientSecurity(security), logLevel: kafkaLogLevel.NOTHING }).admin(), logger);
+  const topics = createTopicInspector(kafkajsClient({ clientId: options.clientId, brokers: options.brokers, security }).admin(), logger);
   let transactionOpen = false;
 
   const abortTransaction = async (): Promise<void> => {

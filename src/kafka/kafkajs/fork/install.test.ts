@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-// Installs the replacements, as the relay does: kafkajs loaded through the one module that loads it.
-import '../kafkajs.js';
+import { kafkajs } from '../kafkajs.js';
 import { KAFKAJS_PRODUCE_V3, type ProduceRequest, type ProduceRequestArgs } from './protocol/requests/produce/v3/request.js';
 import { KAFKAJS_REPLACEMENTS, verifyKafkajsPatches } from './install.js';
 import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './producer/sendMessages.js';
@@ -10,6 +9,8 @@ import { crc32c, crc32cByTables, encodeHeaders } from '../../record-format.js';
 import { KAFKAJS_REQUEST, REQUEST_HEADER_ROOM, type EncodedBody, type RequestToFrame } from './protocol/request.js';
 
 const require = createRequire(import.meta.url);
+// Installs the replacements, as the relay does: kafkajs loaded through the one module that loads it.
+kafkajs();
 
 /** What kafkajs's module exports now (the replacement, if installed). */
 function installed<T>(module: string): T {

@@ -19,7 +19,7 @@
 import { createRequire } from 'node:module';
 import { RelayError } from '../../../errors.js';
 import { createSendMessages, KAFKAJS_SEND_MESSAGES } from './producer/sendMessages.js';
-import { KAFKAJS_PRODUCE_V3, produceRequestV3, type ProduceRequest, type ProduceRequestArgs } from './protocol/requests/produce/v3/request.js';
+import { encodesProduceRequest, KAFKAJS_PRODUCE_V3, produceRequestV3, type ProduceRequest, type ProduceRequestArgs } from './protocol/requests/produce/v3/request.js';
 import { frameRequest, KAFKAJS_REQUEST, type RequestToFrame } from './protocol/request.js';
 
 /** The kafkajs release whose internals the replacements were written and tested against. */
@@ -42,9 +42,9 @@ let useFastEncoder = true;
 let kafkajsProduceV3: ProduceEncoder | null = null;
 let kafkajsRequest: RequestFraming | null = null;
 
-/** The v3 encoder kafkajs calls (v4-v7 too): the relay's, or kafkajs's own when turned off. */
+/** The v3 encoder kafkajs calls (v4-v7 too): the relay's, or kafkajs's own when turned off or for a compressed batch. */
 function produceEncoderSwitch(args: ProduceRequestArgs): ProduceRequest {
-  return useFastEncoder || !kafkajsProduceV3 ? produceRequestV3(args) : kafkajsProduceV3(args);
+  return (useFastEncoder && encodesProduceRequest(args)) || !kafkajsProduceV3 ? produceRequestV3(args) : kafkajsProduceV3(args);
 }
 
 /** The request framing kafkajs's connection calls: the relay's, or kafkajs's own when turned off. */

@@ -25,10 +25,12 @@ import { kafkaErrorName } from '../../../failure.js';
 import { PRODUCE_REQUEST_FAILED } from '../../../outage-log.js';
 
 const require = createRequire(import.meta.url);
-const { KafkaJSMetadataNotLoaded, KafkaJSError } = require('kafkajs/src/errors.js') as {
-  KafkaJSMetadataNotLoaded: new (message: string) => Error;
-  KafkaJSError: new (message: string, options?: { retriable?: boolean }) => Error;
-};
+/** kafkajs's errors, read when kafkajs makes its first producer (not at import: a process that never makes one never loads kafkajs). */
+const kafkajsErrors = () =>
+  require('kafkajs/src/errors.js') as {
+    KafkaJSMetadataNotLoaded: new (message: string) => Error;
+    KafkaJSError: new (message: string, options?: { retriable?: boolean }) => Error;
+  };
 
 /** The module path kafkajs's messageProducer.js requires. */
 export const KAFKAJS_SEND_MESSAGES = 'kafkajs/src/producer/sendMessages.js';
@@ -131,6 +133,7 @@ async function addPartitionsToTransaction(eosManager: EosManager, topicData: Top
 }
 
 export function createSendMessages({ logger, cluster, partitioner, eosManager, retrier }: SendMessagesDependencies) {
+  const { KafkaJSMetadataNotLoaded, KafkaJSError } = kafkajsErrors();
   return async ({ acks, timeout, compression, topicMessages }: SendArgs): Promise<object[]> => {
     /** topic -> partition -> messages, fixed at the first attempt that has metadata. */
     const unacknowledged = new Map<string, Map<number, unknown[]>>();

@@ -7,7 +7,6 @@
  * third of the relay's CPU. Same bytes (checked against kafkajs's own encoder by
  * fork/install.test.ts); compressed batches, which the relay does not send, are left to kafkajs.
  */
-import { createRequire } from 'node:module';
 import { crc32c, RecordArea, writeRecord, type RecordFields } from '../../../../../../record-format.js';
 import { RECORD_BATCH_OVERHEAD } from '../../../../../../record-size.js';
 import { REQUEST_HEADER_ROOM, type EncodedBody } from '../../../request.js';
@@ -55,18 +54,21 @@ export interface ProduceRequest {
   encode(): Promise<EncodedPayload>;
 }
 
-const require = createRequire(import.meta.url);
-/** kafkajs's own v3 request, for compressed batches; loaded before the replacement is installed. */
+/** The kafkajs module this one replaces. */
 export const KAFKAJS_PRODUCE_V3 = 'kafkajs/src/protocol/requests/produce/v3/request.js';
-const kafkajsProduceV3 = require(KAFKAJS_PRODUCE_V3) as (args: ProduceRequestArgs) => ProduceRequest;
 
 const PRODUCE_API_KEY = 0;
 const NO_COMPRESSION = 0;
 const MAGIC_BYTE = 2;
 const TRANSACTIONAL_ATTRIBUTE = 16;
 
+/** Whether the relay's encoder writes this request: compressed batches are kafkajs's own encoder's (../../../../install.ts). */
+export function encodesProduceRequest(args: ProduceRequestArgs): boolean {
+  return (args.compression ?? NO_COMPRESSION) === NO_COMPRESSION;
+}
+
 export function produceRequestV3(args: ProduceRequestArgs): ProduceRequest {
-  if ((args.compression ?? NO_COMPRESSION) !== NO_COMPRESSION) return kafkajsProduceV3(args);
+  if (!encodesProduceRequest(args)) throw new Error(`the relay's Produce v3 encoder writes uncompressed batches only (compression ${args.compression}): kafkajs's own encodes this one`);
   return {
     apiKey: PRODUCE_API_KEY,
     apiVersion: 3,

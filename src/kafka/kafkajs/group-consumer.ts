@@ -1,8 +1,10 @@
-import type { Consumer, Kafka } from '../kafka/kafkajs/kafkajs.js';
-import { FETCH_BYTES_PER_PARTITION, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type IntakeConsumer, type OpenIntakeConsumer } from './intake-consumer.js';
+import type { Consumer } from './kafkajs.js';
+import { kafkajsClient } from './client.js';
+import { FETCH_BYTES_PER_PARTITION, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type GroupConsumer, type OpenGroupConsumer, type TopicLister } from '../group-consumer.js';
+import type { KafkaConnection } from '../ports.js';
 
 /**
- * The intake's consumer on kafkajs (OUTBOX_KAFKA_CLIENT=kafkajs). kafkajs fetches again only once
+ * The group consumer on kafkajs (OUTBOX_KAFKA_CLIENT=kafkajs). kafkajs fetches again only once
  * every partition's batch of the last fetch was taken, and restarts a consumer that crashed
  * (a batch that failed) from the offsets resolved so far.
  */
@@ -23,8 +25,9 @@ const FETCH_WAIT_MS = 1_000;
  */
 const MAX_SILENT_BATCH_MS = 300_000;
 
-export function kafkajsIntakeConsumer(kafka: Kafka): OpenIntakeConsumer {
-  return (groupId, events): IntakeConsumer => {
+export function kafkajsGroupConsumer(connection: KafkaConnection): OpenGroupConsumer {
+  const kafka = kafkajsClient({ ...connection, log: { logger: connection.logger } });
+  return (groupId, events): GroupConsumer => {
     let consumer: Consumer | null = null;
     return {
       async start(topics, take) {
@@ -101,4 +104,21 @@ function keepSession(heartbeat: () => Promise<void>, lastProgress: () => number)
   }, HEARTBEAT_INTERVAL_MS / 2);
   timer.unref();
   return { stop: () => clearInterval(timer) };
+}
+
+/** The cluster's topics through kafkajs's admin, connected at the first listing. */
+export function kafkajsTopicLister(connection: KafkaConnection): TopicLister {
+  const admin = kafkajsClient({ ...connection, log: { logger: connection.logger } }).admin();
+  let connected: Promise<void> | null = null;
+  return {
+    async listTopics() {
+      connected ??= admin.connect();
+      await connected.catch((error: unknown) => {
+        connected = null;
+        throw error;
+      });
+      return admin.listTopics();
+    },
+    close: () => admin.disconnect(),
+  };
 }

@@ -1,13 +1,11 @@
-import type { IHeaders } from '../kafka/kafkajs/kafkajs.js';
-import type { Logger } from 'pino';
-import { RelayError } from '../errors.js';
-import type { KafkaSecurity } from '../security/kafka-security.js';
-import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type Rdkafka } from '../kafka/librdkafka/binding.js';
-import { finishesWithin, sleep } from '../time.js';
-import { HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedMessage, type IntakeConsumer, type IntakeConsumerEvents, type OpenIntakeConsumer } from './intake-consumer.js';
+import { RelayError } from '../../errors.js';
+import { finishesWithin, sleep } from '../../time.js';
+import { HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedMessage, type GroupConsumer, type GroupConsumerEvents, type OpenGroupConsumer, type TopicLister } from '../group-consumer.js';
+import type { KafkaConnection } from '../ports.js';
+import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type Rdkafka } from './binding.js';
 
 /**
- * The intake's consumer on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka), through its native
+ * The group consumer on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka), through its native
  * KafkaConsumer. librdkafka fetches ahead in its own threads, so the next messages of a
  * partition are already here when the intake has recorded the last ones (kafkajs fetches again
  * only after). Offsets are stored only once recorded (`enable.auto.offset.store` off) and
@@ -28,15 +26,8 @@ const FETCH_WAIT_MS = 10;
 /** Waits after a failed consume or recording, doubling up to the last. */
 const RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
 
-export interface LibrdkafkaIntakeOptions {
-  readonly brokers: readonly string[];
-  readonly clientId: string;
-  readonly security: KafkaSecurity;
-  readonly logger: Logger;
-}
-
-export function librdkafkaIntakeConsumer(options: LibrdkafkaIntakeOptions): OpenIntakeConsumer {
-  return (groupId, events) => new LibrdkafkaIntakeConsumer(options, groupId, events);
+export function librdkafkaGroupConsumer(connection: KafkaConnection): OpenGroupConsumer {
+  return (groupId, events) => new LibrdkafkaGroupConsumer(connection, groupId, events);
 }
 
 /** One assigned partition's messages waiting to be taken, taken one batch at a time. */
@@ -50,7 +41,7 @@ interface PartitionQueue {
   generation: number;
 }
 
-class LibrdkafkaIntakeConsumer implements IntakeConsumer {
+class LibrdkafkaGroupConsumer implements GroupConsumer {
   private consumer: Rdkafka.KafkaConsumer | null = null;
   private readonly partitions = new Map<string, PartitionQueue>();
   private readonly assigned = new Set<string>();
@@ -60,9 +51,9 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
   private roomMade: (() => void) | null = null;
 
   constructor(
-    private readonly options: LibrdkafkaIntakeOptions,
+    private readonly options: KafkaConnection,
     private readonly groupId: string,
-    private readonly events: IntakeConsumerEvents,
+    private readonly events: GroupConsumerEvents,
   ) {}
 
   async start(topics: readonly string[], take: (batch: ConsumedBatch) => Promise<void>): Promise<void> {
@@ -104,7 +95,7 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
     });
     consumer.on('event.error', (error) => {
       const { message, type } = namedLibrdkafkaError(error);
-      options.logger.warn({ err: message, librdkafka: type }, 'webhooks: librdkafka consumer error; it reconnects by itself');
+      options.logger.warn({ err: message, librdkafka: type }, 'librdkafka consumer error; it reconnects by itself');
     });
     await called((done) => consumer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error)));
     consumer.setDefaultConsumeTimeout(CONSUME_WAIT_MS);
@@ -223,7 +214,7 @@ class LibrdkafkaIntakeConsumer implements IntakeConsumer {
       this.consumer?.offsetsStore([{ topic: queue.topic, partition: queue.partition, offset: Number(offset) + 1 }]);
     } catch (error) {
       // The partition was taken away meanwhile: its next owner reads from the committed offset (recorded already, which adds nothing).
-      this.options.logger.debug({ topic: queue.topic, partition: queue.partition, offset, err: namedLibrdkafkaError(error).message }, 'webhooks: offset of a partition no longer assigned not stored');
+      this.options.logger.debug({ topic: queue.topic, partition: queue.partition, offset, err: namedLibrdkafkaError(error).message }, 'offset of a partition no longer assigned not stored');
     }
   }
 
@@ -256,9 +247,9 @@ function partitionKey(topic: string, partition: number): string {
   return `${topic}\u0000${partition}`;
 }
 
-/** librdkafka's message in kafkajs's shape (headers by name; a name given twice, a list). */
+/** librdkafka's message as the port hands it over (headers by name; a name given twice, a list). */
 function consumedMessage(message: Rdkafka.Message): ConsumedMessage {
-  const headers: IHeaders = Object.create(null) as IHeaders;
+  const headers: Record<string, Buffer | string | (Buffer | string)[]> = Object.create(null) as Record<string, Buffer>;
   for (const header of message.headers ?? []) {
     for (const [name, value] of Object.entries(header)) {
       const seen = headers[name];
@@ -272,5 +263,21 @@ function consumedMessage(message: Rdkafka.Message): ConsumedMessage {
     headers,
     offset: String(message.offset),
     timestamp: String(message.timestamp ?? Date.now()),
+  };
+}
+
+/** The cluster's topics through librdkafka's admin client, made at the first listing. */
+export function librdkafkaTopicLister(connection: KafkaConnection): TopicLister {
+  let admin: Rdkafka.IAdminClient | null = null;
+  return {
+    async listTopics() {
+      admin ??= loadLibrdkafka().AdminClient.create({ 'bootstrap.servers': connection.brokers.join(','), 'client.id': connection.clientId, ...librdkafkaSecurity(connection.security) } as Rdkafka.GlobalConfig);
+      const client = admin;
+      return called<string[]>((done) => client.listTopics({ timeout: CONNECT_TIMEOUT_MS }, done));
+    },
+    async close() {
+      admin?.disconnect();
+      admin = null;
+    },
   };
 }

@@ -1,13 +1,24 @@
-import type { KafkaMessage } from '../kafka/kafkajs/kafkajs.js';
-
 /**
- * The intake's port to Kafka: a consumer in the webhooks group, on the client OUTBOX_KAFKA_CLIENT
- * names (kafkajs-intake-consumer.ts, librdkafka-intake-consumer.ts). Whichever it is, offsets are
- * committed only up to what the intake said it recorded, so a crash re-reads what was not.
+ * The port to a Kafka consumer group, for the webhooks intake: a consumer on the client
+ * OUTBOX_KAFKA_CLIENT names (kafkajs/group-consumer.ts, librdkafka/group-consumer.ts; open.ts
+ * opens the one configured). Whichever it is, offsets are committed only up to what the taker
+ * said it recorded, so a crash re-reads what was not.
  */
 
-/** A record as the intake reads it, whichever client fetched it (kafkajs's shape). */
-export type ConsumedMessage = Pick<KafkaMessage, 'key' | 'value' | 'headers' | 'offset' | 'timestamp'>;
+/** A record's headers by name (a name given twice: a list), as both clients hand them over. */
+export interface ConsumedHeaders {
+  readonly [name: string]: Buffer | string | (Buffer | string)[] | undefined;
+}
+
+/** A record as read, whichever client fetched it. */
+export interface ConsumedMessage {
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers?: ConsumedHeaders;
+  readonly offset: string;
+  /** The record's timestamp, ms since the epoch, as text. */
+  readonly timestamp: string;
+}
 
 /** Messages of one partition, in offset order. */
 export interface ConsumedBatch {
@@ -21,14 +32,14 @@ export interface ConsumedBatch {
 }
 
 /** What the consumer tells the process about its group (readiness, the error log). */
-export interface IntakeConsumerEvents {
+export interface GroupConsumerEvents {
   /** Partitions were assigned, or reading and recording work again after a failure: the consumer is reading. */
   joined(): void;
   /** Reading or recording failed; the consumer goes on from the last recorded offset by itself. */
   failed(error: unknown): void;
 }
 
-export interface IntakeConsumer {
+export interface GroupConsumer {
   /**
    * Joins the group and reads `topics` read_committed (an aborted exactly-once transaction is
    * never an event), a group without offsets from their beginning: events produced before the
@@ -41,7 +52,13 @@ export interface IntakeConsumer {
 }
 
 /** A new consumer in `groupId`: the intake opens one for each set of topics it follows. */
-export type OpenIntakeConsumer = (groupId: string, events: IntakeConsumerEvents) => IntakeConsumer;
+export type OpenGroupConsumer = (groupId: string, events: GroupConsumerEvents) => GroupConsumer;
+
+/** The cluster's topics, for a topic pattern to be matched against (again, while it runs). */
+export interface TopicLister {
+  listTopics(): Promise<string[]>;
+  close(): Promise<void>;
+}
 
 /**
  * The group session: how long the broker waits for a member that went silent (a process killed
