@@ -10,7 +10,7 @@ import { kafkaFailure } from '../failure.js';
 import { OutageLog, PRODUCE_REQUEST_FAILED } from '../outage-log.js';
 import { partitionForKey } from '../partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
-import { progressMessage } from '../progress-record.js';
+import { Transactions } from '../transactions.js';
 import { finishesWithin } from '../../time.js';
 
 /**
@@ -60,26 +60,34 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
   });
   const topics = createTopicInspector(kafka.admin(), logger);
 
-  let transaction: Transaction | null = null;
-  let transactionStartedAt = 0;
-  /**
-   * Ends a failed transaction before its timeout, so that read_committed consumers of its
-   * partitions are not held back (if this fails too, the next session's producer aborts it).
-   * Returns what the failure message should add when the broker had already aborted it for time.
-   */
-  const abortTransaction = async (): Promise<string> => {
-    const failed = transaction;
-    transaction = null;
-    if (!failed || !exactlyOnce) return '';
-    if (failed.isActive()) await finishesWithin(failed.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
-    const took = Date.now() - transactionStartedAt;
-    return took >= exactlyOnce.transactionTimeoutMs ? `; it was open ${took}ms, over OUTBOX_TRANSACTION_TIMEOUT (${exactlyOnce.transactionTimeoutMs}ms), so the broker aborted it` : '';
-  };
-
   const { CompressionTypes } = kafkajs();
   const compression = options.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
   const sendBatch = (messages: readonly OutgoingMessage[], send: (request: ProducerBatch) => Promise<unknown>) =>
     send({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, compression, topicMessages: groupByTopic(messages) });
+
+  let transaction: Transaction | null = null;
+  const transactions =
+    exactlyOnce &&
+    new Transactions(
+      {
+        begin: async () => {
+          transaction = await producer.transaction();
+        },
+        send: async (messages) => {
+          await sendBatch(messages, (request) => transaction!.sendBatch(request));
+        },
+        sendTombstone: async ({ topic, partition, key }) => {
+          await transaction!.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: [{ topic, messages: [{ key, value: null, partition }] }] });
+        },
+        commit: () => transaction!.commit(),
+        abort: async () => {
+          const failed = transaction;
+          transaction = null;
+          if (failed?.isActive()) await finishesWithin(failed.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+        },
+      },
+      exactlyOnce,
+    );
 
   return {
     async connect() {
@@ -101,7 +109,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     },
 
     async produce(messages) {
-      if (!exactlyOnce) {
+      if (!transactions) {
         try {
           await sendBatch(messages, (request) => producer.sendBatch(request));
           outage.acknowledged(messages.length);
@@ -110,54 +118,20 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
         }
         return;
       }
-      const { progress } = exactlyOnce;
       try {
-        if (!transaction) {
-          transaction = await producer.transaction();
-          transactionStartedAt = Date.now();
-        }
-        const open = transaction;
-        // Every request carries the progress of its last event: whichever request ends the
-        // transaction, the committed progress covers exactly what the transaction holds.
-        const withProgress = progress ? [...messages, progressMessage(progress, messages)] : messages;
-        await sendBatch(withProgress, (request) => open.sendBatch(request));
+        await transactions.add(messages);
         outage.acknowledged(messages.length);
       } catch (error) {
-        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length} in a transaction${await abortTransaction()}`, exactlyOnce);
+        throw kafkaFailure(error, `Kafka did not acknowledge a batch of ${messages.length} in a transaction${await transactions.abortFailed()}`, exactlyOnce);
       }
     },
 
-    ...(exactlyOnce && {
-      commit: async () => {
-        if (!transaction) return;
-        try {
-          await transaction.commit();
-          transaction = null;
-        } catch (error) {
-          throw kafkaFailure(error, `Kafka did not commit a transaction${await abortTransaction()}`, exactlyOnce);
-        }
-      },
-    }),
+    ...(transactions && { commit: () => transactions.commit() }),
 
     describeTopic: topics.describeTopic,
     brokersCreateTopics: topics.brokersCreateTopics,
 
-    ...progressReading(
-      exactlyOnce,
-      PRODUCE_TIMEOUT_MS,
-      (topic, key, settle) => readLastCommitted(kafka, topic, key, settle),
-      async ({ topic, partition, key }) => {
-        const one = await producer.transaction();
-        try {
-          await one.sendBatch({ acks: -1, timeout: PRODUCE_TIMEOUT_MS, topicMessages: [{ topic, messages: [{ key, value: null, partition }] }] });
-          await one.commit();
-        } catch (error) {
-          if (one.isActive()) await finishesWithin(one.abort().catch(() => undefined), DISCONNECT_TIMEOUT_MS);
-          throw error;
-        }
-      },
-      logger,
-    ),
+    ...progressReading(exactlyOnce, PRODUCE_TIMEOUT_MS, (topic, key, settle) => readLastCommitted(kafka, topic, key, settle), (record) => transactions!.commitTombstone(record), logger),
 
     async disconnect() {
       // A broker that stopped answering must not hold the session's end.

@@ -10,7 +10,7 @@ import { kafkajsClient } from '../kafkajs/client.js';
 import { OutageLog } from '../outage-log.js';
 import { partitionForKey } from '../partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
-import { progressMessage } from '../progress-record.js';
+import { Transactions } from '../transactions.js';
 import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, errorNameOfText, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type RdkafkaConfig } from './binding.js';
 
 /**
@@ -141,14 +141,6 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
   });
   // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
   const topics = createTopicInspector(kafkajsClient({ clientId: options.clientId, brokers: options.brokers, security }).admin(), logger);
-  let transactionOpen = false;
-
-  const abortTransaction = async (): Promise<void> => {
-    if (!transactionOpen) return;
-    transactionOpen = false;
-    await finishesWithin(called((done) => producer.abortTransaction(DISCONNECT_TIMEOUT_MS, done)).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
-  };
-
   const send = (messages: readonly OutgoingMessage[]): Promise<void> => {
     const request = new PendingRequest(messages.length);
     for (let index = 0; index < messages.length; index++) {
@@ -162,6 +154,25 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     }
     return request.done;
   };
+
+  const transactions =
+    exactlyOnce &&
+    new Transactions(
+      {
+        begin: () => called((done) => producer.beginTransaction(done)),
+        send,
+        sendTombstone: ({ topic, partition, key }) => {
+          const request = new PendingRequest(1);
+          producer.produce(topic, partition, null, key, null, request);
+          return request.done;
+        },
+        commit: () => called((done) => producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, done)),
+        abort: async () => {
+          await finishesWithin(called((done) => producer.abortTransaction(DISCONNECT_TIMEOUT_MS, done)).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
+        },
+      },
+      exactlyOnce,
+    );
 
   return {
     async connect() {
@@ -180,63 +191,24 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
 
     async produce(messages) {
       try {
-        if (!exactlyOnce) {
-          await send(messages);
-        } else {
-          if (!transactionOpen) {
-            await called((done) => producer.beginTransaction(done));
-            transactionOpen = true;
-          }
-          // Every request carries the progress of its last event, as on kafkajs.
-          await send(exactlyOnce.progress ? [...messages, progressMessage(exactlyOnce.progress, messages)] : messages);
-        }
+        await (transactions ? transactions.add(messages) : send(messages));
         outage.acknowledged(messages.length);
       } catch (error) {
         // librdkafka retried the request until message.timeout.ms; its delivery reports carry Kafka's last answer (e.g. NOT_ENOUGH_REPLICAS).
         requestFailed(error);
-        await abortTransaction();
+        const aborted = transactions ? await transactions.abortFailed() : '';
         const { type } = namedLibrdkafkaError(error);
         const cause = refusedAfterConnect && (type === '_FATAL' || type === '_PURGE_QUEUE') ? refusedAfterConnect : error;
-        throw kafkaFailure(cause, `Kafka did not acknowledge a batch of ${messages.length}${exactlyOnce ? ' in a transaction' : ''}`, exactlyOnce);
+        throw kafkaFailure(cause, `Kafka did not acknowledge a batch of ${messages.length}${transactions ? ` in a transaction${aborted}` : ''}`, exactlyOnce);
       }
     },
 
-    ...(exactlyOnce && {
-      commit: async () => {
-        if (!transactionOpen) return;
-        try {
-          await called((done) => producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, done));
-          transactionOpen = false;
-        } catch (error) {
-          await abortTransaction();
-          throw kafkaFailure(error, 'Kafka did not commit a transaction', exactlyOnce);
-        }
-      },
-    }),
+    ...(transactions && { commit: () => transactions.commit() }),
 
     describeTopic: topics.describeTopic,
     brokersCreateTopics: topics.brokersCreateTopics,
 
-    ...progressReading(
-      exactlyOnce,
-      MESSAGE_TIMEOUT_MS,
-      (topic, key, settle) => readCommittedProgress(rdkafka, common, producer, topic, key, settle),
-      async ({ topic, partition, key }) => {
-        await called((done) => producer.beginTransaction(done));
-        transactionOpen = true;
-        try {
-          const request = new PendingRequest(1);
-          producer.produce(topic, partition, null, key, null, request);
-          await request.done;
-          await called((done) => producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, done));
-          transactionOpen = false;
-        } catch (error) {
-          await abortTransaction();
-          throw error;
-        }
-      },
-      logger,
-    ),
+    ...progressReading(exactlyOnce, MESSAGE_TIMEOUT_MS, (topic, key, settle) => readCommittedProgress(rdkafka, common, producer, topic, key, settle), (record) => transactions!.commitTombstone(record), logger),
 
     async disconnect() {
       await finishesWithin(called((done) => producer.disconnect(DISCONNECT_TIMEOUT_MS, (error) => done(error))).catch(() => undefined), DISCONNECT_TIMEOUT_MS);
