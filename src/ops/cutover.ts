@@ -7,6 +7,7 @@ import { RelayError } from '../errors.js';
 import { readSlot } from '../observe/slot-monitor.js';
 import { outboxTableRefs, qualifiedName, quotedName } from '../outboxes.js';
 import { serverVersion, wantsFailover, type SlotFailover } from '../setup/failover-slot.js';
+import type { RelationRef } from '../source/messages.js';
 import { unfinishedRecovery } from '../setup/recovery-marker.js';
 import { setup, type SetupTarget } from '../setup/setup.js';
 import { recordSlotCreated } from '../setup/slot-history.js';
@@ -65,10 +66,10 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
     // Checked (and counted) before anything is made: Postgres's own words for a bad condition.
     const found = await countPending(sql, tables, options.pending);
     const order = await commitOrder(inspect);
-    // A pattern's tenants share index names: one warning for them all, not one per tenant.
-    const indexWarnings = new Set<string>();
-    for (const { outbox } of tables) for (const warning of await pendingIndexes(inspect, quotedName(outbox.table), options.pending)) indexWarnings.add(warning);
-    if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings: [...indexWarnings], restarted: unfinished !== null };
+    const pendingIndexesFound: PendingIndex[] = [];
+    for (const { outbox } of tables) pendingIndexesFound.push(...(await pendingIndexes(inspect, outbox.table, options.pending)));
+    const indexWarnings = pendingIndexAdvice(pendingIndexesFound);
+    if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings, restarted: unfinished !== null };
     if (unfinished !== null) logger.warn({ slot: target.slot, since: unfinished.since }, 'cutover: an earlier cutover did not finish; starting over with a new snapshot');
     const setupLines = await setup(target, 'none');
     for (const line of setupLines) logger.info(line);
@@ -87,7 +88,7 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
       },
     });
     const unrecorded = await recordSlotCreated(inspect, target.publication, target.slot);
-    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: unrecorded ? [...setupLines, unrecorded] : setupLines, indexWarnings: [...indexWarnings], restarted: unfinished !== null };
+    return { pending: done.count, published: done.published, order, newSlotAt: done.newSlotAt, setup: unrecorded ? [...setupLines, unrecorded] : setupLines, indexWarnings, restarted: unfinished !== null };
   });
 }
 
@@ -134,27 +135,65 @@ export function conditionRefused(flag: string, given: string, table: string, err
   return new RelayError('CUTOVER_CONDITION', `${flag} "${given}" was refused by Postgres: ${(error as Error).message}; expected ${expected}`, { cause: error });
 }
 
+/** A partial index of an outbox table whose predicate reads a column the pending condition reads. */
+export interface PendingIndex {
+  readonly schema: string;
+  readonly table: string;
+  readonly name: string;
+  readonly predicate: string;
+  /** The columns both read. */
+  readonly shared: readonly string[];
+}
+
 /**
  * Partial indexes whose predicate reads a column the pending condition reads (the poller's
  * `WHERE status = 'pending'` index): the relay never marks a row sent, so from now on every row
  * matches and stays in the index until the pruner deletes it.
  */
-async function pendingIndexes(sql: pg.Client, table: string, pending: string): Promise<string[]> {
-  const { rows: columns } = await sql.query<{ name: string }>('SELECT attname AS name FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped', [table]);
+async function pendingIndexes(sql: pg.Client, table: RelationRef, pending: string): Promise<PendingIndex[]> {
+  const quoted = quotedName(table);
+  const { rows: columns } = await sql.query<{ name: string }>('SELECT attname AS name FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped', [quoted]);
   const { rows: indexes } = await sql.query<{ name: string; predicate: string }>(
     `SELECT i.relname AS name, pg_get_expr(x.indpred, x.indrelid) AS predicate
        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
       WHERE x.indrelid = to_regclass($1) AND x.indpred IS NOT NULL ORDER BY i.relname`,
-    [table],
+    [quoted],
   );
   const read = (text: string) => new Set(columns.map((column) => column.name).filter((name) => new RegExp(`(^|[^A-Za-z0-9_$"])"?${name.replace(/[.*+?^${}()|[\]\\$]/g, '\\$&')}"?($|[^A-Za-z0-9_$"])`).test(text)));
   const pendingColumns = read(pending);
   return indexes.flatMap((index) => {
     const shared = [...read(index.predicate)].filter((name) => pendingColumns.has(name));
-    if (shared.length === 0) return [];
-    return [
-      `index ${index.name} is partial (WHERE ${index.predicate}) on ${shared.join(', ')}, as the pending condition: the relay never marks rows sent, so every row inserted from now on stays in it until the pruner deletes the row. ` +
-        `Once the poller is gone for good (and no \`handback\` is planned), DROP INDEX CONCURRENTLY ${pg.escapeIdentifier(index.name)}`,
-    ];
+    return shared.length === 0 ? [] : [{ schema: table.schema, table: table.name, name: index.name, predicate: index.predicate, shared }];
+  });
+}
+
+/** Schemas named in full in one warning; a pattern's others are counted, and found by the query it gives. */
+const SCHEMAS_NAMED = 3;
+
+/**
+ * One warning per index name and predicate: a pattern's tenants share them, so 4,000 tenants
+ * get one warning, not 4,000. Its `DROP INDEX` names each index with its schema (an outbox
+ * outside `public`, a tenant's, is not found without it); for more schemas than it names, a
+ * query that writes every statement (psql's \gexec runs them, one at a time, as CONCURRENTLY needs).
+ */
+export function pendingIndexAdvice(found: readonly PendingIndex[]): string[] {
+  const groups = new Map<string, PendingIndex[]>();
+  for (const index of found) {
+    const key = JSON.stringify([index.table, index.name, index.predicate, index.shared]);
+    groups.set(key, [...(groups.get(key) ?? []), index]);
+  }
+  return [...groups.values()].map((indexes) => {
+    const { table, name, predicate, shared } = indexes[0]!;
+    const schemas = [...new Set(indexes.map((index) => index.schema))].sort();
+    const drops = schemas.slice(0, SCHEMAS_NAMED).map((schema) => `DROP INDEX CONCURRENTLY ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`);
+    const rest = schemas.length - SCHEMAS_NAMED;
+    const how =
+      rest <= 0
+        ? drops.join('; ')
+        : `${drops.join('; ')}; and in the ${rest} other schemas (psql, every one of them: SELECT format('DROP INDEX CONCURRENTLY %I.%I', schemaname, indexname) FROM pg_indexes WHERE tablename = ${pg.escapeLiteral(table)} AND indexname = ${pg.escapeLiteral(name)} \\gexec; it finds the index in every schema: read its list first)`;
+    return (
+      `index ${name} ${schemas.length > 1 ? `(of ${schemas.length} outbox tables) ` : ''}is partial (WHERE ${predicate}) on ${shared.join(', ')}, as the pending condition: the relay never marks rows sent, so every row inserted from now on stays in it until the pruner deletes the row. ` +
+      `Once the poller is gone for good (and no \`handback\` is planned), ${how}`
+    );
   });
 }
