@@ -10,6 +10,7 @@ import { kafkaFailure } from '../failure.js';
 import { OutageLog, PRODUCE_REQUEST_FAILED } from '../outage-log.js';
 import { partitionForKey } from '../partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
+import { connectProducer } from '../producer-connect.js';
 import { Transactions } from '../transactions.js';
 import { finishesWithin } from '../../time.js';
 
@@ -92,20 +93,15 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
   return {
     async connect() {
       logger.info({ kafkajs: KAFKAJS_VERSION, replacements, transactionalId: exactlyOnce?.transactionalId }, "producer: kafkajs with the relay's replacements");
-      try {
-        if (exactlyOnce?.progress) await topics.prepareProgressTopic(exactlyOnce.progress.topic);
-        await producer.connect();
-        if (exactlyOnce) {
-          await checkTransactionalIdAccess(kafka, exactlyOnce.transactionalId, (error) => kafkaFailure(error, '', exactlyOnce).code === 'SINK_NOT_AUTHORIZED');
+      await connectProducer(options, topics, {
+        connect: () => producer.connect(),
+        fence: async () => {
+          await checkTransactionalIdAccess(kafka, exactlyOnce!.transactionalId, (error) => kafkaFailure(error, '', exactlyOnce).code === 'SINK_NOT_AUTHORIZED');
           // kafkajs sends the transactional InitProducerId only at the first transaction, not at
-          // connect: begin (and end) one now. It fences every earlier producer with this id and
-          // aborts the transaction one left open, so nothing of theirs can commit after this, and
-          // their open transaction no longer hides later records from read_committed readers.
+          // connect: begin (and end) one now.
           await (await producer.transaction()).abort();
-        }
-      } catch (error) {
-        throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`, exactlyOnce);
-      }
+        },
+      });
     },
 
     async produce(messages) {

@@ -10,6 +10,7 @@ import { kafkajsClient } from '../kafkajs/client.js';
 import { OutageLog } from '../outage-log.js';
 import { partitionForKey } from '../partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
+import { connectProducer } from '../producer-connect.js';
 import { Transactions } from '../transactions.js';
 import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, errorNameOfText, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type RdkafkaConfig } from './binding.js';
 
@@ -177,16 +178,14 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
   return {
     async connect() {
       logger.info({ librdkafka: rdkafka.librdkafkaVersion, compression: options.compression, transactionalId: exactlyOnce?.transactionalId }, 'producer: librdkafka');
-      try {
-        if (exactlyOnce?.progress) await topics.prepareProgressTopic(exactlyOnce.progress.topic);
-        await Promise.race([called((done) => producer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error))), refused]);
-        producer.setPollInBackground(true);
-        // InitProducerId: fences every earlier producer with this id and aborts the transaction one left open.
-        if (exactlyOnce) await Promise.race([called((done) => producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, done)), refused]);
-        refuseConnect = null;
-      } catch (error) {
-        throw kafkaFailure(error, `cannot connect to Kafka at ${options.brokers.join(',')}`, exactlyOnce);
-      }
+      await connectProducer(options, topics, {
+        connect: async () => {
+          await Promise.race([called((done) => producer.connect({ timeout: CONNECT_TIMEOUT_MS }, (error) => done(error))), refused]);
+          producer.setPollInBackground(true);
+        },
+        fence: () => Promise.race([called((done) => producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, done)), refused]),
+      });
+      refuseConnect = null;
     },
 
     async produce(messages) {
