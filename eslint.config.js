@@ -40,6 +40,20 @@ export default tseslint.config(
     ignores: ['src/kafka/kafkajs/kafkajs.ts', 'src/kafka/kafkajs/**/*.test.ts'],
     rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs'], 'Only src/kafka/kafkajs/kafkajs.ts loads kafkajs (it installs the fork first): import from it.')] },
   },
+  // What no-restricted-imports cannot see: require() of kafkajs or of the binding (through
+  // createRequire), which only their own client folder may do. Tests may read kafkajs's own
+  // modules to compare with the relay's.
+  ...[
+    { files: ['src/**/*.ts'], ignores: ['src/kafka/kafkajs/**', 'src/kafka/librdkafka/**', 'src/**/*.test.ts'], packages: 'kafkajs|@confluentinc\\/kafka-javascript' },
+    { files: ['src/kafka/kafkajs/**/*.ts'], ignores: ['src/**/*.test.ts'], packages: '@confluentinc\\/kafka-javascript' },
+    { files: ['src/kafka/librdkafka/**/*.ts'], ignores: ['src/**/*.test.ts'], packages: 'kafkajs' },
+  ].map(({ files, ignores, packages }) => ({
+    files,
+    ignores,
+    rules: {
+      'no-restricted-syntax': ['error', { selector: `CallExpression[arguments.0.value=/^(${packages})(\\/|$)/]`, message: 'Only its client folder in src/kafka loads a Kafka client (kafkajs/kafkajs.ts installs the fork first; librdkafka/binding.ts says how to build the binding): use the wing.' }],
+    },
+  })),
   {
     // The portal's page script: plain JavaScript run by the browser, outside the TypeScript project.
     files: ['portal/**/*.js'],
