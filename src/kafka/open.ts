@@ -1,8 +1,8 @@
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { OpenGroupConsumer, TopicLister } from './group-consumer.js';
-import { kafkajsGroupConsumer, kafkajsTopicLister } from './kafkajs/group-consumer.js';
+import { kafkajsGroupConsumers } from './kafkajs/group-consumer.js';
 import { countRecords, createKafkaProducer } from './kafkajs/producer.js';
-import { librdkafkaGroupConsumer, librdkafkaTopicLister } from './librdkafka/group-consumer.js';
+import { librdkafkaGroupConsumers } from './librdkafka/group-consumer.js';
 import { countRecordsLibrdkafka, createLibrdkafkaProducer } from './librdkafka/producer.js';
 import type { KafkaClientName, KafkaConnection, KafkaProducerOptions, RecordProducer } from './ports.js';
 
@@ -24,7 +24,5 @@ export function countTopicRecords(client: KafkaClientName, brokers: readonly str
 
 /** Consumers in a group, and the cluster's topic list: the webhooks intake's way in. */
 export function openGroupConsumers(client: KafkaClientName, connection: KafkaConnection): { readonly open: OpenGroupConsumer; readonly topics: () => TopicLister } {
-  return client === 'librdkafka'
-    ? { open: librdkafkaGroupConsumer(connection), topics: () => librdkafkaTopicLister(connection) }
-    : { open: kafkajsGroupConsumer(connection), topics: () => kafkajsTopicLister(connection) };
+  return client === 'librdkafka' ? librdkafkaGroupConsumers(connection) : kafkajsGroupConsumers(connection);
 }

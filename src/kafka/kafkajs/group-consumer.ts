@@ -1,4 +1,4 @@
-import type { Consumer } from './kafkajs.js';
+import type { Admin, Consumer, Kafka } from './kafkajs.js';
 import { kafkajsClient } from './client.js';
 import { FETCH_BYTES_PER_PARTITION, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type GroupConsumer, type OpenGroupConsumer, type TopicLister } from '../group-consumer.js';
 import type { KafkaConnection } from '../ports.js';
@@ -25,8 +25,13 @@ const FETCH_WAIT_MS = 1_000;
  */
 const MAX_SILENT_BATCH_MS = 300_000;
 
-export function kafkajsGroupConsumer(connection: KafkaConnection): OpenGroupConsumer {
+/** Consumers in a group and the cluster's topic list, on one kafkajs client (its connections shared). */
+export function kafkajsGroupConsumers(connection: KafkaConnection): { readonly open: OpenGroupConsumer; readonly topics: () => TopicLister } {
   const kafka = kafkajsClient({ ...connection, log: { logger: connection.logger } });
+  return { open: groupConsumer(kafka), topics: () => topicLister(kafka.admin()) };
+}
+
+function groupConsumer(kafka: Kafka): OpenGroupConsumer {
   return (groupId, events): GroupConsumer => {
     let consumer: Consumer | null = null;
     return {
@@ -106,17 +111,11 @@ function keepSession(heartbeat: () => Promise<void>, lastProgress: () => number)
   return { stop: () => clearInterval(timer) };
 }
 
-/** The cluster's topics through kafkajs's admin, connected at the first listing. */
-export function kafkajsTopicLister(connection: KafkaConnection): TopicLister {
-  const admin = kafkajsClient({ ...connection, log: { logger: connection.logger } }).admin();
-  let connected: Promise<void> | null = null;
+/** The cluster's topics through kafkajs's admin; connecting again is a no-op while connected, and reconnects after an outage. */
+function topicLister(admin: Admin): TopicLister {
   return {
     async listTopics() {
-      connected ??= admin.connect();
-      await connected.catch((error: unknown) => {
-        connected = null;
-        throw error;
-      });
+      await admin.connect();
       return admin.listTopics();
     },
     close: () => admin.disconnect(),

@@ -26,8 +26,9 @@ const FETCH_WAIT_MS = 10;
 /** Waits after a failed consume or recording, doubling up to the last. */
 const RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
 
-export function librdkafkaGroupConsumer(connection: KafkaConnection): OpenGroupConsumer {
-  return (groupId, events) => new LibrdkafkaGroupConsumer(connection, groupId, events);
+/** Consumers in a group and the cluster's topic list, on librdkafka. */
+export function librdkafkaGroupConsumers(connection: KafkaConnection): { readonly open: OpenGroupConsumer; readonly topics: () => TopicLister } {
+  return { open: (groupId, events) => new LibrdkafkaGroupConsumer(connection, groupId, events), topics: () => topicLister(connection) };
 }
 
 /** One assigned partition's messages waiting to be taken, taken one batch at a time. */
@@ -267,7 +268,7 @@ function consumedMessage(message: Rdkafka.Message): ConsumedMessage {
 }
 
 /** The cluster's topics through librdkafka's admin client, made at the first listing. */
-export function librdkafkaTopicLister(connection: KafkaConnection): TopicLister {
+function topicLister(connection: KafkaConnection): TopicLister {
   let admin: Rdkafka.IAdminClient | null = null;
   return {
     async listTopics() {
