@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { AddressGuard } from '../../src/webhooks/address-guard.js';
+import { DeliveryStore, type EndpointRules } from '../../src/webhooks/delivery-store.js';
+import { EndpointShares } from '../../src/webhooks/endpoint-shares.js';
+import { ENDPOINT_DEFAULTS, EndpointStore } from '../../src/webhooks/endpoint-store.js';
+import { createWebhookTables, WebhookTables } from '../../src/webhooks/webhook-tables.js';
+import { eventually } from '../harness/relay-process.js';
+
+/** Endpoints with nothing owed: a customer's endpoint that gets an event a week. */
+const IDLE_ENDPOINTS = 20_000;
+const RULES: EndpointRules = { circuitFailures: 5, circuitCooldownMs: 30_000, disableAfterMs: 5 * 24 * 3_600_000 };
+
+/**
+ * What a claim reads: the endpoints that have deliveries waiting, not every endpoint. A process
+ * claims every poll (250 ms by default) and after every recording of due deliveries; a claim
+ * that walked every endpoint cost ~180 ms of Postgres CPU with 100,000 of them, whether anything
+ * was due or not. Counted from the server's own statistics for the claim's session, which it
+ * reports when the session ends.
+ */
+describe('webhooks: a claim among many endpoints', () => {
+  const services = inject('services');
+  const pool = new pg.Pool({ connectionString: services.databaseUrl, max: 2 });
+  const tables = new WebhookTables(`wh_claim_${randomUUID().replaceAll('-', '').slice(0, 8)}`);
+  const now = new Date('2026-12-05T12:00:00Z');
+
+  beforeAll(async () => {
+    await createWebhookTables(pool, tables);
+  });
+
+  afterAll(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS ${tables.schema} CASCADE`);
+    await pool.end();
+  });
+
+  /** idx_tup_read of the endpoints' primary key: index entries every scan of it returned. */
+  async function endpointEntriesRead(): Promise<number> {
+    const { rows } = await pool.query<{ n: string }>(`SELECT idx_tup_read::text AS n FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'endpoints_pkey'`, [tables.schema]);
+    return Number(rows[0]!.n);
+  }
+
+  /**
+   * Claims in a session of its own and ends it: a session reports its statistics as it exits,
+   * before it leaves pg_stat_activity, and each statement here reads a new snapshot of them.
+   */
+  async function claimAlone(): Promise<{ claimed: string[]; entriesRead: number }> {
+    const name = `claim-cost-${tables.schema}`;
+    const session = new pg.Pool({ connectionString: services.databaseUrl, max: 1, application_name: name });
+    const before = await endpointEntriesRead();
+    const claimed = await new DeliveryStore(session, tables).claim('claim-cost', now, 100, 30_000, RULES, EndpointShares.alone('claim-cost'));
+    await session.end();
+    await eventually('the claim session has exited', async () => ((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, [name])).rowCount === 0 ? true : undefined), 10_000);
+    return { claimed: claimed.map((delivery) => delivery.endpointId), entriesRead: (await endpointEntriesRead()) - before };
+  }
+
+  it('reads the endpoints that have deliveries waiting, not the others, and still takes every endpoint that has one due', async () => {
+    const endpoints = new EndpointStore(pool, tables, new AddressGuard(['127.0.0.1']));
+    const first = await endpoints.add({ ...ENDPOINT_DEFAULTS, customerId: 'cus_first', platformWide: false, url: 'http://127.0.0.1:9/first', eventTypes: ['invoice.*'], maxInFlight: 10 });
+    await pool.query(
+      `INSERT INTO ${tables.endpoints} (id, url, event_types, secrets, headers, max_in_flight, platform_wide, customer_id)
+       SELECT 'idle-' || lpad(g::text, 6, '0'), e.url, e.event_types, e.secrets, e.headers, e.max_in_flight, false, 'cus_idle_' || g
+       FROM ${tables.endpoints} e CROSS JOIN generate_series(1, $2) g WHERE e.id = $1`,
+      [first.id, IDLE_ENDPOINTS],
+    );
+    const last = await endpoints.add({ ...ENDPOINT_DEFAULTS, customerId: 'cus_last', platformWide: false, url: 'http://127.0.0.1:9/last', eventTypes: ['invoice.*'], maxInFlight: 10 });
+    await pool.query(`ANALYZE ${tables.endpoints}`);
+    const recorder = new DeliveryStore(pool, tables);
+    const client = await pool.connect();
+    try {
+      const event = (eventId: string, endpointId: string) => ({ eventId, eventType: 'invoice.paid', aggregateId: 'inv-1', body: '{}', producedAt: now, endpointIds: [endpointId] });
+      // One due at each end of the endpoints' order (a claim walks from its cursor and wraps
+      // round), one leased elsewhere (waiting, not due), one not due for an hour.
+      await recorder.record(client, [event('due-first', first.id), event('due-last', last.id)], () => now);
+      await recorder.record(client, [event('later', 'idle-010000')], () => new Date(now.getTime() + 3_600_000));
+    } finally {
+      client.release();
+    }
+
+    const { claimed, entriesRead } = await claimAlone();
+    expect(claimed.sort()).toEqual([first.id, last.id].sort());
+    // The endpoints with deliveries waiting (three), each read once or twice (found, locked,
+    // joined for its rows): a walk over every endpoint reads all 20,002. (Above 0: the count is seen.)
+    expect(entriesRead).toBeGreaterThan(0);
+    expect(entriesRead).toBeLessThan(50);
+
+    // Nothing due now: a claim finds nothing and reads as little.
+    const idle = await claimAlone();
+    expect(idle.claimed).toEqual([]);
+    expect(idle.entriesRead).toBeLessThan(50);
+  });
+});
