@@ -426,12 +426,18 @@ export class DeliveryStore {
    * changes are locked in id order first, as the consumer locks them.
    */
   private async applyEndpointEffects(client: pg.ClientBase, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
-    const changes = endpointEffects(completions);
-    const failing = changes.filter((c) => !c.reset || c.failures > 0 || c.streak || c.pauseUntil !== null).map((c) => c.endpointId);
-    if (failing.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [failing]);
+    const effects = endpointEffects(completions);
+    const succeeded = effects.filter((c) => c.reset && c.failures === 0 && !c.streak && c.pauseUntil === null).map((c) => c.endpointId);
+    const changes = effects.filter((c) => !(c.reset && c.failures === 0 && !c.streak && c.pauseUntil === null));
+    if (changes.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [changes.map((c) => c.endpointId)]);
     const { rows } = await client.query<{ id: string; disabled_now: boolean; disabled_reason: string | null; opened: boolean }>(
+      // Endpoints that only succeeded are read through endpoints_troubled_idx: only those with a
+      // streak, a count or a pause to clear (few; most successes have nothing to clear, and
+      // reading each of their endpoints was a look-up per endpoint a chunk touched).
       prepared(`WITH u AS (
          SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
+         UNION ALL
+         SELECT t.id, true, 0, false, NULL, NULL, NULL FROM unnest($13::text[]) AS s(id) JOIN ${this.tables.endpoints} t ON t.id = s.id WHERE ${troubled('t')}
        ), next AS (
          SELECT e.id,
            (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
@@ -461,8 +467,6 @@ export class DeliveryStore {
            END,
          updated_at = CASE WHEN e.disabled_at IS NULL AND (n.gone IS NOT NULL OR (n.streak AND n.failing_since <= $1::timestamptz - make_interval(secs => $11 / 1000.0))) THEN $1 ELSE e.updated_at END
        FROM next n WHERE e.id = n.id
-         -- A success on an endpoint with nothing to reset writes nothing: most completions.
-         AND NOT (n.reset AND n.failures = 0 AND NOT n.streak AND n.pause_until IS NULL AND e.consecutive_failures = 0 AND e.failing_since IS NULL AND e.paused_until IS NULL)
        RETURNING e.id, (e.disabled_at = $1 AND e.updated_at = $1) AS disabled_now, e.disabled_reason, (n.before < $2 AND n.consecutive >= $2) AS opened`,
       [
         now,
@@ -477,6 +481,7 @@ export class DeliveryStore {
         rules.circuitCooldownMs,
         rules.disableAfterMs,
         humanDuration(rules.disableAfterMs),
+        succeeded,
       ]),
     );
     return rows
@@ -534,6 +539,11 @@ interface EndpointEffect {
 }
 
 /** What a batch of completions does to each endpoint, in the order the attempts ended. */
+/** An endpoint with something a success clears (a failure streak, a circuit count, a pause): endpoints_troubled_idx's predicate (sql/004_webhooks.sql). */
+function troubled(endpoint: string): string {
+  return `(${endpoint}.consecutive_failures <> 0 OR ${endpoint}.failing_since IS NOT NULL OR ${endpoint}.paused_until IS NOT NULL)`;
+}
+
 function endpointEffects(completions: readonly Completion[]): EndpointEffect[] {
   const effects = new Map<string, EndpointEffect>();
   for (const { delivery, result, verdict } of completions) {

@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AddressGuard } from '../../src/webhooks/address-guard.js';
 import { DeliveryStore, type EndpointRules } from '../../src/webhooks/delivery-store.js';
 import { EndpointShares } from '../../src/webhooks/endpoint-shares.js';
+import type { AttemptResult } from '../../src/webhooks/http-sender.js';
+import { judgeAttempt } from '../../src/webhooks/retry-policy.js';
 import { ENDPOINT_DEFAULTS, EndpointStore } from '../../src/webhooks/endpoint-store.js';
 import { createWebhookTables, WebhookTables } from '../../src/webhooks/webhook-tables.js';
 import { eventually } from '../harness/relay-process.js';
@@ -34,25 +36,35 @@ describe('webhooks: a claim among many endpoints', () => {
     await pool.end();
   });
 
-  /** idx_tup_read of the endpoints' primary key: index entries every scan of it returned. */
+  /** Rows and index entries read from the endpoints table: by sequential scans, and by scans of any of its indexes. */
   async function endpointEntriesRead(): Promise<number> {
-    const { rows } = await pool.query<{ n: string }>(`SELECT idx_tup_read::text AS n FROM pg_stat_user_indexes WHERE schemaname = $1 AND indexrelname = 'endpoints_pkey'`, [tables.schema]);
+    const { rows } = await pool.query<{ n: string }>(
+      `SELECT (t.seq_tup_read + (SELECT sum(i.idx_tup_read) FROM pg_stat_user_indexes i WHERE i.relid = t.relid))::text AS n
+       FROM pg_stat_user_tables t WHERE t.schemaname = $1 AND t.relname = 'endpoints'`,
+      [tables.schema],
+    );
     return Number(rows[0]!.n);
   }
 
   /**
-   * Claims in a session of its own and ends it: a session reports its statistics as it exits,
-   * before it leaves pg_stat_activity, and each statement here reads a new snapshot of them.
+   * Runs `work` on a store in a session of its own and ends it: a session reports its
+   * statistics as it exits, before it leaves pg_stat_activity, and each statement here reads a
+   * new snapshot of them. Returns what `work` returned and the endpoint entries it read.
    */
-  async function claimAlone(): Promise<{ claimed: string[]; entriesRead: number }> {
+  async function alone<T>(work: (store: DeliveryStore) => Promise<T>): Promise<{ result: T; entriesRead: number }> {
     const name = `claim-cost-${tables.schema}`;
     const session = new pg.Pool({ connectionString: services.databaseUrl, max: 1, application_name: name });
     const before = await endpointEntriesRead();
-    const claimed = await new DeliveryStore(session, tables).claim('claim-cost', now, 100, 30_000, RULES, EndpointShares.alone('claim-cost'));
+    const result = await work(new DeliveryStore(session, tables));
     await session.end();
-    await eventually('the claim session has exited', async () => ((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, [name])).rowCount === 0 ? true : undefined), 10_000);
-    return { claimed: claimed.map((delivery) => delivery.endpointId), entriesRead: (await endpointEntriesRead()) - before };
+    await eventually('the session has exited', async () => ((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, [name])).rowCount === 0 ? true : undefined), 10_000);
+    return { result, entriesRead: (await endpointEntriesRead()) - before };
   }
+
+  const claimAlone = async () => {
+    const { result, entriesRead } = await alone((store) => store.claim('claim-cost', now, 1_000, 30_000, RULES, EndpointShares.alone('claim-cost')));
+    return { claimed: result.map((delivery) => delivery.endpointId), deliveries: result, entriesRead };
+  };
 
   it('reads the endpoints that have deliveries waiting, not the others, and still takes every endpoint that has one due', async () => {
     const endpoints = new EndpointStore(pool, tables, new AddressGuard(['127.0.0.1']));
@@ -88,5 +100,31 @@ describe('webhooks: a claim among many endpoints', () => {
     const idle = await claimAlone();
     expect(idle.claimed).toEqual([]);
     expect(idle.entriesRead).toBeLessThan(50);
+  });
+
+  it('completes successes on endpoints with nothing to clear without reading them, and still clears a failure streak', async () => {
+    // As many as one claim takes (it locks up to 200 endpoints).
+    const idle = Array.from({ length: 190 }, (_, i) => `idle-${String(i * 100 + 1).padStart(6, '0')}`);
+    await pool.query(`UPDATE ${tables.endpoints} SET consecutive_failures = 2, failing_since = $2 WHERE id = $1`, [idle[0], now]);
+    const client = await pool.connect();
+    try {
+      await new DeliveryStore(pool, tables).record(client, idle.map((endpointId, i) => ({ eventId: `ok-${i}`, eventType: 'invoice.paid', aggregateId: 'inv-2', body: '{}', producedAt: now, endpointIds: [endpointId] })), () => now);
+    } finally {
+      client.release();
+    }
+    const { deliveries } = await claimAlone();
+    // The claim took them (the first test's two, leased, are not due again yet).
+    expect(new Set(deliveries.map((delivery) => delivery.endpointId))).toEqual(new Set(idle));
+
+    const ok: AttemptResult = { outcome: 'delivered', statusCode: 200, latencyMs: 5, retryAfterMs: null, response: null, error: null };
+    const policy = { scheduleMs: [0, 5_000], maxRetryAfterMs: 3_600_000 };
+    const completions = deliveries.map((delivery) => ({ delivery, startedAt: now, result: ok, verdict: judgeAttempt(policy, delivery.failures, ok, now) }));
+    const { entriesRead } = await alone((store) => store.complete('claim-cost', now, completions, RULES));
+    // The one endpoint with a streak is read and cleared; a read of each would be 190.
+    expect(entriesRead).toBeLessThan(20);
+    const { rows } = await pool.query(`SELECT consecutive_failures, failing_since FROM ${tables.endpoints} WHERE id = $1`, [idle[0]]);
+    expect(rows[0]).toEqual({ consecutive_failures: 0, failing_since: null });
+    const { rows: delivered } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${tables.deliveries} WHERE status = 'delivered'`);
+    expect(delivered[0]!.n).toBe(idle.length);
   });
 });
