@@ -66,12 +66,14 @@ BEGIN
 END $$;
 -- A customer's endpoints, for the listings by customer (the consumer matches in memory).
 CREATE INDEX IF NOT EXISTS endpoints_customer_idx ON outbox_webhooks.endpoints (customer_id, id) WHERE customer_id IS NOT NULL;
--- Endpoints with a failure streak, a circuit count or a pause: what a success may have to clear.
--- Most completions are successes on endpoints with none of these; through this index their
--- endpoints are not read at all (DeliveryStore.applyEndpointEffects). Keep the predicate as the
--- store writes it.
+-- Endpoints with a failure streak, a circuit count or a pause: what a success may have to clear,
+-- and where open circuits are counted. Most completions are successes on endpoints with none of
+-- these; through this index their endpoints are not read at all (DeliveryStore.applyEndpointEffects).
+-- Keep the predicate as troubledEndpoint (src/webhooks/webhook-tables.ts) writes it.
 CREATE INDEX IF NOT EXISTS endpoints_troubled_idx ON outbox_webhooks.endpoints (id)
   WHERE consecutive_failures <> 0 OR failing_since IS NOT NULL OR paused_until IS NOT NULL;
+-- The disabled endpoints, counted for a gauge every housekeeping round without reading the others.
+CREATE INDEX IF NOT EXISTS endpoints_disabled_idx ON outbox_webhooks.endpoints (id) WHERE disabled_at IS NOT NULL;
 
 -- Bumped on every change of who receives what: intake processes reload their subscriptions when it moves.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.subscriptions_version (

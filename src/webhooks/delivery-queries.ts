@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { RelayError } from '../errors.js';
 import type { CustomerScope } from './endpoint-store.js';
-import type { WebhookTables } from './webhook-tables.js';
+import { troubledEndpoint, type WebhookTables } from './webhook-tables.js';
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
@@ -246,7 +246,7 @@ export class DeliveryQueries {
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'pending')::float8 AS pending,
          (SELECT count(*) FROM ${this.tables.deliveries} WHERE status = 'failed')::float8 AS failed,
          (SELECT count(*) FROM ${this.tables.eventsWithoutCustomer})::float8 AS without_customer,
-         (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NULL AND consecutive_failures >= $1)::float8 AS open_circuits,
+         (SELECT count(*) FROM ${this.tables.endpoints} e WHERE ${troubledEndpoint('e')} AND e.disabled_at IS NULL AND e.consecutive_failures >= $1)::float8 AS open_circuits,
          (SELECT count(*) FROM ${this.tables.endpoints} WHERE disabled_at IS NOT NULL)::float8 AS disabled,
          (SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest($2::regclass[]) AS t)::float8 AS store_bytes`,
       [circuitFailures, [this.tables.events, this.tables.eventsWithoutCustomer, this.tables.deliveries, this.tables.attempts]],

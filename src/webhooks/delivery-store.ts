@@ -5,7 +5,7 @@ import type { EndpointLimit, EndpointSlots } from './endpoint-shares.js';
 import type { SigningSecret } from './endpoint-store.js';
 import type { AttemptResult } from './http-sender.js';
 import type { Verdict } from './retry-policy.js';
-import type { WebhookTables } from './webhook-tables.js';
+import { troubledEndpoint, type WebhookTables } from './webhook-tables.js';
 
 /** One consumed event and the endpoints it is owed to. */
 export interface EventToDeliver {
@@ -437,7 +437,7 @@ export class DeliveryStore {
       prepared(`WITH u AS (
          SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
          UNION ALL
-         SELECT t.id, true, 0, false, NULL, NULL, NULL FROM unnest($13::text[]) AS s(id) JOIN ${this.tables.endpoints} t ON t.id = s.id WHERE ${troubled('t')}
+         SELECT t.id, true, 0, false, NULL, NULL, NULL FROM unnest($13::text[]) AS s(id) JOIN ${this.tables.endpoints} t ON t.id = s.id WHERE ${troubledEndpoint('t')}
        ), next AS (
          SELECT e.id,
            (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
@@ -539,11 +539,6 @@ interface EndpointEffect {
 }
 
 /** What a batch of completions does to each endpoint, in the order the attempts ended. */
-/** An endpoint with something a success clears (a failure streak, a circuit count, a pause): endpoints_troubled_idx's predicate (sql/004_webhooks.sql). */
-function troubled(endpoint: string): string {
-  return `(${endpoint}.consecutive_failures <> 0 OR ${endpoint}.failing_since IS NOT NULL OR ${endpoint}.paused_until IS NOT NULL)`;
-}
-
 function endpointEffects(completions: readonly Completion[]): EndpointEffect[] {
   const effects = new Map<string, EndpointEffect>();
   for (const { delivery, result, verdict } of completions) {

@@ -53,6 +53,15 @@ export class WebhookTables {
  * burst after 15 s quiet at p99 176 ms to the first attempt, against 52 ms with them kept
  * (bench/webhooks.ts, "after a quiet spell"). At most `max` sessions are held.
  */
+/**
+ * `endpoint` (an alias of the endpoints table) has something a success clears: a failure streak,
+ * a circuit count, a pause. endpoints_troubled_idx's predicate (sql/004_webhooks.sql): a query
+ * that says it exactly so can read that index, which holds few endpoints, instead of every one.
+ */
+export function troubledEndpoint(endpoint: string): string {
+  return `(${endpoint}.consecutive_failures <> 0 OR ${endpoint}.failing_since IS NOT NULL OR ${endpoint}.paused_until IS NOT NULL)`;
+}
+
 export function webhookPool(database: DatabaseAccess, applicationName: string, max: number, extra: Pick<pg.PoolConfig, 'statement_timeout'> = {}): pg.Pool {
   const pool = new pg.Pool({ ...pgConnectionConfig(database, applicationName), ...extra, max, idleTimeoutMillis: 0 });
   // A broken idle client (a Postgres restart) is dropped by the pool; the next query reconnects.

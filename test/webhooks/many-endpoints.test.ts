@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AddressGuard } from '../../src/webhooks/address-guard.js';
+import { DeliveryQueries } from '../../src/webhooks/delivery-queries.js';
 import { DeliveryStore, type EndpointRules } from '../../src/webhooks/delivery-store.js';
 import { EndpointShares } from '../../src/webhooks/endpoint-shares.js';
 import type { AttemptResult } from '../../src/webhooks/http-sender.js';
@@ -15,13 +16,14 @@ const IDLE_ENDPOINTS = 20_000;
 const RULES: EndpointRules = { circuitFailures: 5, circuitCooldownMs: 30_000, disableAfterMs: 5 * 24 * 3_600_000 };
 
 /**
- * What a claim reads: the endpoints that have deliveries waiting, not every endpoint. A process
- * claims every poll (250 ms by default) and after every recording of due deliveries; a claim
- * that walked every endpoint cost ~180 ms of Postgres CPU with 100,000 of them, whether anything
- * was due or not. Counted from the server's own statistics for the claim's session, which it
- * reports when the session ends.
+ * What the store's recurring statements read among many endpoints: the few that have work
+ * waiting or something to clear, not every endpoint. A process claims every poll (250 ms by
+ * default) and after every recording of due deliveries, completes every batch of attempts and
+ * reads its gauges every housekeeping round; a claim that walked every endpoint cost ~180 ms of
+ * Postgres CPU with 100,000 of them, whether anything was due or not. Counted from the server's
+ * own statistics for the statement's session, which it reports when the session ends.
  */
-describe('webhooks: a claim among many endpoints', () => {
+describe('webhooks: the store among many endpoints', () => {
   const services = inject('services');
   const pool = new pg.Pool({ connectionString: services.databaseUrl, max: 2 });
   const tables = new WebhookTables(`wh_claim_${randomUUID().replaceAll('-', '').slice(0, 8)}`);
@@ -51,11 +53,11 @@ describe('webhooks: a claim among many endpoints', () => {
    * statistics as it exits, before it leaves pg_stat_activity, and each statement here reads a
    * new snapshot of them. Returns what `work` returned and the endpoint entries it read.
    */
-  async function alone<T>(work: (store: DeliveryStore) => Promise<T>): Promise<{ result: T; entriesRead: number }> {
+  async function alone<T>(work: (store: DeliveryStore, session: pg.Pool) => Promise<T>): Promise<{ result: T; entriesRead: number }> {
     const name = `claim-cost-${tables.schema}`;
     const session = new pg.Pool({ connectionString: services.databaseUrl, max: 1, application_name: name });
     const before = await endpointEntriesRead();
-    const result = await work(new DeliveryStore(session, tables));
+    const result = await work(new DeliveryStore(session, tables), session);
     await session.end();
     await eventually('the session has exited', async () => ((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, [name])).rowCount === 0 ? true : undefined), 10_000);
     return { result, entriesRead: (await endpointEntriesRead()) - before };
@@ -126,5 +128,15 @@ describe('webhooks: a claim among many endpoints', () => {
     expect(rows[0]).toEqual({ consecutive_failures: 0, failing_since: null });
     const { rows: delivered } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${tables.deliveries} WHERE status = 'delivered'`);
     expect(delivered[0]!.n).toBe(idle.length);
+  });
+
+  it('counts open circuits and disabled endpoints for the gauges without reading the others', async () => {
+    await pool.query(`UPDATE ${tables.endpoints} SET consecutive_failures = $2, paused_until = $3 WHERE id = $1`, ['idle-000002', RULES.circuitFailures, new Date(now.getTime() + 30_000)]);
+    await pool.query(`UPDATE ${tables.endpoints} SET disabled_at = $2, disabled_reason = 'by the test' WHERE id = $1`, ['idle-000003', now]);
+    await pool.query(`ANALYZE ${tables.endpoints}`);
+    const { result: gauges, entriesRead } = await alone((_, session) => new DeliveryQueries(session, tables).gauges(now, RULES.circuitFailures));
+    expect(gauges).toMatchObject({ openCircuits: 1, disabledEndpoints: 1 });
+    // Counted over every endpoint, they read all 20,002 (and more).
+    expect(entriesRead).toBeLessThan(50);
   });
 });
