@@ -75,7 +75,9 @@ CREATE INDEX IF NOT EXISTS endpoints_troubled_idx ON outbox_webhooks.endpoints (
 -- The disabled endpoints, counted for a gauge every housekeeping round without reading the others.
 CREATE INDEX IF NOT EXISTS endpoints_disabled_idx ON outbox_webhooks.endpoints (id) WHERE disabled_at IS NOT NULL;
 
--- Bumped on every change of who receives what: intake processes reload their subscriptions when it moves.
+-- Bumped on every change of who receives what, and of what a request to an endpoint needs (its
+-- address, secrets, headers, limit, order, rate): intake processes reload their subscriptions
+-- and those settings when it moves, and send no first attempt on settings older than it.
 CREATE TABLE IF NOT EXISTS outbox_webhooks.subscriptions_version (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
   version   bigint  NOT NULL DEFAULT 0
@@ -90,7 +92,7 @@ END $$;
 
 DROP TRIGGER IF EXISTS endpoints_subscriptions_changed ON outbox_webhooks.endpoints;
 CREATE TRIGGER endpoints_subscriptions_changed
-  AFTER INSERT OR DELETE OR UPDATE OF event_types, deliver_from, customer_id, platform_wide ON outbox_webhooks.endpoints
+  AFTER INSERT OR DELETE OR UPDATE OF event_types, deliver_from, customer_id, platform_wide, url, secrets, headers, max_in_flight, ordered, rate_limit ON outbox_webhooks.endpoints
   FOR EACH STATEMENT EXECUTE FUNCTION outbox_webhooks.bump_subscriptions_version();
 
 -- One row per event owed to at least one endpoint: the exact body every attempt sends (a retry

@@ -252,9 +252,11 @@ export class DeliveryQueries {
       [circuitFailures, [this.tables.events, this.tables.eventsWithoutCustomer, this.tables.deliveries, this.tables.attempts]],
     );
     const { rows: oldest } = await this.pool.query(
-      // Held deliveries of a disabled endpoint are not a backlog anyone is working on: the disabled gauge shows them.
-      `SELECT d.endpoint_id, extract(epoch FROM $1::timestamptz - min(d.created_at))::float8 AS age FROM ${this.tables.deliveries} d JOIN ${this.tables.endpoints} e ON e.id = d.endpoint_id
-       WHERE d.status = 'pending' AND e.disabled_at IS NULL GROUP BY d.endpoint_id ORDER BY min(d.created_at) LIMIT $2`,
+      // Held deliveries of a disabled endpoint are not a backlog anyone is working on: the disabled
+      // gauge shows them. Told apart through the disabled endpoints' index, not a read of every endpoint.
+      `SELECT d.endpoint_id, extract(epoch FROM $1::timestamptz - min(d.created_at))::float8 AS age FROM ${this.tables.deliveries} d
+       WHERE d.status = 'pending' AND NOT EXISTS (SELECT 1 FROM ${this.tables.endpoints} e WHERE e.id = d.endpoint_id AND e.disabled_at IS NOT NULL)
+       GROUP BY d.endpoint_id ORDER BY min(d.created_at) LIMIT $2`,
       [now, top],
     );
     const row = rows[0];

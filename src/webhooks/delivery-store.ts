@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from '../pg-transaction.js';
 import type { EndpointLimit, EndpointSlots } from './endpoint-shares.js';
-import type { SigningSecret } from './endpoint-store.js';
+import { signingSecretsOf, type EndpointAddress, type LoadedEndpoints, type SigningSecret } from './endpoint-store.js';
 import type { AttemptResult } from './http-sender.js';
 import type { Verdict } from './retry-policy.js';
 import { troubledEndpoint, type WebhookTables } from './webhook-tables.js';
@@ -41,7 +41,7 @@ export interface Completion {
 }
 
 /** An endpoint's slots taken for first attempts sent before their deliveries are recorded (takeSlots), and what a request to it needs. */
-export interface GrantedSlots extends OpenEndpoint {
+export interface GrantedSlots extends EndpointAddress {
   readonly slots: number;
 }
 
@@ -60,16 +60,6 @@ export interface FirstAttemptsToRecord {
   /** Deliveries that got no slot: recorded due, as record() records them. */
   readonly due: readonly EventToDeliver[];
   readonly firstAttemptAt: () => Date;
-}
-
-export interface OpenEndpoint {
-  readonly url: string;
-  readonly secrets: readonly SigningSecret[];
-  readonly headers: Readonly<Record<string, string>>;
-}
-
-function signingSecretsOf(column: unknown): SigningSecret[] {
-  return (column as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at }));
 }
 
 /** How endpoints react to failures: the same numbers in every process. */
@@ -183,22 +173,31 @@ export class DeliveryStore {
    * In-flight slots for first attempts sent before their deliveries are recorded (the intake
    * records them once, with their results: recordFirstAttempts). Of each endpoint `wanted`
    * names, as many of this process's free share of its limit as wanted (EndpointSlots), if it
-   * is healthy, unordered, unthrottled and has nothing older due (a new delivery does not
-   * overtake a backlog). One read, no write: the slots are counted in the process.
+   * is unordered and unthrottled (as `known`, the endpoints the process loaded, has it), healthy
+   * and has nothing older due (a new delivery does not overtake a backlog). One read, no write:
+   * the slots are counted in the process. The read touches no endpoint that is in good health
+   * (the partial indexes of those that are not), so its cost does not grow with the endpoints a
+   * chunk touches beyond one due-index probe each. None when an endpoint changed since `known`
+   * was loaded: those deliveries are recorded due, and a claim reads the endpoints as they are.
    */
-  async takeSlots(wanted: ReadonlyMap<string, number>, now: Date, slots: EndpointSlots): Promise<Map<string, GrantedSlots>> {
-    if (wanted.size === 0) return new Map();
-    const { rows } = await this.pool.query<{ id: string; url: string; secrets: unknown; headers: Record<string, string>; max_in_flight: number }>(
-      prepared(`SELECT e.id, e.url, e.secrets, e.headers, e.max_in_flight FROM ${this.tables.endpoints} e
-         WHERE e.id = ANY($1) AND ${this.sendable('e', '$2')}
-           AND e.consecutive_failures = 0 AND NOT e.ordered AND e.rate_limit IS NULL
-           AND ${this.dueProbe('e', '$2')} IS NULL`,
-      [[...wanted.keys()], now]),
+  async takeSlots(wanted: ReadonlyMap<string, number>, now: Date, slots: EndpointSlots, known: LoadedEndpoints): Promise<Map<string, GrantedSlots>> {
+    const candidates = [...wanted.keys()].filter((endpointId) => known.get(endpointId)?.sendsFirst);
+    if (candidates.length === 0) return new Map();
+    const { rows } = await this.pool.query<{ version: string; open: string[] }>(
+      prepared(`SELECT (SELECT version::text FROM ${this.tables.subscriptionsVersion}) AS version, ARRAY(
+         SELECT w.id FROM unnest($1::text[]) AS w (id)
+         WHERE NOT EXISTS (SELECT 1 FROM ${this.tables.endpoints} t WHERE t.id = w.id AND ${troubledEndpoint('t')} AND (t.consecutive_failures <> 0 OR t.paused_until > $2))
+           AND NOT EXISTS (SELECT 1 FROM ${this.tables.endpoints} t WHERE t.id = w.id AND t.disabled_at IS NOT NULL)
+           AND (SELECT true FROM ${this.tables.deliveries} d WHERE d.endpoint_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= $2 LIMIT 1) IS NULL
+       ) AS open`,
+      [candidates, now]),
     );
     const granted = new Map<string, GrantedSlots>();
-    for (const row of rows) {
-      const n = slots.take({ endpointId: row.id, maxInFlight: row.max_in_flight, halfOpen: false }, wanted.get(row.id)!);
-      if (n > 0) granted.set(row.id, { slots: n, url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers });
+    if (rows[0]!.version !== known.version) return granted;
+    for (const endpointId of rows[0]!.open) {
+      const endpoint = known.get(endpointId)!;
+      const n = slots.take({ endpointId, maxInFlight: endpoint.maxInFlight, halfOpen: false }, wanted.get(endpointId)!);
+      if (n > 0) granted.set(endpointId, { slots: n, url: endpoint.url, secrets: endpoint.secrets, headers: endpoint.headers });
     }
     return granted;
   }

@@ -14,6 +14,31 @@ export interface SigningSecret {
   readonly expiresAt: string | null;
 }
 
+/** The endpoints table's `secrets` column as the sender signs with it. */
+export function signingSecretsOf(column: unknown): SigningSecret[] {
+  return (column as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at }));
+}
+
+/** What a request to an endpoint needs. */
+export interface EndpointAddress {
+  readonly url: string;
+  readonly secrets: readonly SigningSecret[];
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** An endpoint as the webhooks process loaded it with its subscriptions (loadSubscribers): what a first attempt sent before its delivery is recorded needs. */
+export interface LoadedEndpoint extends EndpointAddress {
+  readonly maxInFlight: number;
+  /** Neither ordered nor rate-limited: its first attempts may go before their deliveries are recorded. */
+  readonly sendsFirst: boolean;
+}
+
+/** The endpoints as loaded, and the subscriptions' version they were loaded at (a change to any of what they hold moves it: sql/004_webhooks.sql). */
+export interface LoadedEndpoints {
+  readonly version: string;
+  get(endpointId: string): LoadedEndpoint | undefined;
+}
+
 /** What the operator sets; everything else is the dispatcher's. */
 export interface EndpointSettings {
   readonly url: string;
@@ -245,18 +270,24 @@ export class EndpointStore {
 
 /**
  * Every endpoint's subscriptions (disabled ones too: their deliveries are held, not skipped),
- * and the version they are at. An endpoint that belongs to nobody (an earlier setup's, not yet
- * assigned) subscribes to nothing: it is named in `unassigned` instead.
+ * what a request to each needs, and the version they are at. An endpoint that belongs to nobody
+ * (an earlier setup's, not yet assigned) subscribes to nothing: it is named in `unassigned`
+ * instead.
  */
-export async function loadSubscribers(client: pg.ClientBase, tables: WebhookTables): Promise<{ readonly version: string; readonly subscribers: Subscriber[]; readonly unassigned: string[] }> {
-  const { rows } = await client.query<{ id: string; event_types: string[]; deliver_from_ms: number; customer_id: string | null; platform_wide: boolean; version: string }>(
-    `SELECT e.id, e.event_types, extract(epoch FROM e.deliver_from)::float8 * 1000 AS deliver_from_ms, e.customer_id, e.platform_wide, v.version::text AS version
+export async function loadSubscribers(client: pg.ClientBase, tables: WebhookTables): Promise<{ readonly version: string; readonly subscribers: Subscriber[]; readonly endpoints: LoadedEndpoints; readonly unassigned: string[] }> {
+  const { rows } = await client.query<{ id: string; event_types: string[]; deliver_from_ms: number; customer_id: string | null; platform_wide: boolean; url: string; secrets: unknown; headers: Record<string, string>; max_in_flight: number; sends_first: boolean; version: string }>(
+    `SELECT e.id, e.event_types, extract(epoch FROM e.deliver_from)::float8 * 1000 AS deliver_from_ms, e.customer_id, e.platform_wide,
+            e.url, e.secrets, e.headers, e.max_in_flight, NOT e.ordered AND e.rate_limit IS NULL AS sends_first, v.version::text AS version
      FROM ${tables.subscriptionsVersion} v LEFT JOIN ${tables.endpoints} e ON true`,
   );
+  const version = rows[0]?.version ?? '0';
   const endpoints = rows.filter((row) => row.id !== null);
+  const subscribed = endpoints.filter((row) => row.customer_id !== null || row.platform_wide);
+  const loaded = new Map(subscribed.map((row) => [row.id, { url: row.url, secrets: signingSecretsOf(row.secrets), headers: row.headers, maxInFlight: row.max_in_flight, sendsFirst: row.sends_first }]));
   return {
-    version: rows[0]?.version ?? '0',
-    subscribers: endpoints.filter((row) => row.customer_id !== null || row.platform_wide).map((row) => ({ endpointId: row.id, eventTypes: row.event_types, deliverFromMs: row.deliver_from_ms, customerId: row.customer_id })),
+    version,
+    subscribers: subscribed.map((row) => ({ endpointId: row.id, eventTypes: row.event_types, deliverFromMs: row.deliver_from_ms, customerId: row.customer_id })),
+    endpoints: { version, get: (endpointId) => loaded.get(endpointId) },
     unassigned: endpoints.filter((row) => row.customer_id === null && !row.platform_wide).map((row) => row.id),
   };
 }
@@ -303,7 +334,7 @@ function endpointFrom(row: any): Endpoint {
     id: row.id,
     url: row.url,
     eventTypes: row.event_types,
-    secrets: (row.secrets as { secret: string; expires_at: string | null }[]).map((s) => ({ secret: s.secret, expiresAt: s.expires_at })),
+    secrets: signingSecretsOf(row.secrets),
     headers: row.headers,
     maxInFlight: row.max_in_flight,
     rateLimit: row.rate_limit,

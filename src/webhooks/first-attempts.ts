@@ -2,6 +2,7 @@ import { GroupedWrites } from './grouped-writes.js';
 import type { ClaimedDelivery, DeliveryStore, EndpointRules, FirstAttemptsToRecord } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
 import type { ConsumedBatch, ConsumedMessage } from '../kafka/group-consumer.js';
+import type { LoadedEndpoints } from './endpoint-store.js';
 import type { DecodedEvent, SendAtOnce } from './intake.js';
 import type { WebhookMetrics } from './metrics.js';
 
@@ -20,6 +21,8 @@ export interface BatchReader {
   decode(topic: string, partition: number, message: ConsumedMessage): Promise<DecodedEvent | null>;
   /** The endpoints an event is owed to, by the subscriptions as last loaded. */
   owedTo(event: DecodedEvent): readonly string[];
+  /** The endpoints as loaded with those subscriptions: what a first attempt to each needs. */
+  loadedEndpoints(): LoadedEndpoints;
   /** The dispatcher's free slots for the next chunk, for at most `messages` more events. */
   reserve(messages: number): Promise<Reservation>;
   /** The most deliveries one chunk holds. */
@@ -159,7 +162,7 @@ export class FirstAttemptPath {
     for (const { endpointId } of items) wanted.set(endpointId, (wanted.get(endpointId) ?? 0) + 1);
     let granted: Awaited<ReturnType<DeliveryStore['takeSlots']>> = new Map();
     try {
-      if (slots > 0) granted = await store.takeSlots(wanted, sendAtOnce.lease().now, sendAtOnce.slots);
+      if (slots > 0) granted = await store.takeSlots(wanted, sendAtOnce.lease().now, sendAtOnce.slots, this.reader.loadedEndpoints());
     } catch (error) {
       sendAtOnce.release(slots);
       throw error;

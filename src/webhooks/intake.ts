@@ -11,7 +11,7 @@ import { customerOf, type CustomerRule } from './customer-rule.js';
 import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver } from './delivery-store.js';
 import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
 import type { EndpointSlots } from './endpoint-shares.js';
-import { loadSubscribers, subscriptionsVersion } from './endpoint-store.js';
+import { loadSubscribers, subscriptionsVersion, type LoadedEndpoints } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
 import { GroupedWrites } from './grouped-writes.js';
@@ -116,7 +116,7 @@ export class WebhookIntake {
   private consumer: GroupConsumer | null = null;
   /** The topics the consumer reads now, as matched against the cluster's topics. */
   private consuming: readonly string[] = [];
-  private subscriptions: { version: string; index: SubscriptionIndex } | null = null;
+  private subscriptions: { version: string; index: SubscriptionIndex; endpoints: LoadedEndpoints } | null = null;
   private readonly maxDeliveries: number;
   private readonly stopped = new AbortController();
   /** Chunks recorded first (see record): each recording takes every chunk that came meanwhile, up to the bound on deliveries. */
@@ -150,6 +150,8 @@ export class WebhookIntake {
         {
           decode: (topic, partition, message) => this.decode(topic, partition, message),
           owedTo: (event) => this.owedTo(event),
+          // None before the first load: every delivery is then recorded due.
+          loadedEndpoints: () => this.subscriptions?.endpoints ?? { version: '', get: () => undefined },
           reserve: (messages) => this.reserve(messages),
           chunkBound: (reserved) => this.chunkBound(reserved),
         },
@@ -440,12 +442,12 @@ export class WebhookIntake {
     }
   }
 
-  /** The subscriptions as of this transaction: reloaded when an endpoint was added, removed or re-subscribed. */
+  /** The subscriptions as of this transaction: reloaded when an endpoint was added, removed, re-subscribed or its settings changed. */
   private async currentSubscriptions(client: pg.ClientBase): Promise<SubscriptionIndex> {
     const version = await subscriptionsVersion(client, this.options.tables);
     if (this.subscriptions?.version !== version) {
       const loaded = await loadSubscribers(client, this.options.tables);
-      this.subscriptions = { version: loaded.version, index: new SubscriptionIndex(loaded.subscribers) };
+      this.subscriptions = { version: loaded.version, index: new SubscriptionIndex(loaded.subscribers), endpoints: loaded.endpoints };
       this.options.logger.info({ endpoints: loaded.subscribers.length, version: loaded.version }, 'webhooks: subscriptions loaded');
       // Added since the process started, by an earlier version's CLI or by hand: owed nothing until assigned.
       if (loaded.unassigned.length > 0) {

@@ -25,6 +25,9 @@ export class WebhookTables {
   readonly subscriptionsVersion: string;
   /** The answers of the API's creates, by their Idempotency-Key's digest. */
   readonly apiIdempotency: string;
+  /** Partial indexes of the endpoints not in good health (see troubledEndpoint), and of the disabled ones. */
+  readonly troubledEndpointsIndex: string;
+  readonly disabledEndpointsIndex: string;
 
   /** The advisory lock's name that recordings take shared and removing endpoints exclusively (sql/004_webhooks.sql, lock_out_recordings). */
   readonly endpointsRemovedLock: string;
@@ -42,6 +45,8 @@ export class WebhookTables {
     this.processes = table('processes');
     this.subscriptionsVersion = table('subscriptions_version');
     this.apiIdempotency = table('api_idempotency');
+    this.troubledEndpointsIndex = table('endpoints_troubled_idx');
+    this.disabledEndpointsIndex = table('endpoints_disabled_idx');
   }
 }
 
@@ -82,12 +87,16 @@ export async function createWebhookTables(pool: pg.Pool, tables: WebhookTables):
   });
 }
 
-/** WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view and tables of this version's setup). */
+/**
+ * WEBHOOK_SCHEMA_MISSING, naming the fix, unless every webhook table exists (and the view,
+ * tables and indexes of this version's setup: the endpoints' partial indexes come with the
+ * trigger that versions their settings, which first attempts rely on).
+ */
 export async function requireWebhookTables(pool: pg.Pool, tables: WebhookTables): Promise<void> {
-  const names = [tables.endpoints, tables.events, tables.eventTypes, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.processes, tables.subscriptionsVersion, tables.apiIdempotency];
+  const names = [tables.endpoints, tables.events, tables.eventTypes, tables.eventsWithoutCustomer, tables.deliveries, tables.attempts, tables.allAttempts, tables.processes, tables.subscriptionsVersion, tables.apiIdempotency, tables.troubledEndpointsIndex, tables.disabledEndpointsIndex];
   const { rows } = await pool.query<{ name: string; found: string | null }>('SELECT name, to_regclass(name)::text AS found FROM unnest($1::text[]) AS name', [names]);
   const missing = rows.filter((row) => row.found === null).map((row) => row.name);
   if (missing.length > 0) {
-    throw new RelayError('WEBHOOK_SCHEMA_MISSING', `the webhook tables ${missing.join(', ')} do not exist (never made, or an earlier version's setup made the others): run \`outbox-relay webhooks setup\` (OUTBOX_WEBHOOK_SCHEMA=${tables.schema})`);
+    throw new RelayError('WEBHOOK_SCHEMA_MISSING', `the webhook tables or indexes ${missing.join(', ')} do not exist (never made, or an earlier version's setup made the others): run \`outbox-relay webhooks setup\` (OUTBOX_WEBHOOK_SCHEMA=${tables.schema})`);
   }
 }

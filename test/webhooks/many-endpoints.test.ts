@@ -132,10 +132,20 @@ describe('webhooks: the store among many endpoints', () => {
 
   it('counts open circuits and disabled endpoints for the gauges without reading the others', async () => {
     await pool.query(`UPDATE ${tables.endpoints} SET consecutive_failures = $2, paused_until = $3 WHERE id = $1`, ['idle-000002', RULES.circuitFailures, new Date(now.getTime() + 30_000)]);
+    // The disabled endpoint's delivery is held: not a backlog the oldest-pending gauge shows.
+    const client = await pool.connect();
+    try {
+      await new DeliveryStore(pool, tables).record(client, [{ eventId: 'held', eventType: 'invoice.paid', aggregateId: 'inv-3', body: '{}', producedAt: now, endpointIds: ['idle-000003'] }], () => now);
+    } finally {
+      client.release();
+    }
     await pool.query(`UPDATE ${tables.endpoints} SET disabled_at = $2, disabled_reason = 'by the test' WHERE id = $1`, ['idle-000003', now]);
     await pool.query(`ANALYZE ${tables.endpoints}`);
     const { result: gauges, entriesRead } = await alone((_, session) => new DeliveryQueries(session, tables).gauges(now, RULES.circuitFailures));
     expect(gauges).toMatchObject({ openCircuits: 1, disabledEndpoints: 1 });
+    const oldest = gauges.oldestPending.map((pending) => pending.endpointId);
+    expect(oldest).toContain('idle-010000');
+    expect(oldest).not.toContain('idle-000003');
     // Counted over every endpoint, they read all 20,002 (and more).
     expect(entriesRead).toBeLessThan(50);
   });

@@ -92,6 +92,39 @@ describe('webhooks to customers endpoints', () => {
     expect(() => verifiedBody(a.secret, paid.requests[0]!)).toThrow();
   });
 
+  it("an endpoint's new URL, headers and secret apply to the events after each change: nothing more goes to the old URL or with the old secret", async () => {
+    const [before, after] = [await receiver(), await receiver()];
+    const endpoint = await webhooks.addEndpoint(before.url(), 'moved.*');
+    const arrived = (at: WebhookReceiver, rows: readonly OutboxRow[]) => async () => (rows.every((row) => at.ids().includes(row.eventId)) ? true : undefined);
+    const earlier = events(20, 'moved.invoice.paid');
+    await outbox.insert(earlier);
+    // Sent at once, on the endpoint's settings as the process loaded them.
+    await eventually('the earlier events at the old URL', arrived(before, earlier), 60_000);
+
+    const updated = await cli(['webhooks', 'endpoint', 'update', '--id', endpoint.id, '--url', after.url(), '--headers', '{"x-tenant":"moved"}'], env());
+    expect(updated.code, updated.stderr).toBe(0);
+    const moved = events(20, 'moved.invoice.paid');
+    await outbox.insert(moved);
+    await eventually('the events after the move at the new URL', arrived(after, moved), 60_000);
+    expect(before.ids().filter((id) => moved.some((row) => row.eventId === id))).toEqual([]);
+    for (const request of after.requests) {
+      expect(request.headers['x-tenant']).toBe('moved');
+      verifiedBody(endpoint.secret, request);
+    }
+
+    // A rotation changes the secrets alone; the old one stops signing at once (--keep-old 0s).
+    const rotated = await cli(['webhooks', 'endpoint', 'rotate-secret', '--id', endpoint.id, '--keep-old', '0s'], env());
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const secret = /new signing secret (\S+)/.exec(rotated.stdout)![1]!;
+    const latest = events(20, 'moved.invoice.paid');
+    await outbox.insert(latest);
+    await eventually('the events after the rotation at the new URL', arrived(after, latest), 60_000);
+    for (const request of after.requests.filter((r) => latest.some((row) => row.eventId === r.id))) {
+      verifiedBody(secret, request);
+      expect(() => verifiedBody(endpoint.secret, request)).toThrow();
+    }
+  });
+
   it('a new endpoint is not sent the history that a new consumer group reads from the beginning; one added with --deliver-from all is', async () => {
     const history = events(6, 'history.invoice.paid');
     await outbox.insert(history);
