@@ -426,17 +426,21 @@ export class DeliveryStore {
    */
   private async applyEndpointEffects(client: pg.ClientBase, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<EndpointChange[]> {
     const effects = endpointEffects(completions);
-    const succeeded = effects.filter((c) => c.reset && c.failures === 0 && !c.streak && c.pauseUntil === null).map((c) => c.endpointId);
-    const changes = effects.filter((c) => !(c.reset && c.failures === 0 && !c.streak && c.pauseUntil === null));
-    if (changes.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [changes.map((c) => c.endpointId)]);
+    const successOnly = (c: EndpointEffect) => c.reset && c.failures === 0 && !c.streak && c.pauseUntil === null;
+    const failing = effects.filter((c) => !successOnly(c));
+    // Of the endpoints that only succeeded, those with a streak, a count or a pause to clear,
+    // found through endpoints_troubled_idx: few, and most batches have none, then nothing below
+    // runs. (One statement joining every completion's endpoint read them all, or the whole table
+    // when the planner chose a hash join.)
+    const succeeded = effects.filter(successOnly).map((c) => c.endpointId);
+    const { rows: troubled } = succeeded.length === 0 ? { rows: [] } : await client.query<{ id: string }>(prepared(`SELECT t.id FROM ${this.tables.endpoints} t WHERE t.id = ANY($1::text[]) AND ${troubledEndpoint('t')}`, [succeeded]));
+    const troubledIds = new Set(troubled.map((row) => row.id));
+    const changes = [...failing, ...effects.filter((c) => successOnly(c) && troubledIds.has(c.endpointId))];
+    if (changes.length === 0) return [];
+    if (failing.length > 0) await client.query(`SELECT 1 FROM ${this.tables.endpoints} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, [failing.map((c) => c.endpointId)]);
     const { rows } = await client.query<{ id: string; disabled_now: boolean; disabled_reason: string | null; opened: boolean }>(
-      // Endpoints that only succeeded are read through endpoints_troubled_idx: only those with a
-      // streak, a count or a pause to clear (few; most successes have nothing to clear, and
-      // reading each of their endpoints was a look-up per endpoint a chunk touched).
       prepared(`WITH u AS (
          SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bool[], $7::timestamptz[], $8::text[], $9::text[]) AS u(id, reset, failures, streak, pause_until, gone, last_error)
-         UNION ALL
-         SELECT t.id, true, 0, false, NULL, NULL, NULL FROM unnest($13::text[]) AS s(id) JOIN ${this.tables.endpoints} t ON t.id = s.id WHERE ${troubledEndpoint('t')}
        ), next AS (
          SELECT e.id,
            (CASE WHEN u.reset THEN 0 ELSE e.consecutive_failures END) + u.failures AS consecutive,
@@ -480,7 +484,6 @@ export class DeliveryStore {
         rules.circuitCooldownMs,
         rules.disableAfterMs,
         humanDuration(rules.disableAfterMs),
-        succeeded,
       ]),
     );
     return rows
