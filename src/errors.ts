@@ -102,7 +102,7 @@ export const ERROR_CODES = {
   },
   SOURCE_HANDOVER_BUSY: {
     retriable: false, poison: false,
-    meaning: 'Another recover, cutover or handback of the same slot (the slot its outboxes share) is running.',
+    meaning: 'Another recover, cutover or handback is running on the same slot (the slot its outboxes share), or on one of its outbox tables: through another slot, or by a relay of a version before several outboxes (which locked the table).',
     action: 'Wait for it to finish, or stop it, then run the command again: one at a time.',
   },
   SOURCE_HANDBACK_UNCONFIRMED: {

@@ -49,7 +49,7 @@ export interface CutoverReport {
 export async function cutover(options: CutoverOptions, context: { encoders: PayloadEncoders | null; logger: Logger; dryRun: boolean }): Promise<CutoverReport> {
   const { target, delivery } = options;
   const { logger, dryRun } = context;
-  return withHandoverConnections(target.database, target.slot, 'cutover', async (sql, inspect) => {
+  return withHandoverConnections(target.database, target.slot, delivery.outboxes, 'cutover', async (sql, inspect) => {
     const slot = await readSlot(inspect, target.slot);
     const unfinished = await unfinishedRecovery(inspect, outboxTableRefs(delivery.outboxes));
     if (unfinished?.command === 'recover') {

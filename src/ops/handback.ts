@@ -50,7 +50,7 @@ const FETCH = 1_000;
  */
 export async function handback(options: HandbackOptions, context: { logger: Logger; dryRun: boolean }): Promise<HandbackReport> {
   refuseComments(options.markSent);
-  return withHandoverConnections(options.database, options.slot, 'handback', async (sql, peek) => {
+  return withHandoverConnections(options.database, options.slot, options.outboxes, 'handback', async (sql, peek) => {
     const slot = await readSlot(peek, options.slot);
     const unfinished = await unfinishedRecovery(peek, outboxTableRefs(options.outboxes));
     if (unfinished) throw new RelayError('SOURCE_RECOVERY_UNFINISHED', `\`outbox-relay ${unfinished.command}\` began at ${unfinished.since} and did not finish: finish it first (run it again), then hand back`);

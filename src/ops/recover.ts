@@ -69,7 +69,7 @@ interface DeliveredBound {
 export async function recover(options: RecoverOptions, context: { encoders: PayloadEncoders | null; logger: Logger; dryRun: boolean }): Promise<RecoverReport> {
   const { logger, dryRun } = context;
   const { outboxes } = options.delivery;
-  return withHandoverConnections(options.database, options.slot, 'recover', async (sql, inspect) => {
+  return withHandoverConnections(options.database, options.slot, outboxes, 'recover', async (sql, inspect) => {
     const slot = await onSlotServer(options.slotServer, inspect, (client) => readSlot(client, options.slot), 'outbox-relay-recover');
     // An earlier recover that did not finish left its slot behind: that slot cannot be trusted.
     const unfinished = await unfinishedRecovery(inspect, outboxTableRefs(outboxes));

@@ -3,13 +3,14 @@ import type { Logger } from 'pino';
 import type { DeliveryOptions } from '../config/compile.js';
 import { tableReading, type TableReading } from '../decode/column-parsers.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
-import { qualifiedName, quotedName, tableOutboxOf, type Outbox } from '../outboxes.js';
+import { outboxTableRefs, qualifiedName, quotedName, tableOutboxOf, type Outbox } from '../outboxes.js';
 import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
 import { tablesMatching } from '../setup/catalog.js';
 import { clearRecovering, markRecovering, type Handover } from '../setup/recovery-marker.js';
 import { connectForText, parseRow, republish, type TableRow } from './republish.js';
+import type { RelationRef } from '../source/messages.js';
 
 /**
  * An outbox table's rows to publish: a condition on its columns, with its values written in (the
@@ -146,13 +147,13 @@ async function createSlotInto(sql: pg.Client, options: HandoverOptions): Promise
  * may take minutes), on the server the slot is made on (`rowsFrom`: the snapshot it exports is
  * imported there); `inspect`, on the primary, reads the slot's facts and sets the mark.
  */
-export async function withHandoverConnections<T>(database: DatabaseAccess, slot: string, command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>, rowsFrom: DatabaseAccess = database): Promise<T> {
+export async function withHandoverConnections<T>(database: DatabaseAccess, slot: string, outboxes: readonly Outbox[], command: Handover | 'handback', work: (sql: pg.Client, inspect: pg.Client) => Promise<T>, rowsFrom: DatabaseAccess = database): Promise<T> {
   const sql = await connectForText(rowsFrom, `outbox-relay-${command}`, 0);
   try {
     // handback peeks the whole unconfirmed backlog through it: no per-query bound there.
     const inspect = await connectPostgres(database, `outbox-relay-${command}`, command === 'handback' ? { queryTimeoutMs: 0 } : {});
     try {
-      await holdHandoverLock(inspect, slot, command);
+      await holdHandoverLocks(inspect, slot, outboxTableRefs(outboxes), command);
       return await work(sql, inspect);
     } finally {
       await inspect.end();
@@ -163,21 +164,27 @@ export async function withHandoverConnections<T>(database: DatabaseAccess, slot:
 }
 
 /**
- * One of recover, cutover and handback at a time per slot (the slot every outbox of it shares):
- * two would drop each other's slot and clear each other's marks. A session advisory lock, held
- * by `inspect` until it disconnects (a killed command's lock goes with its connection).
+ * One of recover, cutover and handback at a time per slot (the slot every outbox of it shares)
+ * and per outbox table: two would drop each other's slot or clear each other's marks. Session
+ * advisory locks, held by `inspect` until it disconnects (a killed command's locks go with its
+ * connection). The table keys are the ones versions before several outboxes took (one per
+ * table): during a rolling upgrade, an earlier version's handover and this one's exclude each
+ * other, and so do two relays of different slots over one table. A pattern is one key (its
+ * tenants may be thousands: a lock each would fill Postgres's lock table).
  */
-async function holdHandoverLock(inspect: pg.Client, slot: string, command: string): Promise<void> {
-  const key = `outbox-relay handover ${slot}`;
-  const { rows } = await inspect.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [key]);
-  if (rows[0]!.locked) return;
+async function holdHandoverLocks(inspect: pg.Client, slot: string, tables: readonly RelationRef[], command: string): Promise<void> {
+  const keys = [`outbox-relay handover ${slot}`, ...tables.map((table) => `outbox-relay handover ${qualifiedName(table)}`)];
+  const { rows: refused } = await inspect.query<{ key: string }>('SELECT key FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) WHERE NOT pg_try_advisory_lock(hashtext(key)) ORDER BY n', [keys]);
+  const key = refused[0]?.key;
+  if (key === undefined) return;
   const { rows: holders } = await inspect.query<{ pid: number; application_name: string }>(
     `SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted AND l.objid = (hashtext($1)::bigint & 4294967295)::oid`,
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objid = (hashtext($1)::bigint & 4294967295)::oid AND l.pid <> pg_backend_pid()`,
     [key],
   );
   const holder = holders[0] ? `${holders[0].application_name} (pid ${holders[0].pid})` : 'another session';
-  throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} with slot "${slot}": ${holder} is already running recover, cutover or handback on it; wait for it to finish (or stop it), then run ${command} again`);
+  const on = key === keys[0] ? 'it' : `${key.slice('outbox-relay handover '.length)} (through another slot, or a relay of an earlier version)`;
+  throw new RelayError('SOURCE_HANDOVER_BUSY', `cannot ${command} with slot "${slot}": ${holder} is already running recover, cutover or handback on ${on}; wait for it to finish (or stop it), then run ${command} again`);
 }
 
 export async function commitOrder(sql: pg.Client): Promise<CommitOrder> {

@@ -218,6 +218,16 @@ describe('the way back to polling: handback', () => {
       expect(busy.stderr).toMatch(/\[SOURCE_HANDOVER_BUSY\]: cannot cutover with slot "\S+": .* is already running recover, cutover or handback on it/);
     } finally {
       await holder.query('SELECT pg_advisory_unlock_all()');
+    }
+    // And one per table: the key a relay of an earlier version (one table, no slot key) takes,
+    // and another slot's relay over the same table, would clear this one's marks.
+    try {
+      await holder.query('SELECT pg_advisory_lock(hashtext($1))', [`outbox-relay handover public.${outbox.table}`]);
+      const busy = await cli(['cutover', '--pending', PENDING], env);
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toContain(`is already running recover, cutover or handback on public.${outbox.table} (through another slot, or a relay of an earlier version)`);
+    } finally {
+      await holder.query('SELECT pg_advisory_unlock_all()');
       holder.release();
     }
     const cutover = await cli(['cutover', '--pending', PENDING], env);
