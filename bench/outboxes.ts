@@ -1,5 +1,5 @@
 /**
- * `npm run bench:outboxes [-- --events N] [-- --tenants 1000,4000] [-- --rounds R] [-- --keep-stack]`
+ * `npm run bench:outboxes [-- --events N] [-- --tenants 1000,4000] [-- --rounds R] [-- --keep-stack] [-- --profile]`
  *
  * Several outboxes through one slot, side by side in one run: the relay's drain of the same
  * backlog of N events written
@@ -14,7 +14,9 @@
  *
  * Starts its own stack (pg, kafka) in a temp OUTBOX_STACK_DIR on ports apart from the test
  * stack's and the other benches', and takes it down at the end (unless --keep-stack, or a stack
- * named by OUTBOX_STACK_DIR). Writes bench/results/<date>-outboxes.md.
+ * named by OUTBOX_STACK_DIR). Writes bench/results/<date>-outboxes.md. `--profile` runs each drain's
+ * relay with --cpu-prof, a file per case and round in node_modules/.cache/outbox-relay-bench/
+ * profiles/outboxes (read them with `npx tsx bench/profile-summary.ts <file>`).
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +26,7 @@ import pg from 'pg';
 import * as p from '../src/config/parsers.js';
 import { flag } from './lib/flags.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, progress, run, sleep } from './lib/proc.js';
+import { BUILD_DIR } from './lib/contenders.js';
 import { STACK_SCRIPT, upBenchStack } from './lib/stack.js';
 import { median } from './lib/stats.js';
 import { writeMarkdownResult } from './lib/results.js';
@@ -38,6 +41,7 @@ const STACK_DEFAULTS: Record<string, string> = {
 const PAYLOAD = '{"invoice_id":"inv_000000000042","customer_id":"cus_0000000000001234","amount_cents":125000,"currency":"EUR","lines":[{"sku":"plan-pro","qty":1,"unit_cents":125000}],"period":{"start":"2026-11-01","end":"2026-11-30"}}';
 const TENANT_PREFIX = 'bench_tenant';
 const ROWS_PER_TRANSACTION = 100;
+const PROFILE_DIR = join(BUILD_DIR, 'profiles', 'outboxes');
 
 const { values } = parseArgs({
   options: {
@@ -45,6 +49,7 @@ const { values } = parseArgs({
     tenants: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '2' },
     'keep-stack': { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
   },
 });
 const events = flag('--events', values.events, p.integer(1_000, 10_000_000));
@@ -90,7 +95,7 @@ async function main(): Promise<void> {
         } finally {
           client.release();
         }
-        const drain = await drainOnce(pool, env, each);
+        const drain = await drainOnce(pool, env, each, `r${round}`);
         progress(`round ${round}/${rounds}: ${each.name} drained ${events} events in ${drain.seconds.toFixed(1)} s (${Math.round(events / drain.seconds)}/s)`);
         drains.get(each.name)!.push(drain);
       }
@@ -204,13 +209,14 @@ async function advanceSlot(pool: pg.Pool, slot: string): Promise<void> {
 }
 
 /** Starts the relay on the backlog and times it until the slot confirmed the WAL written before it started. */
-async function drainOnce(pool: pg.Pool, env: Record<string, string>, each: Case): Promise<Drain> {
+async function drainOnce(pool: pg.Pool, env: Record<string, string>, each: Case, round: string): Promise<Drain> {
   const relay = relayEnv(env, each);
   const { rows } = await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
   const target = rows[0]!.lsn;
   const machine = machineCpu();
   const started = performance.now();
-  const child = new Child(`relay ${each.name}`, process.execPath, [join(REPO, 'dist', 'cli.js'), 'run'], relay, REPO);
+  const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${each.name}-${round}.cpuprofile`] : [];
+  const child = new Child(`relay ${each.name}`, process.execPath, [...profile, join(REPO, 'dist', 'cli.js'), 'run'], relay, REPO);
   let cpu = 0;
   try {
     for (;;) {
