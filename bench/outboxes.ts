@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import * as p from '../src/config/parsers.js';
+import { SEMI_SPACE_FLAG } from '../src/observe/runtime-flags.js';
 import { flag } from './lib/flags.js';
 import { Child, machineBusyPercent, machineCpu, machineDescription, progress, run, sleep } from './lib/proc.js';
 import { BUILD_DIR } from './lib/contenders.js';
@@ -220,7 +221,8 @@ async function drainOnce(pool: pg.Pool, env: Record<string, string>, each: Case,
   const machine = machineCpu();
   const started = performance.now();
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${each.name}-${round}.cpuprofile`] : [];
-  const child = new Child(`relay ${each.name}`, process.execPath, [...profile, join(REPO, 'dist', 'cli.js'), 'run'], relay, REPO);
+  // As `outbox-relay` and the Dockerfile run it (without the flag the relay warns at start).
+  const child = new Child(`relay ${each.name}`, process.execPath, [SEMI_SPACE_FLAG, ...profile, join(REPO, 'dist', 'cli.js'), 'run'], relay, REPO);
   let cpu = 0;
   try {
     for (;;) {
