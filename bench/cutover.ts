@@ -19,6 +19,7 @@ import kafkajs from 'kafkajs';
 import pg from 'pg';
 import * as p from '../src/config/parsers.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
+import { SEMI_SPACE_FLAG } from '../src/observe/runtime-flags.js';
 import { flag } from './lib/flags.js';
 import { int, num } from './lib/format.js';
 import { Child, processUsage, sleep } from './lib/proc.js';
@@ -30,7 +31,7 @@ const rows = flag('rows', values.rows, p.integer(1_000, 10_000_000));
 const repeat = flag('repeat', values.repeat, p.integer(1, 10));
 const CLI = 'dist/cli.js';
 /** As the Dockerfile's entrypoint runs every command. */
-const NODE_FLAGS = ['--max-semi-space-size=16'];
+const NODE_FLAGS = [SEMI_SPACE_FLAG];
 const PENDING = "status = 'pending'";
 const TABLE = 'bench_cutover_outbox';
 const ROWS_PER_TRANSACTION = 100;

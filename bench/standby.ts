@@ -30,6 +30,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as p from '../src/config/parsers.js';
+import { SEMI_SPACE_FLAG } from '../src/observe/runtime-flags.js';
 import { CDC_TABLE, Database, parseLsn } from './lib/db.js';
 import { flag } from './lib/flags.js';
 import { KafkaTools, percentile } from './lib/kafka.js';
@@ -42,7 +43,7 @@ import { CASES, renderStandbyReport, type CaseName, type Measured, type StandbyR
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(REPO, 'dist', 'cli.js');
 /** As the Dockerfile and `npm start` run the relay. */
-const RELAY_NODE_FLAGS = ['--max-semi-space-size=16'];
+const RELAY_NODE_FLAGS = [SEMI_SPACE_FLAG];
 const SERVICES = ['kafka', 'failover'];
 const STACK_DEFAULTS: Record<string, string> = {
   OUTBOX_STACK_DIR: join(tmpdir(), 'outbox-relay-bench-standby-stack'),

@@ -69,6 +69,7 @@ import * as p from '../src/config/parsers.js';
 import type { OutboxEvent } from '../src/event.js';
 import { KAFKA_CLIENTS, type KafkaClientName } from '../src/kafka/ports.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
+import { SEMI_SPACE_FLAG } from '../src/observe/runtime-flags.js';
 import { eventHeaders } from '../src/transform/headers.js';
 import { BUILD_DIR } from './lib/contenders.js';
 import { Database } from './lib/db.js';
@@ -89,7 +90,7 @@ dropKafkajsTimerWarning();
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(REPO, 'dist', 'cli.js');
 /** As the Dockerfile's entrypoint runs every command; the ceiling runs with them too. */
-const NODE_FLAGS = ['--max-semi-space-size=16'];
+const NODE_FLAGS = [SEMI_SPACE_FLAG];
 /** Not the test stack's (55432, 59092, 58081), nor `npm run bench`'s (57432, 61092, 60081). */
 const STACK_DEFAULTS: Record<string, string> = {
   OUTBOX_STACK_DIR: join(tmpdir(), 'outbox-relay-bench-webhooks-stack'),
