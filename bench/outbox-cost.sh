@@ -77,7 +77,7 @@ walsender_cpu() { # $1 slot, $2 publication, $3 end lsn: CPU seconds of the wals
   local t1=$(date +%s.%N)
   echo "$(echo "($cl-$c0)/$(getconf CLK_TCK)" | bc -l) $(echo "$t1-$t0" | bc -l) $(stat -c %s $out) $(echo "($sl-$s0)/$(getconf CLK_TCK)" | bc -l)"
 }
-RATIOS=$D/ratios  # one line per figure a floor names: round, name, value
+RATIOS=$D/ratios  # one line per round and figure a floor names: name, value
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for round in $(seq 1 $ROUNDS); do
 echo "round $round of $ROUNDS"
