@@ -10,11 +10,11 @@ WORKDIR /app
 # What the librdkafka client (OUTBOX_KAFKA_CLIENT=librdkafka) is built with: linked to Debian's
 # libraries, no download (scripts/librdkafka.sh, which npm ci's postinstall runs).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev \
+ && apt-get install -y --no-install-recommends build-essential patch python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 # Dependencies first, so a source change does not reinstall them.
 COPY package.json package-lock.json ./
-COPY scripts/librdkafka.sh ./scripts/
+COPY scripts/librdkafka.sh scripts/librdkafka-describe-configs.patch ./scripts/
 RUN npm ci --no-audit --no-fund \
  && scripts/librdkafka.sh \
  && rm -rf node_modules/@confluentinc/kafka-javascript/build/Release/obj.target node_modules/@confluentinc/kafka-javascript/build/deps/*.a node_modules/@confluentinc/kafka-javascript/deps/librdkafka

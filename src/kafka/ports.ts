@@ -108,9 +108,9 @@ export interface ProgressRecordOptions {
 
 /**
  * What the topic catalogue and the durability checks read from the brokers: topic configs and
- * the brokers' auto.create.topics.enable. On kafkajs's admin for both clients (kafkajs/admin.ts):
- * librdkafka's Node binding (1.10) has no DescribeConfigs, so the librdkafka producer reads them
- * there too.
+ * the brokers' auto.create.topics.enable. Written once (topic-inspector.ts) over each client's
+ * admin requests (kafkajs/admin.ts, librdkafka/admin.ts: the binding's DescribeConfigs is added
+ * by scripts/librdkafka.sh).
  */
 export interface TopicInspector {
   /** A topic's settings, or null if it does not exist. */

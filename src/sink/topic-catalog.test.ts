@@ -45,7 +45,7 @@ describe('TopicCatalog', () => {
     const { catalog, lines } = catalogOf({ gone: null }, true, false);
     await expect(catalog.recordLimit('gone')).rejects.toMatchObject({ code: 'SINK_TOPIC_MISSING', message: 'topic "gone" does not exist and the brokers do not create topics (auto.create.topics.enable=false); create it, then replay the event' });
     expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('topic gone does not exist and the brokers do not create topics')]);
-    // Brokers whose setting cannot be read are trusted to create it (and src/kafka/kafkajs/admin.ts warns once).
+    // Brokers whose setting cannot be read are trusted to create it (and src/kafka/topic-inspector.ts warns once).
     const unknown = catalogOf({ fresh: null }, true, null);
     expect(await unknown.catalog.recordLimit('fresh')).toBe(1_000_000);
   });

@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
 // The client's header decoding (and its fix of kafkajs's, installed at import): tests read
 // headers exactly as a consumer using outbox-relay/client does.
 import { headerText } from '../../src/client/kafkajs-headers.js';
 import { inject } from 'vitest';
+import { waitForLeaders } from './leaders.js';
+
+export { waitForLeaders };
 
 export interface ConsumedRecord {
   readonly topic: string;
@@ -32,26 +35,6 @@ export async function createTopicsOn(brokers: string, topics: readonly string[],
     await waitForLeaders(admin, topics);
   } finally {
     await admin.disconnect();
-  }
-}
-
-/**
- * kafkajs's own waitForLeaders gives up at once when the broker it asks has not caught up with
- * the new topic (UNKNOWN_TOPIC_OR_PARTITION, on a busy broker or right after a restart): wait
- * that out like a leader not yet elected, until the deadline.
- */
-export async function waitForLeaders(admin: Admin, topics: readonly string[], timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown = null;
-  for (;;) {
-    try {
-      const { topics: found } = await admin.fetchTopicMetadata({ topics: [...topics] });
-      if (found.every((topic) => topic.partitions.length > 0 && topic.partitions.every((partition) => partition.leader >= 0))) return;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader for every partition after ${timeoutMs}ms${lastError ? ` (last: ${String(lastError)})` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 

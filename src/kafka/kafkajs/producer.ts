@@ -4,7 +4,8 @@ import { kafkajsClient, kafkajsLevel, type KafkajsLine, type KafkajsLineLevel } 
 import type { KafkaSecurity } from '../../security/kafka-security.js';
 import type { OutgoingMessage } from '../record.js';
 import { progressReading } from '../committed-progress.js';
-import { createTopicInspector } from './admin.js';
+import { createTopicInspector } from '../topic-inspector.js';
+import { kafkajsTopicAdmin } from './admin.js';
 import { checkTransactionalIdAccess, readLastCommitted } from './exactly-once.js';
 import { kafkaFailure } from '../failure.js';
 import { OutageLog, PRODUCE_REQUEST_FAILED } from '../outage-log.js';
@@ -59,7 +60,7 @@ export function createKafkaProducer(options: KafkaProducerOptions): RecordProduc
     allowAutoTopicCreation: options.autoCreateTopics,
     ...(exactlyOnce && { transactionalId: exactlyOnce.transactionalId, transactionTimeout: exactlyOnce.transactionTimeoutMs }),
   });
-  const topics = createTopicInspector(kafka.admin(), logger);
+  const topics = createTopicInspector(kafkajsTopicAdmin(kafka.admin()), logger);
 
   const { CompressionTypes } = kafkajs();
   const compression = options.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;

@@ -5,13 +5,13 @@ import { PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js'
 import { finishesWithin } from '../../time.js';
 import { lastCommittedValue, progressReading, type CommittedPartition, type ProgressSettle } from '../committed-progress.js';
 import { isKafkaRefusal, kafkaFailure } from '../failure.js';
-import { createTopicInspector } from '../kafkajs/admin.js';
-import { kafkajsClient } from '../kafkajs/client.js';
 import { OutageLog } from '../outage-log.js';
 import { partitionForKey } from '../partitioner.js';
 import type { KafkaProducerOptions, RecordProducer } from '../ports.js';
 import { connectProducer } from '../producer-connect.js';
+import { createTopicInspector } from '../topic-inspector.js';
 import { Transactions } from '../transactions.js';
+import { librdkafkaTopicAdmin } from './admin.js';
 import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, errorNameOfText, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type RdkafkaConfig } from './binding.js';
 
 /**
@@ -140,8 +140,7 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
       if (refused) refusal(refused);
     }
   });
-  // The catalogue reads topic configs, which this binding cannot (no DescribeConfigs): kafkajs's admin does, with the same security.
-  const topics = createTopicInspector(kafkajsClient({ clientId: options.clientId, brokers: options.brokers, security }).admin(), logger);
+  const topics = createTopicInspector(librdkafkaTopicAdmin(rdkafka, common), logger);
   const send = (messages: readonly OutgoingMessage[]): Promise<void> => {
     const request = new PendingRequest(messages.length);
     for (let index = 0; index < messages.length; index++) {
