@@ -26,12 +26,20 @@ let loaded: typeof Rdkafka | null = null;
 /** The binding, or SINK_CLIENT saying why it cannot load and how to build it. */
 export function loadLibrdkafka(): typeof Rdkafka {
   if (loaded) return loaded;
+  let binding: typeof Rdkafka;
   try {
-    loaded = require(PACKAGE) as typeof Rdkafka;
+    binding = require(PACKAGE) as typeof Rdkafka;
   } catch (error) {
     const reason = (error as Error).message.split('\n')[0];
     throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} cannot be loaded (${reason}); build it with scripts/librdkafka.sh (it installs the Debian build packages and caches the build), or use OUTBOX_KAFKA_CLIENT=kafkajs`, { cause: error });
   }
+  // The topic checks need the DescribeConfigs scripts/librdkafka.sh patches in (admin.ts): a
+  // binding built without it would fail at the first topic, not here.
+  const native = require(`${PACKAGE}/librdkafka.js`) as { AdminClient: { prototype: Record<string, unknown> } };
+  if (typeof native.AdminClient.prototype.describeConfigs !== 'function') {
+    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} was built without scripts/librdkafka-describe-configs.patch (its AdminClient has no describeConfigs, which the relay's topic checks need); build it with scripts/librdkafka.sh, or use OUTBOX_KAFKA_CLIENT=kafkajs`);
+  }
+  loaded = binding;
   return loaded;
 }
 
