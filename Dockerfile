@@ -14,7 +14,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 # Dependencies first, so a source change does not reinstall them.
 COPY package.json package-lock.json ./
-COPY scripts/librdkafka.sh scripts/librdkafka-describe-configs.patch ./scripts/
+COPY scripts/librdkafka.sh scripts/kafka-javascript.patch ./scripts/
 RUN npm ci --no-audit --no-fund \
  && scripts/librdkafka.sh \
  && rm -rf node_modules/@confluentinc/kafka-javascript/build/Release/obj.target node_modules/@confluentinc/kafka-javascript/build/deps/*.a node_modules/@confluentinc/kafka-javascript/deps/librdkafka

@@ -5,7 +5,8 @@
  * relay makes them) produced in requests of --batch, one request at a time, each awaited until
  * acknowledged (bench/contenders/producer-floor.ts), by
  *   binding      the librdkafka binding's floor: a loop that only calls produce(), its arguments made beforehand
- *   binding-no-headers, binding-error-reports   the same without headers, and with reports for failures only
+ *   binding-header-objects, binding-no-headers, binding-error-reports   the same with headers in the
+ *                binding's own form (not the patch's list), without headers, and with reports for failures only
  *   librdkafka   the relay's producer on librdkafka (src/kafka/librdkafka/producer.ts)
  *   kafkajs      the relay's producer on kafkajs with its fork (src/kafka/kafkajs/producer.ts)
  * Each case in a process of its own, the cases alternating per round; medians of the rounds.
@@ -115,7 +116,7 @@ function writeReport(results: ReadonlyMap<string, Result[]>): void {
     '| --- | ---: | ---: | ---: | ---: | ---: |',
     ...CASES.map((each) => `| ${each} | ${Math.round(rate(each))} | ${((rate(each) / rate('kafkajs')) * 100).toFixed(0)}% | ${cpu(each).toFixed(1)} | ${((cpu(each) / cpu('kafkajs')) * 100).toFixed(0)}% | ${median(results.get(each)!.map((result) => result.busyPercent)).toFixed(0)} |`),
     '',
-    '`binding`: the librdkafka binding called with arguments made beforehand, the floor under `librdkafka`; `binding-no-headers`: the same without the records\' headers; `binding-error-reports`: the same with delivery reports for failed records only, each request awaited by flush(); `librdkafka` and `kafkajs`: the relay\'s producers (src/kafka).',
+    '`binding`: the librdkafka binding called with arguments made beforehand (headers as one flat list, scripts/kafka-javascript.patch), the floor under `librdkafka`; `binding-header-objects`: the same with the binding\'s own header form, an object per header; `binding-no-headers`: the same without the records\' headers; `binding-error-reports`: the same with delivery reports for failed records only, each request awaited by flush(); `librdkafka` and `kafkajs`: the relay\'s producers (src/kafka).',
     '',
   ];
   writeMarkdownResult('producers', lines);

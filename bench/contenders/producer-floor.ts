@@ -8,7 +8,10 @@
  *
  * BENCH_CASE:
  * - `binding`: the librdkafka binding's own floor, a loop that only calls `produce()` with
- *   arguments made beforehand (value Buffer, header list), delivery reports counted per request;
+ *   arguments made beforehand (value Buffer, headers as the relay gives them: one flat list, which
+ *   scripts/kafka-javascript.patch adds), delivery reports counted per request;
+ * - `binding-header-objects`: the same with headers in the binding's own form, an object per
+ *   header: what the patch's header list saves;
  * - `binding-no-headers`: the same without the records' headers: what the binding's conversion
  *   of a header list costs;
  * - `binding-error-reports`: the same with delivery reports for failed records only
@@ -21,7 +24,7 @@
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
 import pino from 'pino';
 import type { TrackedTransaction } from '../../src/checkpoint/commit-tracker.js';
-import { loadLibrdkafka, namedLibrdkafkaError } from '../../src/kafka/librdkafka/binding.js';
+import { headerList, loadLibrdkafka, namedLibrdkafkaError } from '../../src/kafka/librdkafka/binding.js';
 import { openKafkaProducer } from '../../src/kafka/open.js';
 import { encodeHeaders } from '../../src/kafka/record-format.js';
 import { recordSize } from '../../src/kafka/record-size.js';
@@ -89,7 +92,7 @@ async function relaySender(client: 'librdkafka' | 'kafkajs'): Promise<Sender> {
 }
 
 /** The binding with what it must be given made beforehand: the floor under the relay's librdkafka producer. */
-async function bindingSender(variant: 'binding' | 'binding-no-headers' | 'binding-error-reports'): Promise<Sender> {
+async function bindingSender(variant: 'binding' | 'binding-header-objects' | 'binding-no-headers' | 'binding-error-reports'): Promise<Sender> {
   const errorReportsOnly = variant === 'binding-error-reports';
   const rdkafka = loadLibrdkafka();
   const producer = new rdkafka.Producer({
@@ -115,7 +118,9 @@ async function bindingSender(variant: 'binding' | 'binding-no-headers' | 'bindin
   await new Promise<void>((resolve, reject) => producer.connect({ timeout: 30_000 }, (error) => (error ? reject(error) : resolve())));
   producer.setPollInBackground(true);
   // Per request, the binding's arguments for each of its records: one lookup a request, none a record.
-  const prepared = new Map(batches.map((batch) => [batch, batch.map((message) => ({ key: message.key, value: Buffer.from(message.value), headers: variant === 'binding-no-headers' ? undefined : Object.entries(message.headers).map(([name, value]) => ({ [name]: value })) }))]));
+  const headers = (message: OutgoingMessage) =>
+    variant === 'binding-no-headers' ? undefined : variant === 'binding-header-objects' ? Object.entries(message.headers).map(([name, value]) => ({ [name]: value })) : headerList(message.headers);
+  const prepared = new Map(batches.map((batch) => [batch, batch.map((message) => ({ key: message.key, value: Buffer.from(message.value), headers: headers(message) }))]));
   return {
     async produce(batch) {
       const done = new Promise<void>((resolve) => (settle = resolve));

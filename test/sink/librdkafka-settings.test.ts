@@ -1,12 +1,12 @@
 // Here, not beside the code: it loads the librdkafka binding, built for the current Node only (the unit tests also run on the system's older Node).
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RelayError } from '../../src/errors.js';
 import { Secret } from '../../src/security/secret.js';
 import { isKafkaRefusal, kafkaFailure } from '../../src/kafka/failure.js';
-import { librdkafkaSecurity, namedLibrdkafkaError } from '../../src/kafka/librdkafka/binding.js';
+import { builtPatchLevel, headerList, KAFKA_JAVASCRIPT_PATCH_LEVEL, librdkafkaSecurity, loadLibrdkafka, namedLibrdkafkaError } from '../../src/kafka/librdkafka/binding.js';
 
 describe('librdkafka: the relay\'s settings in its names, its errors in Kafka\'s', () => {
   it('SCRAM over TLS, mutual TLS and OAUTHBEARER become librdkafka settings', async () => {
@@ -27,6 +27,17 @@ describe('librdkafka: the relay\'s settings in its names, its errors in Kafka\'s
     const refreshed = await (oauth.oauthbearer_token_refresh_cb as () => Promise<{ tokenValue: string; lifetime: number; principal: string }>)();
     expect(refreshed).toMatchObject({ tokenValue: `e30.${claims}.`, principal: 'relay' });
     expect(refreshed.lifetime).toBeGreaterThan(Date.now());
+  });
+
+  it('is built with the level of scripts/kafka-javascript.patch the relay is written for, and gives headers as its flat list', () => {
+    const patch = readFileSync(path.join(import.meta.dirname, '../../scripts/kafka-javascript.patch'), 'utf8');
+    expect(Number(/"outboxRelayPatch", Nan::New<v8::Number>\((\d+)\)/.exec(patch)?.[1])).toBe(KAFKA_JAVASCRIPT_PATCH_LEVEL);
+    loadLibrdkafka();
+    expect(builtPatchLevel()).toBe(KAFKA_JAVASCRIPT_PATCH_LEVEL);
+    const headers = Object.create(null) as Record<string, string>;
+    Object.assign(headers, { event_id: 'e1', '': 'empty name', 'x-ü': '€' });
+    headers['__proto__'] = 'p';
+    expect(headerList(headers)).toEqual(['event_id', 'e1', '', 'empty name', 'x-ü', '€', '__proto__', 'p']);
   });
 
   it("names librdkafka's codes as Kafka does, and classifies them as kafkajs's", () => {

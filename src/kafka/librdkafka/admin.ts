@@ -9,7 +9,7 @@ const RESOURCE_BROKER = 4;
 /** How long a topic just created may take to have a leader for every partition. */
 const LEADERS_TIMEOUT_MS = 30_000;
 
-/** A described config resource (scripts/librdkafka-describe-configs.patch). */
+/** A described config resource (scripts/kafka-javascript.patch). */
 interface DescribedResource {
   readonly name: string;
   readonly error: { readonly code: number; readonly message: string } | null;

@@ -23,6 +23,15 @@ export const CONNECT_TIMEOUT_MS = 30_000;
 
 let loaded: typeof Rdkafka | null = null;
 
+/** The level of scripts/kafka-javascript.patch the relay is written for (the patch's `outboxRelayPatch`). */
+export const KAFKA_JAVASCRIPT_PATCH_LEVEL = 2;
+
+/** The level of the patch the loaded binding was built with; undefined if it was built without it. */
+export function builtPatchLevel(): number | undefined {
+  const native = require(`${PACKAGE}/librdkafka.js`) as { AdminClient: { prototype: { outboxRelayPatch?: number } } };
+  return native.AdminClient.prototype.outboxRelayPatch;
+}
+
 /** The binding, or SINK_CLIENT saying why it cannot load and how to build it. */
 export function loadLibrdkafka(): typeof Rdkafka {
   if (loaded) return loaded;
@@ -33,14 +42,27 @@ export function loadLibrdkafka(): typeof Rdkafka {
     const reason = (error as Error).message.split('\n')[0];
     throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} cannot be loaded (${reason}); build it with scripts/librdkafka.sh (it installs the Debian build packages and caches the build), or use OUTBOX_KAFKA_CLIENT=kafkajs`, { cause: error });
   }
-  // The topic checks need the DescribeConfigs scripts/librdkafka.sh patches in (admin.ts): a
-  // binding built without it would fail at the first topic, not here.
-  const native = require(`${PACKAGE}/librdkafka.js`) as { AdminClient: { prototype: Record<string, unknown> } };
-  if (typeof native.AdminClient.prototype.describeConfigs !== 'function') {
-    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} was built without scripts/librdkafka-describe-configs.patch (its AdminClient has no describeConfigs, which the relay's topic checks need); build it with scripts/librdkafka.sh, or use OUTBOX_KAFKA_CLIENT=kafkajs`);
+  // The relay needs what scripts/kafka-javascript.patch gives, as this level of it gives it: a
+  // binding without its DescribeConfigs would fail at the first topic, and one without its header
+  // lists would read a list as headers named "0", "1", ...
+  const built = builtPatchLevel();
+  if (built !== KAFKA_JAVASCRIPT_PATCH_LEVEL) {
+    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} was built ${built === undefined ? 'without scripts/kafka-javascript.patch' : `with level ${built} of scripts/kafka-javascript.patch`} (expected level ${KAFKA_JAVASCRIPT_PATCH_LEVEL}); build it again with scripts/librdkafka.sh, or use OUTBOX_KAFKA_CLIENT=kafkajs`);
   }
   loaded = binding;
   return loaded;
+}
+
+/**
+ * A record's headers as the patched binding's produce() takes them (scripts/kafka-javascript.patch):
+ * one flat list, name, value, name, value, each copied once into librdkafka's header set. The
+ * binding's own form, an object per header, it reads through a property list and four copies
+ * per header. Typed as the binding's declaration has its parameter.
+ */
+export function headerList(headers: Readonly<Record<string, string>>): Rdkafka.MessageHeader[] {
+  const list: string[] = [];
+  for (const name in headers) list.push(name, headers[name]!);
+  return list as unknown as Rdkafka.MessageHeader[];
 }
 
 export type RdkafkaConfig = Record<string, string | number | boolean | ((...args: never[]) => unknown)>;

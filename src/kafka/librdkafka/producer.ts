@@ -12,7 +12,7 @@ import { connectProducer } from '../producer-connect.js';
 import { createTopicInspector } from '../topic-inspector.js';
 import { Transactions } from '../transactions.js';
 import { librdkafkaTopicAdmin } from './admin.js';
-import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, errorNameOfText, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type RdkafkaConfig } from './binding.js';
+import { called, CONNECT_TIMEOUT_MS, headerList, DISCONNECT_TIMEOUT_MS, errorNameOfText, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type RdkafkaConfig } from './binding.js';
 
 /**
  * The RecordProducer on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka), through its native API
@@ -146,7 +146,7 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     for (let index = 0; index < messages.length; index++) {
       const message = messages[index]!;
       try {
-        producer.produce(message.topic, null, typeof message.value === 'string' ? Buffer.from(message.value) : message.value, message.key, null, request, rdkafkaHeaders(message.headers));
+        producer.produce(message.topic, null, typeof message.value === 'string' ? Buffer.from(message.value) : message.value, message.key, null, request, headerList(message.headers));
       } catch (error) {
         request.refused(error, messages.length - index);
         break;
@@ -213,14 +213,6 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
       await finishesWithin(topics.disconnect(), DISCONNECT_TIMEOUT_MS);
     },
   };
-}
-
-/** librdkafka takes headers as a list of one-entry objects. */
-function rdkafkaHeaders(headers: Readonly<Record<string, string>>): Rdkafka.MessageHeader[] {
-  const list: Rdkafka.MessageHeader[] = [];
-  // A computed key defines an own property even for names like __proto__.
-  for (const name in headers) list.push({ [name]: headers[name]! });
-  return list;
 }
 
 /**
