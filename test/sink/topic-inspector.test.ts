@@ -1,14 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { describe, expect, inject, it } from 'vitest';
-import { openKafkaProducer } from '../../src/kafka/open.js';
+import { kafkajsTopicAdmin } from '../../src/kafka/kafkajs/admin.js';
+import { kafkajsClient } from '../../src/kafka/kafkajs/client.js';
 import { kafkajs } from '../../src/kafka/kafkajs/kafkajs.js';
+import { librdkafkaTopicAdmin } from '../../src/kafka/librdkafka/admin.js';
+import { loadLibrdkafka } from '../../src/kafka/librdkafka/binding.js';
+import { openKafkaProducer } from '../../src/kafka/open.js';
+import { PLAINTEXT } from '../../src/security/kafka-security.js';
+import { createTopicInspector, type TopicAdmin } from '../../src/kafka/topic-inspector.js';
 import { testKafkaClients } from '../harness/kafka-clients.js';
 import { waitForLeaders } from '../harness/leaders.js';
 
 /**
  * What the topic catalogue and the exactly-once checks read from the brokers, the same on both
- * clients: librdkafka's through the DescribeConfigs scripts/librdkafka.sh adds to its binding.
+ * clients: librdkafka's through the DescribeConfigs scripts/kafka-javascript.patch adds to its binding.
  */
 describe.each(testKafkaClients())('the topic checks on %s', (client) => {
   it("read a topic's durability, size limit and cleanup policy, null for a missing topic, and the brokers' auto-creation", async () => {
@@ -38,6 +44,22 @@ describe.each(testKafkaClients())('the topic checks on %s', (client) => {
       expect(await producer.brokersCreateTopics()).toBe(true);
     } finally {
       await producer.disconnect();
+    }
+  });
+
+  it('creates a missing progress topic once when two relays prepare it at the same time: both go on', async () => {
+    const brokers = inject('services').kafkaBrokers.split(',');
+    const topicAdmin = (): TopicAdmin =>
+      client === 'librdkafka'
+        ? librdkafkaTopicAdmin(loadLibrdkafka(), { 'bootstrap.servers': brokers.join(','), 'client.id': 'topic-inspector-test' })
+        : kafkajsTopicAdmin(kafkajsClient({ clientId: 'topic-inspector-test', brokers, security: PLAINTEXT }).admin());
+    const topic = `progress-${client}-${randomUUID().slice(0, 8)}`;
+    const inspectors = [createTopicInspector(topicAdmin(), pino({ level: 'silent' })), createTopicInspector(topicAdmin(), pino({ level: 'silent' }))];
+    try {
+      await Promise.all(inspectors.map((inspector) => inspector.prepareProgressTopic(topic)));
+      expect(await inspectors[0]!.describeTopic(topic)).toMatchObject({ replicationFactor: 1, minInsyncReplicas: 1, cleanupPolicy: 'compact' });
+    } finally {
+      await Promise.all(inspectors.map((inspector) => inspector.disconnect()));
     }
   });
 });

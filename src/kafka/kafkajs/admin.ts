@@ -16,7 +16,7 @@ export function kafkajsTopicAdmin(admin: Admin): TopicAdmin {
   };
 
   return {
-    async partitionReplicas(topic) {
+    async partitions(topic) {
       let metadata;
       try {
         metadata = await (await connect()).fetchTopicMetadata({ topics: [topic] });
@@ -24,7 +24,7 @@ export function kafkajsTopicAdmin(admin: Admin): TopicAdmin {
         if (kafkaErrorName(error) === 'UNKNOWN_TOPIC_OR_PARTITION') return null;
         throw error;
       }
-      return (metadata.topics[0]?.partitions ?? []).map((partition) => partition.replicas);
+      return (metadata.topics[0]?.partitions ?? []).map((partition) => ({ replicas: partition.replicas, leader: partition.leader >= 0 ? partition.leader : null }));
     },
     topicConfigs: (topic, names) => configs('TOPIC', topic, names),
     brokerConfigs: (brokerId, names) => configs('BROKER', String(brokerId), names),
@@ -33,8 +33,9 @@ export function kafkajsTopicAdmin(admin: Admin): TopicAdmin {
       return brokers.map((broker) => broker.nodeId);
     },
     async createTopic({ name, partitions, replicationFactor, configs: entries }) {
+      // false for a topic that exists already; the inspector waits for the leaders.
       await (await connect()).createTopics({
-        waitForLeaders: true,
+        waitForLeaders: false,
         topics: [{ topic: name, numPartitions: partitions, replicationFactor, configEntries: Object.entries(entries).map(([entry, value]) => ({ name: entry, value })) }],
       });
     },

@@ -1,13 +1,11 @@
 import type * as Rdkafka from '@confluentinc/kafka-javascript';
-import { sleep } from '../../time.js';
+import { kafkaErrorName } from '../failure.js';
 import type { TopicAdmin } from '../topic-inspector.js';
 import { called, CONNECT_TIMEOUT_MS, namedLibrdkafkaError, type RdkafkaConfig } from './binding.js';
 
 /** librdkafka's resource types (rdkafka.h rd_kafka_ResourceType_t). */
 const RESOURCE_TOPIC = 2;
 const RESOURCE_BROKER = 4;
-/** How long a topic just created may take to have a leader for every partition. */
-const LEADERS_TIMEOUT_MS = 30_000;
 
 /** A described config resource (scripts/kafka-javascript.patch). */
 interface DescribedResource {
@@ -27,13 +25,13 @@ export function librdkafkaTopicAdmin(rdkafka: typeof Rdkafka, common: RdkafkaCon
   let client: PatchedAdminClient | null = null;
   const admin = () => (client ??= rdkafka.AdminClient.create(common as Rdkafka.GlobalConfig) as PatchedAdminClient);
 
-  const partitionReplicas = async (topic: string): Promise<number[][] | null> => {
+  const partitions: TopicAdmin['partitions'] = async (topic) => {
     const [description] = await called<Rdkafka.TopicDescription[]>((done) => admin().describeTopics([topic], { timeout: CONNECT_TIMEOUT_MS }, done));
     if (description?.error) {
       if (description.error.code === rdkafka.CODES.ERRORS.ERR_UNKNOWN_TOPIC_OR_PART) return null;
       throw namedLibrdkafkaError(description.error);
     }
-    return (description?.partitions ?? []).map((partition) => partition.replicas.map((node) => node.id));
+    return (description?.partitions ?? []).map((partition) => ({ replicas: partition.replicas.map((node) => node.id), leader: partition.leader?.id ?? null }));
   };
 
   const configs = async (type: number, name: string, names: readonly string[]): Promise<ReadonlyMap<string, string>> => {
@@ -43,7 +41,7 @@ export function librdkafkaTopicAdmin(rdkafka: typeof Rdkafka, common: RdkafkaCon
   };
 
   return {
-    partitionReplicas,
+    partitions,
     topicConfigs: (topic, names) => configs(RESOURCE_TOPIC, topic, names),
     // One broker per request: librdkafka sends a broker's configs request to that broker.
     brokerConfigs: (brokerId, names) => configs(RESOURCE_BROKER, String(brokerId), names),
@@ -51,15 +49,12 @@ export function librdkafkaTopicAdmin(rdkafka: typeof Rdkafka, common: RdkafkaCon
       const { brokers } = await called<{ brokers: { id: number }[] }>((done) => admin().describeCluster({ timeout: CONNECT_TIMEOUT_MS }, done));
       return brokers.map((broker) => broker.id);
     },
-    async createTopic({ name, partitions, replicationFactor, configs: entries }) {
-      await called((done) => admin().createTopic({ topic: name, num_partitions: partitions, replication_factor: replicationFactor, config: entries }, CONNECT_TIMEOUT_MS, done));
-      // The controller answered; the partitions' leaders are elected after (kafkajs's waitForLeaders).
-      const deadline = Date.now() + LEADERS_TIMEOUT_MS;
-      for (;;) {
-        const [description] = await called<Rdkafka.TopicDescription[]>((done) => admin().describeTopics([name], { timeout: CONNECT_TIMEOUT_MS }, done));
-        if (!description?.error && description?.partitions.length === partitions && description.partitions.every((partition) => partition.leader)) return;
-        if (Date.now() > deadline) throw new Error(`the topic ${name} was created, but its partitions had no leader after ${LEADERS_TIMEOUT_MS / 1000} s`);
-        await sleep(200);
+    async createTopic({ name, partitions: count, replicationFactor, configs: entries }) {
+      try {
+        await called((done) => admin().createTopic({ topic: name, num_partitions: count, replication_factor: replicationFactor, config: entries }, CONNECT_TIMEOUT_MS, done));
+      } catch (error) {
+        // Another process created it first (two relays starting at once): as kafkajs's createTopics, not a failure.
+        if (kafkaErrorName(error) !== 'TOPIC_ALREADY_EXISTS') throw error;
       }
     },
     async disconnect() {
