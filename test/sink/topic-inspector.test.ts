@@ -47,7 +47,7 @@ describe.each(testKafkaClients())('the topic checks on %s', (client) => {
     }
   });
 
-  it('creates a missing progress topic once when two relays prepare it at the same time: both go on', async () => {
+  it('creates a missing progress topic once when two relays prepare it at the same time: both go on; its configs read by name', async () => {
     const brokers = inject('services').kafkaBrokers.split(',');
     const topicAdmin = (): TopicAdmin =>
       client === 'librdkafka'
@@ -60,6 +60,13 @@ describe.each(testKafkaClients())('the topic checks on %s', (client) => {
       expect(await inspectors[0]!.describeTopic(topic)).toMatchObject({ replicationFactor: 1, minInsyncReplicas: 1, cleanupPolicy: 'compact' });
     } finally {
       await Promise.all(inspectors.map((inspector) => inspector.disconnect()));
+    }
+    // The configs asked for, and only those: the broker is asked for those names alone.
+    const admin = topicAdmin();
+    try {
+      expect(Object.fromEntries(await admin.topicConfigs(topic, ['cleanup.policy', 'min.insync.replicas']))).toEqual({ 'cleanup.policy': 'compact', 'min.insync.replicas': '1' });
+    } finally {
+      await admin.disconnect();
     }
   });
 });
