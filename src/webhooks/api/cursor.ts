@@ -20,7 +20,8 @@ export function decodeCursor(kind: CursorKind, cursor: string | undefined, valid
   } catch {
     parsed = null;
   }
-  if (!Array.isArray(parsed) || parsed.length !== 2 || parsed[0] !== kind || typeof parsed[1] !== 'string' || !valid(parsed[1])) {
+  // A position holding U+0000 was never handed out, and Postgres text could not compare it (a 500).
+  if (!Array.isArray(parsed) || parsed.length !== 2 || parsed[0] !== kind || typeof parsed[1] !== 'string' || parsed[1].includes('\u0000') || !valid(parsed[1])) {
     throw new RelayError('WEBHOOK_API_INVALID_CURSOR', `cursor "${cursor.slice(0, 40)}" is not a cursor of this listing: pass the nextCursor of the previous page as given`);
   }
   return parsed[1];

@@ -12,4 +12,9 @@ describe('errorAnswer', () => {
     expect(errorAnswer(new RelayError('WEBHOOK_NOT_FOUND', 'no webhook delivery 1')).status).toBe(404);
     expect(errorAnswer(new RelayError('WEBHOOK_API_INVALID_CURSOR', 'bad')).body.error.code).toBe('WEBHOOK_API_INVALID_CURSOR');
   });
+
+  it('answers text Postgres refused to hold (SQLSTATE 22021, a NUL) 400, not 500: the request is wrong, not the server', () => {
+    const answer = errorAnswer(Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' }));
+    expect(answer).toEqual({ status: 400, body: { error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringContaining('NUL') } } });
+  });
 });

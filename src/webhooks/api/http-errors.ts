@@ -1,5 +1,6 @@
 import type { FastifyError } from 'fastify';
 import { errorCode, errorMessage, sqlState, type ErrorCode } from '../../errors.js';
+import { PATTERN_MEANINGS } from './schemas.js';
 
 /** An error as `webhooks api` answers it: `{ "error": { "code", "message" } }` with its status. */
 export interface ErrorAnswer {
@@ -33,7 +34,8 @@ export function errorAnswer(error: unknown): ErrorAnswer {
     const first = fastify.validation[0];
     const field = `${fastify.validationContext ?? 'request'}${first?.instancePath ? first.instancePath.replaceAll('/', '.') : ''}`;
     // TypeBox reports a field an object does not name (additionalProperties: false) as "schema is false" at the field.
-    const problem = first?.message === 'schema is false' ? 'is not a field of this route (docs/openapi.json lists them)' : (first?.message ?? 'is invalid');
+    const pattern = first?.keyword === 'pattern' ? PATTERN_MEANINGS.get(String((first.params as { pattern?: unknown }).pattern)) : undefined;
+    const problem = first?.message === 'schema is false' ? 'is not a field of this route (docs/openapi.json lists them)' : (pattern ?? first?.message ?? 'is invalid');
     return answer(400, 'WEBHOOK_API_INVALID_REQUEST', `${field}: ${problem}`);
   }
   if (typeof fastify.code === 'string' && fastify.code.startsWith('FST_') && typeof fastify.statusCode === 'number' && fastify.statusCode < 500) {
@@ -46,6 +48,8 @@ export function errorAnswer(error: unknown): ErrorAnswer {
   // Any other code (CONFIG_INVALID from a secret file, ...) is a fault of the server, not of the request: its message may name a path, so it is logged, not shown.
   // A statement past the pool's statement_timeout: the store is slow, not the request wrong.
   if (sqlState(error) === '57014') return answer(503, 'SOURCE_DISCONNECTED', 'the store did not answer in time; retry');
+  // A value Postgres text cannot hold (U+0000) that a schema let through: the request's fault, not the server's.
+  if (sqlState(error) === '22021') return answer(400, 'WEBHOOK_API_INVALID_REQUEST', 'a value holds a character the store cannot keep (a NUL, \\u0000): remove it');
   return answer(500, 'INTERNAL', 'an internal error; it is logged');
 }
 

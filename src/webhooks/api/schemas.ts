@@ -10,11 +10,24 @@ const closed = <T extends Record<string, TSchema>>(properties: T, description?: 
 const nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 const time = (description: string) => Type.String({ format: 'date-time', description });
 
-export const CustomerId = Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s\\x00-\\x1f\\x7f]+$', description: "The platform's own id of its customer, e.g. cus_123" });
-const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$' });
-const EventTypePattern = Type.String({ minLength: 1, maxLength: 200, description: 'An event type (invoice.paid) or a pattern (invoice.*, *)' });
-const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'http:// or https://; its host may not resolve to a private address (OUTBOX_WEBHOOK_ALLOW_ADDRESSES)' });
-const Description = Type.String({ maxLength: 500 });
+/** What each pattern of these schemas asks for, in words: a refusal says this, not the regular expression. */
+export const PATTERN_MEANINGS = new Map<string, string>();
+const matching = (pattern: string, meaning: string): string => {
+  PATTERN_MEANINGS.set(pattern, meaning);
+  return pattern;
+};
+/**
+ * Free text stored in Postgres (a description, a URL, a reason, an id to look up): Postgres text
+ * cannot hold U+0000, so it is refused here, naming the field, rather than by the statement (a 500).
+ */
+const text = (options: { readonly minLength?: number; readonly maxLength: number; readonly description?: string }) =>
+  Type.String({ ...options, pattern: matching('^[^\\u0000]*$', 'must not hold a NUL character (\\u0000): the store cannot keep one') });
+
+export const CustomerId = Type.String({ minLength: 1, maxLength: 255, pattern: matching('^[^\\s\\x00-\\x1f\\x7f]+$', 'expected a customer id: 1 to 255 characters without spaces or control characters, e.g. cus_123'), description: "The platform's own id of its customer, e.g. cus_123" });
+const Id = Type.String({ minLength: 1, maxLength: 64, pattern: matching('^[A-Za-z0-9_.-]+$', 'expected an id of letters, digits, _ . or -, e.g. ep_5f0c2a9e1b7d4c38') });
+const EventTypePattern = text({ minLength: 1, maxLength: 200, description: 'An event type (invoice.paid) or a pattern (invoice.*, *)' });
+const Url = text({ minLength: 1, maxLength: 2048, description: 'http:// or https://; its host may not resolve to a private address (OUTBOX_WEBHOOK_ALLOW_ADDRESSES)' });
+const Description = text({ maxLength: 500 });
 
 export const ErrorBody = closed(
   {
@@ -79,7 +92,7 @@ export const UpdateEndpointBody = closed({
   eventTypes: Type.Optional(Type.Array(EventTypePattern, { minItems: 1, maxItems: 100 })),
   description: Type.Optional(nullable(Description)),
 });
-export const DisableBody = closed({ reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })) });
+export const DisableBody = closed({ reason: Type.Optional(text({ minLength: 1, maxLength: 500 })) });
 export const ReplaySinceBody = closed({ since: time('Deliveries recorded at or after this time are sent again') });
 
 export const Attempt = closed({
@@ -114,7 +127,7 @@ export const EndpointsQuery = closed({ customerId: Type.Optional(CustomerId), cu
 export const DeliveriesQuery = closed({
   customerId: Type.Optional(CustomerId),
   endpointId: Type.Optional(Id),
-  eventId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  eventId: Type.Optional(text({ minLength: 1, maxLength: 200 })),
   status: Type.Optional(DeliveryStatus),
   since: Type.Optional(time('Recorded at or after')),
   until: Type.Optional(time('Recorded before')),
@@ -128,7 +141,7 @@ export const Replayed = closed({ replayed: Type.Integer({ minimum: 0, descriptio
 export const TestSent = closed({ deliveryId: Type.String({ description: 'The webhook.test delivery, due now' }) });
 
 export const EndpointParams = closed({ endpointId: Id });
-export const DeliveryParams = closed({ deliveryId: Type.String({ pattern: '^[0-9]{1,18}$' }) });
+export const DeliveryParams = closed({ deliveryId: Type.String({ pattern: matching('^[0-9]{1,18}$', 'expected a delivery id: 1 to 18 digits') }) });
 export const CustomerParams = closed({ customerId: CustomerId });
 export const IdempotencyHeaders = Type.Object({ 'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The same key and body get the same answer again (for a day); the same key with another body is 422' })) });
 

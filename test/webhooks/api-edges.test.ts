@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useTestOutbox } from '../harness/fixture.js';
+import { RelayProcess } from '../harness/relay-process.js';
+import { useTestWebhooks } from '../harness/webhooks.js';
+
+const PLATFORM_TOKEN = 'platform-token-of-the-api-edges-test-0123';
+const SIGNING_KEY = 'signing-key-of-the-api-edges-test-0123456789ab';
+const A = 'cus_edges_a';
+
+interface Answer {
+  readonly status: number;
+  readonly headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, checked field by field
+  readonly body: any;
+}
+
+/**
+ * The edges of `webhooks api` (issue 63): what reaches Postgres is text it can hold, every
+ * customer id the API mints a token for can be named in a path, numbers in a query are integers,
+ * a method a path does not take is 405 with Allow, a customer token naming another customer is
+ * 403, and every /v1 answer says not to cache or sniff it. Only the API process runs: these are
+ * answers, not deliveries.
+ */
+describe('webhooks api: its edges', () => {
+  const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
+  const webhooks = useTestWebhooks(outbox);
+  let api: RelayProcess;
+  let base = '';
+  let endpoint = '';
+
+  async function call(method: string, path: string, token: string | null = PLATFORM_TOKEN, body?: unknown): Promise<Answer> {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { ...(token !== null && { authorization: `Bearer ${token}` }), ...(body !== undefined && { 'content-type': 'application/json' }) },
+      ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text === '' ? null : JSON.parse(text);
+    } catch {
+      // Not JSON: kept as text, and the expectation on the body says so.
+    }
+    return { status: response.status, headers: response.headers, body: parsed };
+  }
+
+  const cursorOf = (kind: string, after: string) => Buffer.from(JSON.stringify([kind, after])).toString('base64url');
+
+  /** Endpoints, their deliveries and the idempotency keys: a refused request changes none of them. */
+  async function storeState(): Promise<string> {
+    const endpoints = await webhooks.query('SELECT id, url, event_types, description, customer_id, disabled_at, disabled_reason FROM wh.endpoints ORDER BY id');
+    const deliveries = await webhooks.query('SELECT id, status FROM wh.deliveries ORDER BY id');
+    const keys = await webhooks.query('SELECT key_digest FROM wh.api_idempotency ORDER BY key_digest');
+    return JSON.stringify({ endpoints, deliveries, keys });
+  }
+
+  beforeAll(async () => {
+    api = new RelayProcess(
+      webhooks.env({ OUTBOX_WEBHOOK_API_PORT: '0', OUTBOX_WEBHOOK_API_TOKEN: PLATFORM_TOKEN, OUTBOX_WEBHOOK_API_SIGNING_KEY: SIGNING_KEY, OUTBOX_WEBHOOK_API_RATE_LIMIT: '100000' }),
+      ['api'],
+      'webhooks',
+    ).start();
+    base = String((await api.waitForLog(/webhooks api: listening/)).address);
+    const created = await call('POST', '/v1/endpoints', PLATFORM_TOKEN, { url: 'http://127.0.0.1:9/edges', eventTypes: ['invoice.*'], customerId: A });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    endpoint = created.body.id;
+  });
+
+  afterAll(async () => {
+    await api.stop();
+  });
+
+  describe('text Postgres cannot hold (a NUL) is refused at the edge, naming the field: 400, nothing changes', () => {
+    const nul = 'a\u0000b';
+    const cases: readonly { readonly name: string; readonly method: string; readonly path: () => string; readonly body?: unknown; readonly code: string; readonly field: string }[] = [
+      { name: 'a description on create', method: 'POST', path: () => '/v1/endpoints', body: { url: 'http://127.0.0.1:9/x', eventTypes: ['invoice.*'], customerId: A, description: nul }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.description' },
+      { name: 'a description on update', method: 'PATCH', path: () => `/v1/endpoints/${endpoint}`, body: { description: nul }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.description' },
+      { name: 'a URL on create', method: 'POST', path: () => '/v1/endpoints', body: { url: `http://127.0.0.1:9/${nul}`, eventTypes: ['invoice.*'], customerId: A }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.url' },
+      { name: 'a URL on update', method: 'PATCH', path: () => `/v1/endpoints/${endpoint}`, body: { url: `http://127.0.0.1:9/${nul}` }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.url' },
+      { name: 'a reason to disable', method: 'POST', path: () => `/v1/endpoints/${endpoint}/disable`, body: { reason: nul }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.reason' },
+      { name: 'an event type', method: 'POST', path: () => '/v1/endpoints', body: { url: 'http://127.0.0.1:9/x', eventTypes: [nul], customerId: A }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.eventTypes.0' },
+      { name: 'an event id to filter by', method: 'GET', path: () => '/v1/deliveries?eventId=a%00b', code: 'WEBHOOK_API_INVALID_REQUEST', field: 'querystring.eventId' },
+      { name: "an endpoints cursor's position", method: 'GET', path: () => `/v1/endpoints?cursor=${cursorOf('endpoints', nul)}`, code: 'WEBHOOK_API_INVALID_CURSOR', field: 'cursor' },
+      { name: "a customers cursor's position", method: 'GET', path: () => `/v1/customers?cursor=${cursorOf('customers', nul)}`, code: 'WEBHOOK_API_INVALID_CURSOR', field: 'cursor' },
+      { name: 'a customer to mint a token for', method: 'POST', path: () => '/v1/customer-tokens', body: { customerId: nul }, code: 'WEBHOOK_API_INVALID_REQUEST', field: 'body.customerId' },
+    ];
+    it.each(cases)('$name', async ({ method, path, body, code, field }) => {
+      const before = await storeState();
+      const answer = await call(method, path(), PLATFORM_TOKEN, body);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+      expect(answer.body).toEqual({ error: { code, message: expect.stringContaining(field) } });
+      expect(await storeState()).toBe(before);
+    });
+  });
+
+});
