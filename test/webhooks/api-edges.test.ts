@@ -6,6 +6,7 @@ import { useTestWebhooks } from '../harness/webhooks.js';
 const PLATFORM_TOKEN = 'platform-token-of-the-api-edges-test-0123';
 const SIGNING_KEY = 'signing-key-of-the-api-edges-test-0123456789ab';
 const A = 'cus_edges_a';
+const B = 'cus_edges_b';
 
 interface Answer {
   readonly status: number;
@@ -90,6 +91,42 @@ describe('webhooks api: its edges', () => {
       expect(answer.status, JSON.stringify(answer.body)).toBe(400);
       expect(answer.body).toEqual({ error: { code, message: expect.stringContaining(field) } });
       expect(await storeState()).toBe(before);
+    });
+  });
+
+  describe('every customer id a token can be minted for can be named in a path; a longer parameter gets the API\'s own error', () => {
+    // 204 characters, and 255 that are each two UTF-16 units: both over Fastify's default of 100.
+    const long = `cus_${'x'.repeat(200)}`;
+    const widest = '\u{1F600}'.repeat(255);
+
+    it.each([
+      { name: '204 ASCII characters', id: long },
+      { name: '255 characters outside the BMP', id: widest },
+    ])('a customer id of $name: its token reads and replays its customer, the platform adds and finds its endpoint', async ({ id }) => {
+      const minted = await call('POST', '/v1/customer-tokens', PLATFORM_TOKEN, { customerId: id });
+      expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+      const path = `/v1/customers/${encodeURIComponent(id)}`;
+      const own = await call('GET', path, minted.body.token);
+      expect(own.status, JSON.stringify(own.body)).toBe(200);
+      expect(own.body).toEqual({ id, endpointCount: 0, firstEndpointAt: null });
+      const added = await call('POST', '/v1/endpoints', PLATFORM_TOKEN, { url: 'http://127.0.0.1:9/long', eventTypes: ['invoice.*'], customerId: id });
+      expect(added.status, JSON.stringify(added.body)).toBe(201);
+      const replayed = await call('POST', `${path}/replay`, minted.body.token, { since: new Date(Date.now() - 60_000).toISOString() });
+      expect(replayed.status, JSON.stringify(replayed.body)).toBe(202);
+      const found = await call('GET', path, PLATFORM_TOKEN);
+      expect(found.status, JSON.stringify(found.body)).toBe(200);
+      expect(found.body).toMatchObject({ id, endpointCount: 1 });
+    });
+
+    it.each([
+      { name: 'a customer id of 256 characters', path: `/v1/customers/${'c'.repeat(256)}`, status: 400, field: 'params.customerId' },
+      { name: 'an endpoint id of 300 characters', path: `/v1/endpoints/${'e'.repeat(300)}`, status: 400, field: 'params.endpointId' },
+      { name: 'a customer id of 600 characters', path: `/v1/customers/${'c'.repeat(600)}`, status: 414, field: 'path parameter' },
+      { name: 'a delivery id of 5,000 characters', path: `/v1/deliveries/${'1'.repeat(5_000)}/attempts`, status: 414, field: 'path parameter' },
+    ])('$name: $status in the API\'s error body', async ({ path, status, field }) => {
+      const answer = await call('GET', path);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(status);
+      expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringContaining(field) } });
     });
   });
 

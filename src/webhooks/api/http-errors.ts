@@ -1,6 +1,6 @@
 import type { FastifyError } from 'fastify';
 import { errorCode, errorMessage, sqlState, type ErrorCode } from '../../errors.js';
-import { PATTERN_MEANINGS } from './schemas.js';
+import { MAX_PATH_PARAMETER_LENGTH, PATTERN_MEANINGS } from './schemas.js';
 
 /** An error as `webhooks api` answers it: `{ "error": { "code", "message" } }` with its status. */
 export interface ErrorAnswer {
@@ -37,6 +37,10 @@ export function errorAnswer(error: unknown): ErrorAnswer {
     const pattern = first?.keyword === 'pattern' ? PATTERN_MEANINGS.get(String((first.params as { pattern?: unknown }).pattern)) : undefined;
     const problem = first?.message === 'schema is false' ? 'is not a field of this route (docs/openapi.json lists them)' : (pattern ?? first?.message ?? 'is invalid');
     return answer(400, 'WEBHOOK_API_INVALID_REQUEST', `${field}: ${problem}`);
+  }
+  // The router's own message repeats the whole path, however long: say which limit it passed instead.
+  if (fastify.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return answer(414, 'WEBHOOK_API_INVALID_REQUEST', `a path parameter is longer than ${MAX_PATH_PARAMETER_LENGTH} UTF-16 units: no id is (a customer id is at most 255 characters, an endpoint id 64, a delivery id 18 digits)`);
   }
   if (typeof fastify.code === 'string' && fastify.code.startsWith('FST_') && typeof fastify.statusCode === 'number' && fastify.statusCode < 500) {
     return answer(fastify.statusCode, 'WEBHOOK_API_INVALID_REQUEST', fastify.message ?? fastify.code);

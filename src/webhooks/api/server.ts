@@ -1,7 +1,7 @@
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import { TypeBoxValidatorCompiler, registerAjvFormats, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import { RelayError, errorMessage } from '../../errors.js';
 import type { ApiApp, ApiServices } from './app.js';
 import { errorAnswer } from './http-errors.js';
@@ -11,7 +11,7 @@ import type { PortalFile } from './portal-files.js';
 import { accountRoutes } from './routes/account.js';
 import { deliveryRoutes } from './routes/deliveries.js';
 import { endpointRoutes } from './routes/endpoints.js';
-import { ErrorBody } from './schemas.js';
+import { ErrorBody, MAX_PATH_PARAMETER_LENGTH } from './schemas.js';
 
 /** Bodies are a few fields: anything near this size is a mistake or an attack. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -55,6 +55,11 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     connectionTimeout: CONNECTION_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_MS,
     return503OnClosing: true,
+    // Every customer id a token is minted for must fit a path (/v1/customers/{id}): the router
+    // measures a parameter in UTF-16 units, two for each character outside the BMP.
+    routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
+    // What the router refuses before any route (a parameter longer than that, a URL that does not decode) gets the API's own error body.
+    frameworkErrors: (error, request, reply) => answerError(error, request, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
   // Query strings and paths are converted (limit=50 is a number); bodies are taken as sent: "5" is no integer.
   app.setValidatorCompiler(TypeBoxValidatorCompiler);
@@ -105,11 +110,7 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     // Never the token, the body or the query (ids only in the route pattern).
     request.log.debug({ method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'webhooks api: answered');
   });
-  app.setErrorHandler((error, request, reply) => {
-    const answer = errorAnswer(error);
-    if (answer.status >= 500) request.log.error({ err: errorMessage(error), route: request.routeOptions.url }, 'webhooks api: request failed');
-    return reply.code(answer.status).send(answer.body);
-  });
+  app.setErrorHandler(answerError);
   app.setNotFoundHandler((request, reply) => reply.code(404).send({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: `no route ${request.method} ${request.url.split('?')[0]}: docs/openapi.json lists them` } }));
 
   accountRoutes(app, options.services);
@@ -122,6 +123,12 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => reply.type(options.metrics.registry.contentType).send(await options.metrics.registry.metrics()));
   portalRoutes(app, options.portalFiles);
   return app;
+}
+
+function answerError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const answer = errorAnswer(error);
+  if (answer.status >= 500) request.log.error({ err: errorMessage(error), route: request.routeOptions.url }, 'webhooks api: request failed');
+  return reply.code(answer.status).send(answer.body);
 }
 
 function portalRoutes(app: ApiApp, files: ReadonlyMap<string, PortalFile>): void {
