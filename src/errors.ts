@@ -152,7 +152,7 @@ export const ERROR_CODES = {
   },
   DECODE_BAD_MESSAGE: {
     retriable: false, poison: true,
-    meaning: "A logical decoding message with a declared prefix (OUTBOX_SOURCES) whose content is not the JSON object of an event's fields (event_id, aggregate_type, aggregate_id, event_type, payload; headers and created_at optional), or lacks one of them.",
+    meaning: "A logical decoding message with a declared prefix (OUTBOX_SOURCES) whose content is not the JSON object of an event's fields (event_id, aggregate_type, aggregate_id, event_type, payload; headers and created_at optional), lacks one of them, or is not UTF-8 (a message emitted as bytea; the dead letter keeps it as content_base64).",
     action: "Fix the writer that emitted it (the dead letter holds the content and names the field); a message outbox has no table to replay from: emit the corrected event again.",
   },
   SOURCE_MESSAGE_NOT_TRANSACTIONAL: {

@@ -27,4 +27,13 @@ describe('MessageDecoder', () => {
     expect(() => decode('{"event_id":"","aggregate_type":"invoice","aggregate_id":"inv_1","event_type":"t","payload":{}}')).toThrow(/^message field "event_id": expected a non-empty text value, got an empty string/);
     for (const content of ['not json', '{"event_id":""}']) expect(() => decode(content)).toThrow(expect.objectContaining({ code: 'DECODE_BAD_MESSAGE' }));
   });
+
+  it('refuses content that is not UTF-8 (a bytea message), naming the byte offset and what was expected', () => {
+    const text = '{"event_id":"e1","aggregate_type":"invoice","aggregate_id":"inv_1","event_type":"invoice.paid","payload":{"note":"a?b"}}';
+    const content = Buffer.from(text, 'utf8');
+    const at = text.indexOf('a?b') + 1;
+    content[at] = 0xff;
+    expect(() => decoder.decode(content)).toThrow(expect.objectContaining({ code: 'DECODE_BAD_MESSAGE' }));
+    expect(() => decoder.decode(content)).toThrow(new RegExp(`^message content is not valid UTF-8 \\(byte 0xff at offset ${at}\\); expected UTF-8 text of a JSON object \\{"event_id"`));
+  });
 });

@@ -1,9 +1,11 @@
+import { isUtf8 } from 'node:buffer';
 import { PoisonEventError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
 import { DEFAULT_COLUMNS } from '../outbox-table.js';
 import { JsonReader } from '../encode/avro/json-reader.js';
 import { JsonText } from './json-text.js';
 import { RowDecoder, type ValueSource } from './row-decoder.js';
+import { invalidUtf8Offset } from './utf8.js';
 
 /** What the content of an outbox message holds: the default outbox table's columns, as fields of one JSON object. */
 export const MESSAGE_FIELDS_EXPECTED = 'a JSON object {"event_id", "aggregate_type", "aggregate_id", "event_type", "payload", optional "headers" (an object) and "created_at"}';
@@ -31,6 +33,12 @@ export class MessageDecoder {
   }
 
   private values(content: Buffer): Record<string, unknown> {
+    // A bytea message can hold any bytes: toString would turn a bad one into U+FFFD and parse,
+    // while the payload's own bytes, published as written, would carry it to Kafka unchanged.
+    if (!isUtf8(content)) {
+      const at = invalidUtf8Offset(content);
+      throw new PoisonEventError('DECODE_BAD_MESSAGE', `message content is not valid UTF-8 (byte 0x${content[at]!.toString(16).padStart(2, '0')} at offset ${at}); expected UTF-8 text of ${MESSAGE_FIELDS_EXPECTED}`, { details: { offset: at } });
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(content.toString('utf8'));

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { MessageDecoder } from '../decode/message-decoder.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
 import type { PayloadEncoder } from '../encode/encoder.js';
@@ -146,10 +147,14 @@ function refusedMessage(prefix: string, reason: PoisonEventError): OutboxRoute {
   };
 }
 
-/** A message's dead letter: its prefix and its content as text, with its id and key where the content has them. */
+/**
+ * A message's dead letter: its prefix and its content as text (as base64, `content_base64`,
+ * when it is not UTF-8: text would change its bytes), with its id and key where the content has them.
+ */
 function poisonedMessage(values: RowValues): PoisonedEvent {
   const { prefix, content } = values as unknown as MessageValues;
   const text = content.toString('utf8');
+  const kept = isUtf8(content) ? { prefix, content: text } : { prefix, content_base64: content.toString('base64') };
   let fields: Record<string, unknown> = {};
   try {
     const parsed: unknown = JSON.parse(text);
@@ -157,7 +162,7 @@ function poisonedMessage(values: RowValues): PoisonedEvent {
   } catch {
     // Not JSON: the dead letter says so; it has no id or key to carry.
   }
-  return { eventId: idText(fields[DEFAULT_COLUMNS.eventId]), key: idText(fields[DEFAULT_COLUMNS.aggregateId]), values: { prefix, content: text }, copy: 'a message outbox keeps no copy (the WAL holds it until the slot moves past it)' };
+  return { eventId: idText(fields[DEFAULT_COLUMNS.eventId]), key: idText(fields[DEFAULT_COLUMNS.aggregateId]), values: kept, copy: 'a message outbox keeps no copy (the WAL holds it until the slot moves past it)' };
 }
 
 function idText(value: unknown): string | null {

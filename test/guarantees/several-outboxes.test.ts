@@ -91,19 +91,27 @@ describe('bad input to a message outbox', () => {
       await outboxes.emit(outboxes.prefix, JSON.stringify({ event_id: 'no-type', aggregate_type: 'invoice', aggregate_id: 'inv-1', payload: {} }));
       await outboxes.emit(outboxes.prefix, good('not-atomic'), false);
       await outboxes.emit(`${outboxes.prefix}_typo`, good('typo'));
+      // Emitted as bytea: a byte that is not UTF-8 inside a JSON string of the payload.
+      const notUtf8 = Buffer.from(good('not-utf8').replace('"amount_cents"', '"amount_?ents"'), 'utf8');
+      const badByteAt = notUtf8.indexOf('?');
+      notUtf8[badByteAt] = 0xff;
+      await outboxes.pool.query('SELECT pg_logical_emit_message(true, $1, $2::bytea)', [outboxes.prefix, notUtf8]);
       await outboxes.emit(outboxes.prefix, good('after'));
-      await reader.until('four dead letters and the good event after them', (records) => records.length >= 5, 60_000, () => relay.tail());
+      await reader.until('five dead letters and the good event after them', (records) => records.length >= 6, 60_000, () => relay.tail());
       // Keyed by their aggregate id where they have one (the one without lands on any partition): compared by reason, not by order.
       const byCode = new Map(reader.records.filter((record) => record.topic === outboxes.deadLetterTopic).map((record) => [`${record.headers.dead_letter_code} ${record.headers.event_id ?? '-'}`, record]));
-      expect([...byCode.keys()].sort()).toEqual(['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic', 'SOURCE_MESSAGE_UNDECLARED typo']);
+      expect([...byCode.keys()].sort()).toEqual(['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'DECODE_BAD_MESSAGE not-utf8', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic', 'SOURCE_MESSAGE_UNDECLARED typo']);
       const dead = (key: string) => byCode.get(key)!;
-      for (const key of ['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic']) expect(dead(key).headers.dead_letter_source_table).toBe(`message:${outboxes.prefix}`);
+      for (const key of ['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'DECODE_BAD_MESSAGE not-utf8', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic']) expect(dead(key).headers.dead_letter_source_table).toBe(`message:${outboxes.prefix}`);
       expect(dead('SOURCE_MESSAGE_UNDECLARED typo').headers.dead_letter_source_table).toBe(`message:${outboxes.prefix}_typo`);
       expect(dead('DECODE_BAD_MESSAGE -').headers.dead_letter_reason).toMatch(/^message content is not JSON .*expected a JSON object \{"event_id"/);
       expect(dead('DECODE_BAD_MESSAGE no-type').headers.dead_letter_reason).toMatch(/^message field "event_type" is missing/);
       // Nothing lost: each dead letter holds the message as it was written.
       expect(JSON.parse(dead('DECODE_BAD_MESSAGE -').value!.toString('utf8'))).toEqual({ prefix: outboxes.prefix, content: 'not json {' });
       expect(JSON.parse(dead('SOURCE_MESSAGE_UNDECLARED typo').value!.toString('utf8'))).toEqual({ prefix: `${outboxes.prefix}_typo`, content: good('typo') });
+      // Content that is not UTF-8 is named with the offending byte, and kept byte for byte (base64).
+      expect(dead('DECODE_BAD_MESSAGE not-utf8').headers.dead_letter_reason).toMatch(new RegExp(`^message content is not valid UTF-8 \\(byte 0xff at offset ${badByteAt}\\); expected UTF-8 text of a JSON object`));
+      expect(JSON.parse(dead('DECODE_BAD_MESSAGE not-utf8').value!.toString('utf8'))).toEqual({ prefix: outboxes.prefix, content_base64: notUtf8.toString('base64') });
       const [published] = reader.records.filter((record) => record.topic === outboxes.sharedTopic);
       expect(published!.headers.event_id).toBe('after');
       // The payload as written, digits beyond a double's included.
