@@ -218,7 +218,7 @@ export const ERROR_CODES = {
   SINK_TOO_LARGE: {
     retriable: false, poison: true,
     meaning: "The event's record is larger than OUTBOX_MAX_MESSAGE_BYTES (or its topic's max.message.bytes): the broker would refuse it for ever.",
-    action: "Raise OUTBOX_MAX_MESSAGE_BYTES and the topic's max.message.bytes together, or make the event smaller; then `outbox-relay replay` it.",
+    action: "Raise OUTBOX_MAX_MESSAGE_BYTES and the topic's max.message.bytes together, or make the event smaller; then `outbox-relay replay` it (a message outbox's event has no row: the application emits it again).",
   },
   SINK_TOPIC_MISSING: {
     retriable: false, poison: true,

@@ -36,6 +36,8 @@ export interface OutboxRoute {
   /** Its format's encoder (OUTBOX_FORMAT, or its entry's own). */
   readonly encoder: PayloadEncoder;
   readonly poisoned: (values: RowValues) => PoisonedEvent;
+  /** What publishes one of its events again once the cause of its dead letter is fixed, as advice ending a sentence. */
+  readonly again: string;
 }
 
 /** A message as the pipeline hands it on: its prefix, and its content as written. */
@@ -110,6 +112,7 @@ function tableRoute(outbox: TableOutbox, encoder: PayloadEncoder): OutboxRoute {
     route: compileTopicTemplate(outbox.topicTemplate),
     encoder,
     poisoned: (row) => ({ eventId: idText(row[eventId]), key: idText(row[aggregateId]), values: row, copy: `the row is still in ${qualifiedName(outbox.table)}` }),
+    again: TABLE_AGAIN,
   };
 }
 
@@ -122,6 +125,7 @@ function messageRoute(outbox: MessageOutbox, encoder: PayloadEncoder): OutboxRou
     route: compileTopicTemplate(outbox.topicTemplate),
     encoder,
     poisoned: poisonedMessage,
+    again: MESSAGE_AGAIN,
   };
 }
 
@@ -144,8 +148,17 @@ function refusedMessage(prefix: string, reason: PoisonEventError): OutboxRoute {
       },
     },
     poisoned: poisonedMessage,
+    again: MESSAGE_AGAIN,
   };
 }
+
+const TABLE_AGAIN = 'replay the event';
+/**
+ * `replay` reads tables: a message exists only in the WAL until the slot moves past it. The dead
+ * letter holds its content unless the dead letter itself is over OUTBOX_MAX_MESSAGE_BYTES
+ * (dead-letter.ts omits the value then, and its header says so).
+ */
+const MESSAGE_AGAIN = 'emit the event again from the application: a message outbox has no row to replay (the dead letter holds the content, unless its dead_letter_row_omitted header says it was too large)';
 
 /**
  * A message's dead letter: its prefix and its content as text (as base64, `content_base64`,

@@ -76,7 +76,7 @@ export class RecordBuilder {
     const headers = eventHeaders(event, transaction.commitLsnText, outbox.name);
     const headerBlock = encodeHeaders(headers);
     const size = recordSize(key, value, headerBlock);
-    this.checkSize(size, limit, topic);
+    this.checkSize(size, limit, topic, outbox);
     return { topic, key, value, headers, headerBlock, size, transaction, position, label: event.eventType, outbox: outbox.declared, deadLetter: false, batchLimit: limit };
   }
 
@@ -84,10 +84,10 @@ export class RecordBuilder {
    * A record the broker would refuse would fail its batch on every retry: stop it here instead.
    * `limit` is the smaller of OUTBOX_MAX_MESSAGE_BYTES and the topic's max.message.bytes.
    */
-  private checkSize(size: number, limit: number, topic: string): void {
+  private checkSize(size: number, limit: number, topic: string, outbox: OutboxRoute): void {
     if (size > limit - RECORD_BATCH_OVERHEAD) {
       const bound = limit < this.options.maxMessageBytes ? `topic ${topic}'s max.message.bytes (${limit})` : `OUTBOX_MAX_MESSAGE_BYTES (${limit})`;
-      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes for topic ${topic} exceeds ${bound}; raise it (and the other bound if needed), then replay the event`, { details: { topic, size, limit } });
+      throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes for topic ${topic} exceeds ${bound}; raise it (and the other bound if needed), then ${outbox.again}`, { details: { topic, size, limit } });
     }
   }
 

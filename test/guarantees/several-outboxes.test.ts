@@ -81,7 +81,8 @@ describe('bad input to a message outbox', () => {
   const outboxes = useSeveralOutboxes();
 
   it('dead-letters each bad message with its reason, and streams on', async () => {
-    const relay = new RelayProcess(outboxes.relayEnv()).start();
+    // A small bound, so that one message is too large to publish.
+    const relay = new RelayProcess(outboxes.relayEnv({ OUTBOX_MAX_MESSAGE_BYTES: '20000' })).start();
     const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.deadLetterTopic]);
     try {
       await relay.waitActive();
@@ -96,13 +97,14 @@ describe('bad input to a message outbox', () => {
       const badByteAt = notUtf8.indexOf('?');
       notUtf8[badByteAt] = 0xff;
       await outboxes.pool.query('SELECT pg_logical_emit_message(true, $1, $2::bytea)', [outboxes.prefix, notUtf8]);
+      await outboxes.emit(outboxes.prefix, good('too-large').replace('{"amount_cents"', `{"note":"${'x'.repeat(30_000)}","amount_cents"`));
       await outboxes.emit(outboxes.prefix, good('after'));
-      await reader.until('five dead letters and the good event after them', (records) => records.length >= 6, 60_000, () => relay.tail());
+      await reader.until('six dead letters and the good event after them', (records) => records.length >= 7, 60_000, () => relay.tail());
       // Keyed by their aggregate id where they have one (the one without lands on any partition): compared by reason, not by order.
       const byCode = new Map(reader.records.filter((record) => record.topic === outboxes.deadLetterTopic).map((record) => [`${record.headers.dead_letter_code} ${record.headers.event_id ?? '-'}`, record]));
-      expect([...byCode.keys()].sort()).toEqual(['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'DECODE_BAD_MESSAGE not-utf8', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic', 'SOURCE_MESSAGE_UNDECLARED typo']);
+      expect([...byCode.keys()].sort()).toEqual(['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'DECODE_BAD_MESSAGE not-utf8', 'SINK_TOO_LARGE too-large', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic', 'SOURCE_MESSAGE_UNDECLARED typo']);
       const dead = (key: string) => byCode.get(key)!;
-      for (const key of ['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'DECODE_BAD_MESSAGE not-utf8', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic']) expect(dead(key).headers.dead_letter_source_table).toBe(`message:${outboxes.prefix}`);
+      for (const key of ['DECODE_BAD_MESSAGE -', 'DECODE_BAD_MESSAGE no-type', 'DECODE_BAD_MESSAGE not-utf8', 'SINK_TOO_LARGE too-large', 'SOURCE_MESSAGE_NOT_TRANSACTIONAL not-atomic']) expect(dead(key).headers.dead_letter_source_table).toBe(`message:${outboxes.prefix}`);
       expect(dead('SOURCE_MESSAGE_UNDECLARED typo').headers.dead_letter_source_table).toBe(`message:${outboxes.prefix}_typo`);
       expect(dead('DECODE_BAD_MESSAGE -').headers.dead_letter_reason).toMatch(/^message content is not JSON .*expected a JSON object \{"event_id"/);
       expect(dead('DECODE_BAD_MESSAGE no-type').headers.dead_letter_reason).toMatch(/^message field "event_type" is missing/);
@@ -112,6 +114,11 @@ describe('bad input to a message outbox', () => {
       // Content that is not UTF-8 is named with the offending byte, and kept byte for byte (base64).
       expect(dead('DECODE_BAD_MESSAGE not-utf8').headers.dead_letter_reason).toMatch(new RegExp(`^message content is not valid UTF-8 \\(byte 0xff at offset ${badByteAt}\\); expected UTF-8 text of a JSON object`));
       expect(JSON.parse(dead('DECODE_BAD_MESSAGE not-utf8').value!.toString('utf8'))).toEqual({ prefix: outboxes.prefix, content_base64: notUtf8.toString('base64') });
+      // A message has no row to replay: the advice says what to do instead.
+      const tooLarge = dead('SINK_TOO_LARGE too-large').headers;
+      expect(tooLarge.dead_letter_reason).toMatch(/exceeds OUTBOX_MAX_MESSAGE_BYTES \(20000\); raise it .*emit the event again from the application: a message outbox has no row to replay/);
+      expect(tooLarge.dead_letter_reason).not.toMatch(/replay the event/);
+      expect(tooLarge.dead_letter_row_omitted).toMatch(/bytes omitted; a message outbox keeps no copy/);
       const [published] = reader.records.filter((record) => record.topic === outboxes.sharedTopic);
       expect(published!.headers.event_id).toBe('after');
       // The payload as written, digits beyond a double's included.
