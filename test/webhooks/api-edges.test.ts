@@ -6,7 +6,6 @@ import { useTestWebhooks } from '../harness/webhooks.js';
 const PLATFORM_TOKEN = 'platform-token-of-the-api-edges-test-0123';
 const SIGNING_KEY = 'signing-key-of-the-api-edges-test-0123456789ab';
 const A = 'cus_edges_a';
-const B = 'cus_edges_b';
 
 interface Answer {
   readonly status: number;
@@ -127,6 +126,20 @@ describe('webhooks api: its edges', () => {
       const answer = await call('GET', path);
       expect(answer.status, JSON.stringify(answer.body)).toBe(status);
       expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringContaining(field) } });
+    });
+  });
+
+  describe('a number in a query is an integer in range, or a 400 naming the parameter and what is expected', () => {
+    const listings = ['/v1/endpoints', '/v1/deliveries', '/v1/customers'];
+    it.each(listings.flatMap((listing) => ['true', '1.5', '1e1', '0x10', '', '0', '-1', '201'].map((limit) => ({ listing, limit }))))('$listing?limit=$limit: 400', async ({ listing, limit }) => {
+      const answer = await call('GET', `${listing}?limit=${limit}`);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+      expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringMatching(/^querystring\.limit: .*an integer from 1 to 200/) } });
+    });
+
+    it.each(listings.flatMap((listing) => ['1', '200', '007'].map((limit) => ({ listing, limit }))))('$listing?limit=$limit: 200', async ({ listing, limit }) => {
+      const answer = await call('GET', `${listing}?limit=${limit}`);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
     });
   });
 

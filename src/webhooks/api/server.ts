@@ -1,6 +1,6 @@
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
-import { TypeBoxValidatorCompiler, registerAjvFormats, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { registerAjvFormats, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import { RelayError, errorMessage } from '../../errors.js';
 import type { ApiApp, ApiServices } from './app.js';
@@ -12,6 +12,7 @@ import { accountRoutes } from './routes/account.js';
 import { deliveryRoutes } from './routes/deliveries.js';
 import { endpointRoutes } from './routes/endpoints.js';
 import { ErrorBody, MAX_PATH_PARAMETER_LENGTH } from './schemas.js';
+import { validatorCompiler } from './validation.js';
 
 /** Bodies are a few fields: anything near this size is a mistake or an attack. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -59,10 +60,12 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     // measures a parameter in UTF-16 units, two for each character outside the BMP.
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
     // What the router refuses before any route (a parameter longer than that, a URL that does not decode) gets the API's own error body.
-    frameworkErrors: (error, request, reply) => answerError(error, request, reply),
+    frameworkErrors: (error, request, reply) => {
+      void answerError(error, request, reply);
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  // Query strings and paths are converted (limit=50 is a number); bodies are taken as sent: "5" is no integer.
-  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  // Query strings and paths are converted (limit=50 is a number, limit=1.5 and limit=true are refused); bodies are taken as sent: "5" is no integer.
+  app.setValidatorCompiler(validatorCompiler);
   app.decorateRequest('caller', null);
   // JSON only: a text body would reach the schemas as a string and be refused for its shape, not its type (415).
   app.removeContentTypeParser('text/plain');
