@@ -143,4 +143,28 @@ describe('webhooks api: its edges', () => {
     });
   });
 
+  describe('a method a path does not take: 405 with Allow, in the API\'s error body; a path that does not exist stays 404', () => {
+    it.each([
+      { method: 'DELETE', path: () => '/v1/session', allow: 'GET, HEAD' },
+      { method: 'PUT', path: () => '/v1/endpoints', allow: 'GET, HEAD, POST' },
+      { method: 'POST', path: () => `/v1/endpoints/${endpoint}`, allow: 'DELETE, GET, HEAD, PATCH' },
+      { method: 'PUT', path: () => `/v1/endpoints/${endpoint}`, allow: 'DELETE, GET, HEAD, PATCH' },
+      { method: 'GET', path: () => `/v1/endpoints/${endpoint}/disable`, allow: 'POST' },
+      { method: 'PATCH', path: () => '/v1/customer-tokens', allow: 'POST' },
+      { method: 'DELETE', path: () => `/v1/customers/${A}`, allow: 'GET, HEAD' },
+      { method: 'GET', path: () => '/v1/deliveries/1/replay', allow: 'POST' },
+    ])('$method on a path that takes $allow', async ({ method, path, allow }) => {
+      const before = await storeState();
+      const answer = await call(method, path(), PLATFORM_TOKEN);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(405);
+      expect(answer.headers.get('allow')).toBe(allow);
+      expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringContaining(allow) } });
+      expect(await storeState()).toBe(before);
+    });
+
+    it('answers a path no route has 404, whatever the method', async () => {
+      for (const method of ['GET', 'POST', 'DELETE']) expect((await call(method, '/v1/nothing')).status).toBe(404);
+    });
+  });
+
 });

@@ -7,6 +7,7 @@ import type { ApiApp, ApiServices } from './app.js';
 import { errorAnswer } from './http-errors.js';
 import { callerKey } from './tokens.js';
 import type { ApiMetrics } from './metrics.js';
+import { OtherMethods } from './other-methods.js';
 import type { PortalFile } from './portal-files.js';
 import { accountRoutes } from './routes/account.js';
 import { deliveryRoutes } from './routes/deliveries.js';
@@ -116,9 +117,11 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   app.setErrorHandler(answerError);
   app.setNotFoundHandler((request, reply) => reply.code(404).send({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: `no route ${request.method} ${request.url.split('?')[0]}: docs/openapi.json lists them` } }));
 
+  const otherMethods = new OtherMethods(app);
   accountRoutes(app, options.services);
   endpointRoutes(app, options.services);
   deliveryRoutes(app, options.services);
+  otherMethods.answer();
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/healthz', { schema: { hide: true } }, async () => 'ok\n');
