@@ -44,6 +44,8 @@ export class Pipeline {
   private eventsInTransaction = 0;
   /** Events skipped as already in Kafka (exactly-once), reported once the stream passes them. */
   private skipped = 0;
+  /** Relation descriptions whose ignored changes were already logged: one line each, not one per row. */
+  private readonly warnedOf = new WeakSet<RelationRef>();
 
   constructor(
     private readonly options: PipelineOptions,
@@ -161,7 +163,10 @@ export class Pipeline {
     if (this.options.onUnexpectedChange === 'fail') {
       throw new RelayError('SOURCE_UNEXPECTED_CHANGE', `unexpected ${what}: the publication should publish only inserts into ${this.stages.routes.tableNames.join(', ')}`);
     }
-    this.stages.logger.warn({ operation, relation: `${relation.schema}.${relation.name}` }, 'ignoring a change the relay does not publish (check the publication)');
+    // A tenant renamed out of the pattern can send many rows before it leaves the publication.
+    if (this.warnedOf.has(relation)) return;
+    this.warnedOf.add(relation);
+    this.stages.logger.warn({ operation, relation: `${relation.schema}.${relation.name}` }, 'ignoring changes of a table the relay does not publish (check the publication; logged once per table description)');
   }
 
   private requireTransaction(): TrackedTransaction {

@@ -19,12 +19,18 @@ export const runCommand = command(COMMANDS.run, async (config) => {
   logger.info({ config: redactedConfig(config) }, 'starting');
   warnOnMissingRuntimeFlag(logger);
   // What setup did (with OUTBOX_SETUP) and found: the payload column's type, settings overridden.
-  for (const line of options.setup.create ? await setup(options.setup.target) : await verify(options.setup.target)) logger.info(line);
+  const report = options.setup.create ? await setup(options.setup.target) : await verify(options.setup.target);
+  for (const line of report.lines) logger.info(line);
 
   const stop = new AbortController();
   const metrics = createRelayMetrics();
+  // A tenant's table the relay cannot stream: set aside, named; every other outbox streams on.
+  for (const [table, reason] of report.quarantined) {
+    logger.error({ table, reason }, 'outbox table quarantined: its rows go to the dead-letter topic (OUTBOX_TABLE_QUARANTINED) until it is fixed; every other outbox streams on');
+    metrics.quarantinedTables.set({ table }, 1);
+  }
   const encoders = await createEncoders(options.encoder, { logger, metricsRegistry: metrics.registry, signal: stop.signal });
-  const relay = new Relay({ options: options.relay, logger, metrics, encoders });
+  const relay = new Relay({ options: options.relay, logger, metrics, encoders, quarantined: report.quarantined });
   const monitor = new SlotMonitor({ ...options.slotMonitor, metrics, logger });
   monitor.start();
   const server =

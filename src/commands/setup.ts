@@ -9,7 +9,10 @@ export const setupCommand = command(COMMANDS.setup, async (config) => {
     process.stdout.write(await printRoles(target));
     return EXIT.ok;
   }
-  for (const action of await setup(target)) process.stdout.write(`${action}\n`);
+  const report = await setup(target);
+  for (const action of report.lines) process.stdout.write(`${action}\n`);
+  // Set aside, not refused: every other tenant streams; the runbook says how to let it back in.
+  for (const [table, reason] of report.quarantined) process.stdout.write(`quarantined ${table}: ${reason}; its rows will be dead letters (OUTBOX_TABLE_QUARANTINED) until it is fixed\n`);
   if (config.createRoles) for (const action of await createRoles(target)) process.stdout.write(`${action}\n`);
   return EXIT.ok;
 });

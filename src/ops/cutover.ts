@@ -71,8 +71,9 @@ export async function cutover(options: CutoverOptions, context: { encoders: Payl
     const indexWarnings = pendingIndexAdvice(pendingIndexesFound);
     if (dryRun) return { pending: found, published: 0, order, newSlotAt: null, setup: [], indexWarnings, restarted: unfinished !== null };
     if (unfinished !== null) logger.warn({ slot: target.slot, since: unfinished.since }, 'cutover: an earlier cutover did not finish; starting over with a new snapshot');
-    const setupLines = await setup(target, 'none');
+    const { lines: setupLines, quarantined } = await setup(target, 'none');
     for (const line of setupLines) logger.info(line);
+    for (const [table, reason] of quarantined) logger.error({ table, reason }, 'cutover: outbox table quarantined: its rows are dead letters until it is fixed');
     const done = await handOver(sql, inspect, {
       command: 'cutover',
       slotServer: { database: target.database, standby: false },

@@ -1,21 +1,9 @@
 import type pg from 'pg';
 import { RelayError } from '../errors.js';
-import type { ColumnMap, ColumnRole } from '../outbox-table.js';
+import { COLUMN_ROLES, unmappedRole, type ColumnMap, type ColumnRole } from '../outbox-table.js';
 import { qualifiedName } from '../outboxes.js';
 import { columnsOf, tableOids } from './catalog.js';
 import type { RelationRef } from '../source/messages.js';
-
-/** What each role becomes on the record, and whether a row without its column can be published. */
-const ROLES: Readonly<Record<ColumnRole, { readonly becomes: string; readonly required: boolean; readonly env: string }>> = {
-  eventId: { becomes: 'header event_id', required: true, env: 'OUTBOX_COLUMN_EVENT_ID' },
-  aggregateType: { becomes: 'header aggregate_type', required: true, env: 'OUTBOX_COLUMN_AGGREGATE_TYPE' },
-  aggregateId: { becomes: 'the Kafka key', required: true, env: 'OUTBOX_COLUMN_AGGREGATE_ID' },
-  eventType: { becomes: 'header event_type', required: true, env: 'OUTBOX_COLUMN_EVENT_TYPE' },
-  // Required too, but refused by checkPayloadColumn, whose message also names the accepted types.
-  payload: { becomes: 'the record value', required: false, env: 'OUTBOX_COLUMN_PAYLOAD' },
-  headers: { becomes: 'extra headers', required: false, env: 'OUTBOX_COLUMN_HEADERS' },
-  createdAt: { becomes: 'header created_at, and the pruner\'s age', required: false, env: 'OUTBOX_COLUMN_CREATED_AT' },
-};
 
 export interface ColumnMapTarget {
   readonly table: RelationRef;
@@ -49,15 +37,20 @@ export async function readTableColumns(client: pg.ClientBase, tables: readonly R
  * Says, from the table's columns (readTableColumns), how the relay maps them: which column plays each
  * role, which role has none, and which columns the relay ignores (a polling outbox's status,
  * attempts, sent_at...: read by nobody, written by nobody). A required role whose column is
- * missing is refused here (SETUP_TABLE, naming the variable) rather than as a dead letter per row.
+ * missing is refused here (SETUP_TABLE, naming the variable) rather than as a dead letter per row;
+ * the payload column's absence is left to checkPayloadColumn, whose refusal names the accepted types.
  */
 export function describeColumnMap(target: ColumnMapTarget, rows: readonly TableColumn[]): string {
   const { schema, name } = target.table;
   const present = new Set(rows.map((row) => row.name));
+  const unmapped = unmappedRole(target.columns, present, ['payload']);
+  if (unmapped !== null) {
+    throw new RelayError('SETUP_TABLE', `outbox table ${schema}.${name} ${unmapped.replace(/^it /, '')}`, { details: { table: `${schema}.${name}` } });
+  }
   const mapped: string[] = [];
   const without: string[] = [];
   const used = new Set<string>();
-  for (const [role, spec] of Object.entries(ROLES) as [ColumnRole, (typeof ROLES)[ColumnRole]][]) {
+  for (const [role, spec] of Object.entries(COLUMN_ROLES) as [ColumnRole, (typeof COLUMN_ROLES)[ColumnRole]][]) {
     const column = target.columns[role];
     if (column === null) {
       without.push(`${spec.becomes} (${spec.env} is empty)`);
@@ -66,10 +59,7 @@ export function describeColumnMap(target: ColumnMapTarget, rows: readonly TableC
     if (present.has(column)) {
       mapped.push(`${column} -> ${spec.becomes}`);
       used.add(column);
-    } else if (spec.required) {
-      const hint = role === 'aggregateType' ? '; a table without an aggregate type: set it empty' : '';
-      throw new RelayError('SETUP_TABLE', `outbox table ${schema}.${name} has no column "${column}" (${spec.env}), which the relay needs for ${spec.becomes}; its columns are ${[...present].join(', ')}${hint}`, { details: { table: `${schema}.${name}`, column } });
-    } else {
+    } else if (!spec.required) {
       without.push(`${spec.becomes} (no column "${column}")`);
     }
   }

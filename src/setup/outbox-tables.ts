@@ -28,80 +28,106 @@ export async function findTables(client: pg.ClientBase, entries: readonly TableB
   return found;
 }
 
-/** PL/pgSQL giving `grant`'s privileges on the new table `created` (and its marks table) if its role exists. */
+/** PL/pgSQL giving `grant`'s privileges on the new tenant table `tenant` (and its marks table) if its role exists. */
 function grantsIfRoleExists(grant: (typeof TABLE_GRANTS)[number]): string {
   const role = pg.escapeIdentifier(grant.role);
   const statements = [
-    `format('GRANT USAGE ON SCHEMA %I TO ${role}', created.nspname)`,
-    `format('GRANT ${grant.table} ON %I.%I TO ${role}', created.nspname, created.relname)`,
-    ...(grant.marks ? [`format('GRANT ${grant.marks} ON %I.%I TO ${role}', created.nspname, created.relname || '_prune_marks')`] : []),
+    `format('GRANT USAGE ON SCHEMA %I TO ${role}', tenant.nspname)`,
+    `format('GRANT ${grant.table} ON %I.%I TO ${role}', tenant.nspname, tenant.relname)`,
+    ...(grant.marks ? [`format('GRANT ${grant.marks} ON %I.%I TO ${role}', tenant.nspname, tenant.relname || '_prune_marks')`] : []),
   ];
   const body = statements.map((statement) => `            EXECUTE ${statement};`).join('\n');
   return `          IF to_regrole(${pg.escapeLiteral(grant.role)}) IS NOT NULL THEN\n${body}\n          END IF;`;
 }
 
-/** The function and event trigger that add a new tenant's outbox table to the publication: named after the publication. */
+/** The function and event trigger that keep the publication on the tenants' outbox tables: named after the publication. */
 export function tenantTriggerName(publication: string): string {
   return `outbox_relay_${publication}_adds_tables`;
 }
 
+/** The commands the event trigger follows: a table made, renamed or moved, a schema renamed. (A dropped table leaves every publication by itself.) */
+const TRIGGER_TAGS = ['CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'ALTER TABLE', 'ALTER SCHEMA'];
+
 /**
- * The event trigger that adds every new table a pattern names to the publication, inside the
- * transaction that creates it: Postgres decodes a table's inserts only from the WAL written
- * after it joined the publication, and no row can be inserted into the table before its
- * CREATE TABLE ran, so from its very first row (in its creating transaction too) nothing of a
- * new tenant is missed. SECURITY DEFINER: a tenant's migration role owns its table but not the
- * publication. Made again (CREATE OR REPLACE) by every setup, with the patterns of the
- * configuration; dropped when there are none.
+ * The event trigger that keeps the publication on exactly the tables the patterns name, inside
+ * the transaction of the DDL that changes them:
+ * - a new table a pattern names joins it in its creating transaction: Postgres decodes a
+ *   table's inserts only from the WAL written after it joined the publication, and no row can be
+ *   inserted into the table before its CREATE TABLE ran, so from its very first row (in its
+ *   creating transaction too) nothing of a new tenant is missed;
+ * - a table renamed or moved into a pattern (ALTER TABLE ... RENAME / SET SCHEMA, ALTER SCHEMA
+ *   ... RENAME) joins it, and one renamed out of every pattern (and not named outright) leaves
+ *   it: a tenant's rename is that tenant's business, never a publication the relay refuses.
+ * SECURITY DEFINER: a tenant's migration role owns its table but not the publication. An ALTER
+ * TABLE costs two catalog lookups by oid. Made again (CREATE OR REPLACE) by every setup, with
+ * the patterns of the configuration; dropped when there are none.
  */
-export async function ensureTenantTrigger(client: pg.ClientBase, publication: string, patterns: readonly RelationRef[]): Promise<string | null> {
+export async function ensureTenantTrigger(client: pg.ClientBase, publication: string, patterns: readonly RelationRef[], named: readonly RelationRef[] = []): Promise<string | null> {
   const name = tenantTriggerName(publication);
-  const { rows: existing } = await client.query('SELECT 1 FROM pg_event_trigger WHERE evtname = $1', [name]);
+  const { rows: existing } = await client.query<{ tags: string[] }>('SELECT evttags AS tags FROM pg_event_trigger WHERE evtname = $1', [name]);
   if (patterns.length === 0) {
     // Nothing to say where there never was a pattern: a single table's setup says what it always said.
     if (existing.length === 0) return null;
     await client.query(`DROP EVENT TRIGGER ${pg.escapeIdentifier(name)}; DROP FUNCTION IF EXISTS public.${pg.escapeIdentifier(name)}()`);
     return `event trigger ${name}: dropped (no pattern in OUTBOX_SOURCES any more)`;
   }
-  const conditions = patterns.map((pattern) => {
+  const matches = patterns.map((pattern) => {
     const like = likePatterns(pattern);
-    return `(d.schema_name LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(like.name)})`;
+    return `(n.nspname LIKE ${pg.escapeLiteral(like.schema)} AND c.relname LIKE ${pg.escapeLiteral(like.name)})`;
   });
+  const kept = named.map((table) => `(n.nspname = ${pg.escapeLiteral(table.schema)} AND c.relname = ${pg.escapeLiteral(table.name)})`);
+  const pub = pg.escapeLiteral(publication);
   await client.query(`
     CREATE OR REPLACE FUNCTION public.${pg.escapeIdentifier(name)}() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $body$
     DECLARE
-      created record;
+      touched record;
+      tenant record;
     BEGIN
       IF current_setting('outbox_relay.making_marks', true) = 'on' THEN
         RETURN;
       END IF;
-      FOR created IN
-        SELECT d.schema_name AS nspname, c.relname FROM pg_event_trigger_ddl_commands() d JOIN pg_class c ON c.oid = d.objid
-         WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'table' AND NOT c.relispartition
-           AND c.relname NOT LIKE '%\\_prune\\_marks' AND (${conditions.join(' OR ')})
+      -- The tables each command touched: the table itself, or every table of a renamed schema.
+      FOR touched IN
+        SELECT DISTINCT c.oid FROM pg_event_trigger_ddl_commands() d JOIN pg_class c
+            ON (d.object_type = 'table' AND c.oid = d.objid) OR (d.object_type = 'schema' AND c.relnamespace = d.objid)
+         WHERE d.classid IN ('pg_class'::regclass, 'pg_namespace'::regclass)
       LOOP
-        EXECUTE format('ALTER PUBLICATION %I ADD TABLE %I.%I', ${pg.escapeLiteral(publication)}, created.nspname, created.relname);
+        SELECT n.nspname, c.relname,
+               (c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname NOT LIKE '%\\_prune\\_marks'
+                 AND (${matches.join(' OR ')})) AS tenant,
+               (${kept.length > 0 ? kept.join(' OR ') : 'false'}) AS named,
+               EXISTS (SELECT 1 FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid WHERE p.pubname = ${pub} AND r.prrelid = c.oid) AS published
+          INTO tenant FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = touched.oid;
+        IF tenant.published AND NOT tenant.tenant AND NOT tenant.named THEN
+          EXECUTE format('ALTER PUBLICATION %I DROP TABLE %I.%I', ${pub}, tenant.nspname, tenant.relname);
+          RAISE WARNING 'outbox-relay: %.% left the pattern of the publication %: its inserts are no tenant''s events from now on', tenant.nspname, tenant.relname, ${pub};
+          CONTINUE;
+        END IF;
+        IF tenant.published OR NOT tenant.tenant THEN
+          CONTINUE;
+        END IF;
+        EXECUTE format('ALTER PUBLICATION %I ADD TABLE %I.%I', ${pub}, tenant.nspname, tenant.relname);
         -- Its pruner's marks table, made here as setup makes every other tenant's (this trigger
         -- fires for it too: the setting keeps that firing from taking it for a tenant's table),
         -- and the grants. Neither may cost the tenant its table: a failure is a warning, and the
         -- pruner then names what is missing.
         BEGIN
           PERFORM set_config('outbox_relay.making_marks', 'on', true);
-          EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I ${PRUNE_MARKS_COLUMNS}', created.nspname, created.relname || '_prune_marks');
+          EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I ${PRUNE_MARKS_COLUMNS}', tenant.nspname, tenant.relname || '_prune_marks');
           PERFORM set_config('outbox_relay.making_marks', 'off', true);
           -- The least-privilege roles that exist (setup --create-roles) get on it what they have on the others.
 ${TABLE_GRANTS.map(grantsIfRoleExists).join('\n')}
         EXCEPTION WHEN others THEN
-          RAISE WARNING 'outbox-relay: %.% joined the publication, but its prune marks table or grants were not made (%): run outbox-relay setup', created.nspname, created.relname, SQLERRM;
+          RAISE WARNING 'outbox-relay: %.% joined the publication, but its prune marks table or grants were not made (%): run outbox-relay setup', tenant.nspname, tenant.relname, SQLERRM;
         END;
       END LOOP;
     END
     $body$`);
   await client.query(`REVOKE ALL ON FUNCTION public.${pg.escapeIdentifier(name)}() FROM PUBLIC`);
-  if (existing.length === 0) {
-    await client.query(`CREATE EVENT TRIGGER ${pg.escapeIdentifier(name)} ON ddl_command_end WHEN TAG IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO') EXECUTE FUNCTION public.${pg.escapeIdentifier(name)}()`);
-    return `event trigger ${name}: created (a new table named by ${patterns.map(qualifiedName).join(', ')} joins the publication in its creating transaction)`;
-  }
-  return `event trigger ${name}: exists (for ${patterns.map(qualifiedName).join(', ')})`;
+  const follows = `(a table named by ${patterns.map(qualifiedName).join(', ')} joins the publication in its creating transaction, or when renamed into the pattern; one renamed out of it leaves)`;
+  if (existing.length > 0 && TRIGGER_TAGS.every((tag) => existing[0]!.tags.includes(tag))) return `event trigger ${name}: exists ${follows}`;
+  // An older trigger followed CREATE TABLE only: made again with the renames.
+  await client.query(`${existing.length > 0 ? `DROP EVENT TRIGGER ${pg.escapeIdentifier(name)}; ` : ''}CREATE EVENT TRIGGER ${pg.escapeIdentifier(name)} ON ddl_command_end WHEN TAG IN (${TRIGGER_TAGS.map((tag) => pg.escapeLiteral(tag)).join(', ')}) EXECUTE FUNCTION public.${pg.escapeIdentifier(name)}()`);
+  return `event trigger ${name}: ${existing.length > 0 ? 'made again to follow renames' : 'created'} ${follows}`;
 }

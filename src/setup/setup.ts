@@ -48,6 +48,18 @@ export interface SetupTarget {
   readonly slotServer?: SlotServer;
 }
 
+/** What setup, or the checks before streaming, did and found. */
+export interface SetupReport {
+  /** One line each: what was made, found, repaired. */
+  readonly lines: readonly string[];
+  /**
+   * Tenants' tables (a pattern's) the relay cannot stream, by qualified name, with the reason:
+   * quarantined, while every other outbox streams on. A table named outright is refused instead
+   * (SETUP_TABLE): it is the operator's own declaration.
+   */
+  readonly quarantined: ReadonlyMap<string, string>;
+}
+
 const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
 
 /**
@@ -56,7 +68,7 @@ const OUTBOX_SQL = new URL('../../sql/001_event_outbox.sql', import.meta.url);
  * what already exists and refuses, with the reason, a shape the relay cannot run safely on
  * (before the slot exists: a slot holds WAL).
  */
-export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 'create'): Promise<string[]> {
+export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 'create'): Promise<SetupReport> {
   return withClient(setupTarget.database, async (client) => {
     await checkServer(client);
     const target = await resolve(client, setupTarget);
@@ -71,14 +83,15 @@ export async function setup(setupTarget: SetupTarget, slot: 'create' | 'none' = 
     for (const { table } of target.named) actions.push(await step(`create the outbox table ${qualifiedName(table)}`, () => ensureTable(client, table)));
     // Made here, by the owner: a least-privilege pruner may not create tables.
     for (const { table } of target.tables) actions.push(await step('create the prune marks table', async () => `prune marks table ${pruneMarksTable(table)}: ${await ensurePruneMarks(client, table)}`));
-    actions.push(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target)));
-    const trigger = await step(`create the event trigger that adds new tenants' tables to ${target.publication}`, () => ensureTenantTrigger(client, target.publication, target.patterns));
+    actions.push(...(await step(`create the publication ${target.publication}`, () => ensurePublication(client, target))));
+    const trigger = await step(`create the event trigger that keeps ${target.publication} on its tenants' tables`, () => ensureTenantTrigger(client, target.publication, target.patterns, target.named.map(({ table }) => table)));
     if (trigger) actions.push(trigger);
     for (const pattern of target.patterns) actions.push(`tables ${qualifiedName(pattern)}: ${target.tables.filter(({ table }) => matchesPattern(pattern, table) && !target.named.some((named) => named.table === table)).length} found`);
-    actions.push(...(await findings(client, target)));
+    const found = await findings(client, target);
+    actions.push(...found.lines);
     // `cutover` makes the slot itself, with the snapshot it publishes the pending rows in.
     if (slot === 'create') actions.push(...(await ensureSlot(client, target, failover, version)));
-    return actions;
+    return { lines: actions, quarantined: found.quarantined };
   });
 }
 
@@ -126,8 +139,13 @@ export async function printRoles(target: SetupTarget): Promise<string> {
   });
 }
 
-/** The checks `run` makes before streaming, creating nothing; returns what it found, one line each. */
-export async function verify(setupTarget: SetupTarget): Promise<string[]> {
+/**
+ * The checks `run` makes before streaming, creating nothing; returns what it found. A tenant's
+ * table that cannot be streamed is quarantined, not refused: one tenant's DDL never stops the
+ * others. A table the publication covers that no outbox names (a tenant renamed out of the
+ * pattern while the event trigger was off) is reported and its inserts ignored.
+ */
+export async function verify(setupTarget: SetupTarget): Promise<SetupReport> {
   return withClient(setupTarget.database, async (client) => {
     await checkServer(client);
     const target = await resolve(client, setupTarget);
@@ -140,35 +158,63 @@ export async function verify(setupTarget: SetupTarget): Promise<string[]> {
     }
     const publication = await checkPublication(client, target);
     if (publication === 'absent') throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not exist; run \`outbox-relay setup\``);
-    if (publication !== 'ready') {
-      throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not cover the outbox ${publication.map(qualifiedName).join(', ')} yet: their inserts would never reach the relay; run \`outbox-relay setup\` (it adds them)`);
+    const missingNamed = publication.missing.filter((table) => !isTenantTable(target, table));
+    if (missingNamed.length > 0) {
+      throw new RelayError('SETUP_PUBLICATION', `publication "${target.publication}" does not cover the outbox ${missingNamed.map(qualifiedName).join(', ')} yet: their inserts would never reach the relay; run \`outbox-relay setup\` (it adds them)`);
     }
     await refuseDuringRecovery(client, outboxTables(target), 'stream');
+    const found = await findings(client, target);
+    const quarantined = new Map(found.quarantined);
+    for (const table of publication.missing) {
+      quarantined.set(qualifiedName(table), `it is not in the publication "${target.publication}": its inserts never reach the relay; \`outbox-relay setup\` adds it`);
+    }
+    const lines = [...publicationLines(target, publication), ...found.lines];
     if (target.slotServer?.standby) {
       noFailoverOnStandby(target.failover ?? 'auto');
       const standby = await withClient(target.slotServer.database, (replica) => checkStandby(client, replica));
-      return [...(await findings(client, target)), ...standby];
+      return { lines: [...lines, ...standby], quarantined };
     }
     const slot = await failoverFinding(client, target.slot, target.failover ?? 'auto');
-    return [...(await findings(client, target)), ...(slot ? [slot] : [])];
+    return { lines: [...lines, ...(slot ? [slot] : [])], quarantined };
   });
 }
 
+/** What the start says of a publication that covers tables no outbox names: their inserts are ignored. */
+function publicationLines(target: Resolved, publication: PublicationFound): string[] {
+  if (publication.strangers.length === 0) return [];
+  return [`publication ${target.publication} covers ${publication.strangers.join(', ')}, which no outbox of this relay names (a tenant renamed out of the pattern?): their inserts are ignored; \`outbox-relay setup\` removes ${publication.strangers.length === 1 ? 'it' : 'them'} from the publication`];
+}
+
+/** Whether `table` is a tenant's (found by a pattern), not one named outright. */
+function isTenantTable(target: Resolved, table: RelationRef): boolean {
+  return !target.named.some((named) => qualifiedName(named.table) === qualifiedName(table));
+}
+
 /**
- * Each table's column map and payload type (refused unless publishable), from one read of every
- * table's columns, and session settings the relay overrides. A pattern's tables alike are one
- * line each way (a schema per tenant: not a line per tenant at every start).
+ * Each table's column map and payload type (a named table refused unless publishable, a
+ * tenant's quarantined), from one read of every table's columns, and session settings the relay
+ * overrides. A pattern's tables alike are one line each way (a schema per tenant: not a line per
+ * tenant at every start).
  */
-async function findings(client: pg.Client, target: Resolved): Promise<string[]> {
+async function findings(client: pg.Client, target: Resolved): Promise<SetupReport> {
   const lines: string[] = [];
+  const quarantined = new Map<string, string>();
   const columnsOf = await readTableColumns(client, target.tables.map(({ table }) => table));
   /** A pattern's tables alike (the same mapping and payload line): how many each line stands for. */
   const alike = new Map<string, { readonly pattern: RelationRef; readonly mapping: string; readonly payload: string; tables: number }>();
   for (const { table, columns, format, pattern } of target.tables) {
     if (!columns) continue;
     const found = columnsOf.get(qualifiedName(table)) ?? [];
-    const mapping = describeColumnMap({ table, columns }, found);
-    const payload = checkPayloadColumn({ table, format, payloadColumn: columns.payload }, found);
+    let mapping: string;
+    let payload: string;
+    try {
+      mapping = describeColumnMap({ table, columns }, found);
+      payload = checkPayloadColumn({ table, format, payloadColumn: columns.payload }, found);
+    } catch (error) {
+      if (!pattern || !(error instanceof RelayError) || error.code !== 'SETUP_TABLE') throw error;
+      quarantined.set(qualifiedName(table), error.message);
+      continue;
+    }
     if (!pattern) {
       lines.push(`columns of ${qualifiedName(table)}: ${mapping}`, payload);
       continue;
@@ -185,7 +231,7 @@ async function findings(client: pg.Client, target: Resolved): Promise<string[]> 
   if (settings.length > 0) {
     lines.push(`${source} set ${settings.join(', ')}: the relay's connections use its own (${settings.map((name) => `${name}=${SESSION_SETTINGS[name]}`).join(', ')}), on which what it publishes depends`);
   }
-  return lines;
+  return { lines, quarantined };
 }
 
 /** A target with its patterns' tables found: every table setup and run check, named or a tenant's. */
@@ -290,11 +336,22 @@ interface PublicationRow {
   tables: string[] | null;
 }
 
+/** A publication as found: the outbox tables it does not cover yet, and the tables it covers that no outbox names. */
+interface PublicationFound {
+  readonly missing: readonly RelationRef[];
+  /** Qualified names; only with a pattern (a tenant renamed out of it): without one, such a publication is refused. */
+  readonly strangers: readonly string[];
+}
+
 /**
- * 'absent', 'ready', or the outbox tables it does not cover yet (an outbox added to the
- * configuration: setup adds them); throws if it exists with a shape the relay cannot use.
+ * 'absent', or what it misses (an outbox added to the configuration, a tenant's table that never
+ * joined: setup adds them) and covers beyond the outboxes; throws if it exists with a shape the
+ * relay cannot use. A publication of tenants' tables is the relay's own: a table in it that no
+ * outbox names is a tenant that left the pattern (renamed while the event trigger was off, or
+ * before it followed renames), reported, not refused. Without a pattern such a table is refused:
+ * the publication may be someone else's.
  */
-async function checkPublication(client: pg.Client, target: Resolved): Promise<'absent' | 'ready' | RelationRef[]> {
+async function checkPublication(client: pg.Client, target: Resolved): Promise<'absent' | PublicationFound> {
   const { rows } = await client.query<PublicationRow>(
     `SELECT p.pubviaroot, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
             (SELECT array_agg(t.schemaname || '.' || t.tablename) FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
@@ -310,7 +367,7 @@ async function checkPublication(client: pg.Client, target: Resolved): Promise<'a
   // A tenant's table the trigger added after this setup found the pattern's tables is no stranger.
   const others = tables.filter((table) => !outboxTables.has(table) && !target.patterns.some((pattern) => matchesPattern(pattern, parseQualified(table))));
   if (publication.puballtables) problems.push('it is FOR ALL TABLES');
-  else if (others.length > 0) problems.push(`it covers [${others.join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected.join(', ')}])`);
+  else if (others.length > 0 && target.patterns.length === 0) problems.push(`it covers [${others.join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected.join(', ')}])`);
   const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
   if (operations.length > 0) problems.push(`it publishes ${operations.join(', ')} (expected insert only)`);
   if (!publication.pubinsert) problems.push('it does not publish insert');
@@ -324,18 +381,22 @@ async function checkPublication(client: pg.Client, target: Resolved): Promise<'a
     );
   }
   const published = new Set(tables);
-  const missing = target.tables.map(({ table }) => table).filter((table) => !published.has(qualifiedName(table)));
-  return missing.length === 0 ? 'ready' : missing;
+  return { missing: target.tables.map(({ table }) => table).filter((table) => !published.has(qualifiedName(table))), strangers: others };
 }
 
 /**
  * Adds outbox tables to the publication. A table's inserts are decoded only from the WAL after
- * it was added, so one that already holds rows is refused: those rows would never be streamed.
+ * it was added, so a named table that already holds rows is refused: those rows would never be
+ * streamed. A tenant's table with rows (one renamed into the pattern, or made while the event
+ * trigger was off) is added, and the line says how to publish what it held: refusing it would
+ * stop every tenant's setup, and leaving it out would lose its next rows too.
  */
-async function addToPublication(client: pg.Client, target: Resolved, tables: readonly RelationRef[]): Promise<string> {
+async function addToPublication(client: pg.Client, target: Resolved, tables: readonly RelationRef[]): Promise<string[]> {
+  const lines: string[] = [];
   for (const table of tables) {
     const { rows } = await client.query(`SELECT 1 FROM ${quotedName(table)} LIMIT 1`);
-    if (rows.length > 0) {
+    if (rows.length === 0) continue;
+    if (!isTenantTable(target, table)) {
       throw new RelayError(
         'SETUP_CUTOVER_NEEDED',
         `outbox table ${qualifiedName(table)} holds rows and is not in the publication "${target.publication}" yet: added now, only rows inserted after it would be streamed. ` +
@@ -343,22 +404,31 @@ async function addToPublication(client: pg.Client, target: Resolved, tables: rea
         { details: { table: qualifiedName(table), publication: target.publication } },
       );
     }
+    lines.push(`publication ${target.publication}: tenant table ${qualifiedName(table)} already held rows when it joined: they were never streamed; if they are events, publish them with \`outbox-relay replay\` (OUTBOX_SOURCES holding that table alone, with --since)`);
   }
   await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} ADD TABLE ${tables.map(quotedName).join(', ')}`);
-  return `publication ${target.publication}: added ${tables.map(qualifiedName).join(', ')} (inserts from now on)`;
+  return [`publication ${target.publication}: added ${tables.map(qualifiedName).join(', ')} (inserts from now on)`, ...lines];
 }
 
-async function ensurePublication(client: pg.Client, target: Resolved): Promise<string> {
+/** Creates the publication, or brings it to the outboxes: adds what it misses, removes tenants' tables that left the pattern. */
+async function ensurePublication(client: pg.Client, target: Resolved): Promise<string[]> {
   const found = await checkPublication(client, target);
-  if (found === 'ready') return `publication ${target.publication}: exists`;
-  if (found !== 'absent') return addToPublication(client, target, found);
+  if (found !== 'absent') {
+    const lines: string[] = [];
+    if (found.strangers.length > 0) {
+      await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} DROP TABLE ${found.strangers.map((name) => quotedName(parseQualified(name))).join(', ')}`);
+      lines.push(`publication ${target.publication}: removed ${found.strangers.join(', ')} (no outbox of this relay names ${found.strangers.length === 1 ? 'it' : 'them'} any more: left the pattern)`);
+    }
+    if (found.missing.length > 0) lines.push(...(await addToPublication(client, target, found.missing)));
+    return lines.length > 0 ? lines : [`publication ${target.publication}: exists`];
+  }
   const partitioned = await anyPartitioned(client, target);
   const names = target.tables.map(({ table }) => qualifiedName(table)).join(', ') || 'none yet';
   // A pattern whose tenants are all still to come: an empty publication, the trigger adds them.
   const tables = target.tables.length === 0 ? '' : ` FOR TABLE ${target.tables.map(({ table }) => quotedName(table)).join(', ')}`;
   await client.query(`CREATE PUBLICATION ${pg.escapeIdentifier(target.publication)}${tables} WITH (${publicationOptions(partitioned.length > 0)})`);
   const throughRoot = partitioned.length === 0 ? '' : target.tables.length === 1 ? ', published as the partitioned table' : `; ${partitioned.map(qualifiedName).join(', ')} published as partitioned tables`;
-  return `publication ${target.publication}: created (inserts into ${names}${throughRoot})`;
+  return [`publication ${target.publication}: created (inserts into ${names}${throughRoot})`];
 }
 
 async function ensureSlot(client: pg.Client, target: Resolved, failover: boolean, version: number): Promise<string[]> {

@@ -6,6 +6,8 @@ export type RowValues = Readonly<Record<string, unknown>>;
 export interface RelationRef {
   readonly schema: string;
   readonly name: string;
+  /** The table's columns as its Relation message described them (a relation of the stream); absent for a table read outright (replay). */
+  readonly columns?: readonly { readonly name: string }[];
 }
 
 /**

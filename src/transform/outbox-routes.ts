@@ -5,7 +5,7 @@ import type { PayloadEncoder } from '../encode/encoder.js';
 import { RowDecoder } from '../decode/row-decoder.js';
 import { PoisonEventError } from '../errors.js';
 import type { OutboxEvent } from '../event.js';
-import { DEFAULT_COLUMNS } from '../outbox-table.js';
+import { DEFAULT_COLUMNS, unmappedRole } from '../outbox-table.js';
 import { outboxName, qualifiedName, tableOutboxOf, type MessageOutbox, type Outbox, type TableOutbox } from '../outboxes.js';
 import type { RelationRef, RowValues } from '../source/messages.js';
 import { compileTopicTemplate, type TopicRouter } from './topic-router.js';
@@ -40,6 +40,13 @@ export interface OutboxRoute {
   readonly again: string;
 }
 
+/**
+ * Told when a table of the stream becomes unpublishable (its description lacks a column its map
+ * needs: a tenant's migration dropped or renamed it; `reason` says which) and when it is
+ * publishable again (`reason` null): the quarantine metric.
+ */
+export type QuarantineListener = (table: string, reason: string | null) => void;
+
 /** A message as the pipeline hands it on: its prefix, and its content as written. */
 export interface MessageValues {
   readonly prefix: string;
@@ -54,16 +61,21 @@ export interface MessageValues {
  * runs), kept for the relay's life like a named one's.
  */
 export class OutboxRoutes {
-  private readonly tables = new Map<string, OutboxRoute | null>();
+  private readonly tables = new Map<string, TableRoute | null>();
   private readonly prefixes = new Map<string, OutboxRoute>();
   private readonly byRelation = new WeakMap<RelationRef, OutboxRoute | null>();
+  /** Tables whose last description could not be published (or found so at start), with the reason. */
+  private readonly quarantined: Map<string, string>;
   /** Whether the stream asks for logical decoding messages (pgoutput's `messages` option). */
   readonly streamsMessages: boolean;
 
   constructor(
     private readonly outboxes: readonly Outbox[],
     private readonly encoders: PayloadEncoders,
+    private readonly onQuarantine: QuarantineListener = () => undefined,
+    quarantinedAtStart: ReadonlyMap<string, string> = new Map(),
   ) {
+    this.quarantined = new Map(quarantinedAtStart);
     for (const outbox of outboxes) if (outbox.kind === 'messages') this.prefixes.set(outbox.prefix, messageRoute(outbox, encoders.of(outbox.format)));
     this.streamsMessages = this.prefixes.size > 0;
   }
@@ -73,20 +85,41 @@ export class OutboxRoutes {
     return this.outboxes.filter((outbox) => outbox.kind !== 'messages').map(outboxName);
   }
 
-  /** The route of a relation's rows; undefined: the relation is no outbox of this relay. */
+  /**
+   * The route of a relation's rows; undefined: the relation is no outbox of this relay. Decided
+   * once per description of the relation (pgoutput describes it again after its columns change):
+   * a description that lacks a column the map needs quarantines the table, so that each of its
+   * rows is a dead letter naming the table and the column, and every other outbox streams on.
+   */
   forRelation(relation: RelationRef): OutboxRoute | undefined {
     let route = this.byRelation.get(relation);
     if (route === undefined) {
-      const name = qualifiedName(relation);
-      route = this.tables.get(name);
-      if (route === undefined) {
-        const outbox = tableOutboxOf(this.outboxes, relation);
-        route = outbox ? tableRoute(outbox, this.encoders.of(outbox.format)) : null;
-        this.tables.set(name, route);
-      }
+      route = this.describedRoute(relation);
       this.byRelation.set(relation, route);
     }
     return route ?? undefined;
+  }
+
+  private describedRoute(relation: RelationRef): OutboxRoute | null {
+    const name = qualifiedName(relation);
+    let table = this.tables.get(name);
+    if (table === undefined) {
+      const outbox = tableOutboxOf(this.outboxes, relation);
+      table = outbox ? { outbox, route: tableRoute(outbox, this.encoders.of(outbox.format)) } : null;
+      this.tables.set(name, table);
+    }
+    if (!table || !relation.columns) return table?.route ?? null;
+    const unmapped = unmappedRole(table.outbox.columns, new Set(relation.columns.map((column) => column.name)));
+    if (unmapped === null) {
+      if (this.quarantined.delete(name)) this.onQuarantine(name, null);
+      return table.route;
+    }
+    const reason = `outbox table ${name} is quarantined: ${unmapped}. Its rows go to the dead-letter topic until the table is fixed; then publish them with \`outbox-relay replay\` (docs/runbooks/outbox-table-quarantined.md)`;
+    if (this.quarantined.get(name) !== reason) {
+      this.quarantined.set(name, reason);
+      this.onQuarantine(name, reason);
+    }
+    return quarantinedRoute(table.route, new PoisonEventError('OUTBOX_TABLE_QUARANTINED', reason, { details: { table: name } }));
   }
 
   /**
@@ -100,6 +133,22 @@ export class OutboxRoutes {
     }
     return this.prefixes.get(prefix) ?? refusedMessage(prefix, new PoisonEventError('SOURCE_MESSAGE_UNDECLARED', `message with prefix "${prefix}", which no message outbox declares (declared: ${[...this.prefixes.keys()].map((each) => `"${each}"`).join(', ')}); add it to OUTBOX_SOURCES or fix the writer's prefix`));
   }
+}
+
+/** A table's route and the outbox it is for (its column map). */
+interface TableRoute {
+  readonly outbox: TableOutbox;
+  readonly route: OutboxRoute;
+}
+
+/** A quarantined table's route: each row a dead letter (with what the row holds), routed and counted as the table's. */
+function quarantinedRoute(route: OutboxRoute, reason: PoisonEventError): OutboxRoute {
+  return {
+    ...route,
+    decode: () => {
+      throw reason;
+    },
+  };
 }
 
 function tableRoute(outbox: TableOutbox, encoder: PayloadEncoder): OutboxRoute {
