@@ -48,6 +48,16 @@ describe('what the CLI prints for a failure', () => {
     expect(locks.message).toMatch(/^Postgres answered 53200: out of shared memory \(Postgres's hint: You might need to increase "max_locks_per_transaction"\.\)/);
   });
 
+  it('names in the hint of a missing table or schema what the command read its tables from', () => {
+    const noSchema = commandFailure(postgresError('3F000', 'schema "billing" does not exist'), { tables: 'OUTBOX_SOURCES', of: 'outbox' });
+    expect(noSchema.code).toBe('SETUP_TABLE');
+    expect(noSchema.message).toMatch(/^Postgres answered 3F000: schema "billing" does not exist; create the schema \(setup makes an outbox table in a schema that exists\), or correct the table's name in OUTBOX_SOURCES$/);
+    const noTable = commandFailure(postgresError('42P01', 'relation "billing.outbox" does not exist'), { tables: 'OUTBOX_TABLE', of: 'outbox' });
+    expect(noTable.message).toMatch(/^Postgres answered 42P01: relation "billing.outbox" does not exist; `outbox-relay setup` creates an outbox table; check OUTBOX_TABLE$/);
+    // Not known (a failure before the command read its configuration): every place a table may be named.
+    expect(commandFailure(postgresError('42P01', 'x')).message).toMatch(/; `outbox-relay setup` \(or `outbox-relay webhooks setup`\) creates what the relay needs; check OUTBOX_TABLE or OUTBOX_SOURCES, and OUTBOX_WEBHOOK_SCHEMA$/);
+  });
+
   it("classifies kafkajs's own errors (the webhooks consumer's) as the sink does", () => {
     const connection = new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.1:9092', { broker: '127.0.0.1:9092', code: 'ECONNREFUSED' });
     const failure = commandFailure(new KafkaJSNumberOfRetriesExceeded(connection, { retryCount: 5, retryTime: 1000 }));

@@ -1,7 +1,7 @@
 import { errorMessage, RelayError } from '../errors.js';
 import { saysConnectionClosed } from '../session-failure.js';
 import { kafkaFailure } from '../kafka/failure.js';
-import { explainedPostgresError, postgresAnswer } from '../source/connection-errors.js';
+import { explainedPostgresError, postgresAnswer, type AnswerContext } from '../source/connection-errors.js';
 
 /**
  * Node's codes for a network connection that failed (not a file: ENOENT or EACCES from an
@@ -24,10 +24,11 @@ const NETWORK_CODES = new Set([
  *   and the webhook sender wrap their network errors in their own codes, so a bare one comes
  *   from pg, the one client that throws them as they are;
  * - anything else as INTERNAL: an error nobody classified is a bug, and says so.
+ * `context`: what a hint names of the command's configuration (the setting its tables come from).
  */
-export function commandFailure(error: unknown): RelayError {
+export function commandFailure(error: unknown, context?: AnswerContext): RelayError {
   if (error instanceof RelayError) return error;
-  const fromPostgres = explainedPostgresError(error) ?? postgresAnswer(error);
+  const fromPostgres = explainedPostgresError(error) ?? postgresAnswer(error, context);
   if (fromPostgres) return fromPostgres;
   if (error instanceof Error && error.name.startsWith('KafkaJS')) return kafkaFailure(error, 'Kafka failed');
   const code = (error as { code?: unknown } | null)?.code;

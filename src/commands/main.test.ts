@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { main } from './main.js';
+import { main, tablesNamedBy } from './main.js';
 
 /** Runs the CLI in-process on cases that end before any connection: exit code and output. */
 async function cli(argv: string[], env: Record<string, string> = {}) {
@@ -55,6 +55,17 @@ describe('outbox-relay', () => {
     const result = await cli(['status'], { DATABASE_URL: 'postgres://relay@127.0.0.1:1/billing' });
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^outbox-relay status failed \[SOURCE_DISCONNECTED\]: cannot reach Postgres \(ECONNREFUSED: connect ECONNREFUSED 127\.0\.0\.1:1\)/);
+  });
+
+  it('says what a command read its tables from as the operator set it: OUTBOX_SOURCES (or its file, or flag) when given, else OUTBOX_TABLE', () => {
+    const sources = '[{"table":"billing.outbox"}]';
+    const outbox = (tables: string) => ({ tables, of: 'outbox' });
+    expect(tablesNamedBy('status', { env: { OUTBOX_SOURCES: sources } })).toEqual(outbox('OUTBOX_SOURCES'));
+    expect(tablesNamedBy('prune', { env: { OUTBOX_SOURCES_FILE: '/etc/relay/sources.json' } })).toEqual(outbox('OUTBOX_SOURCES_FILE'));
+    expect(tablesNamedBy('setup', { env: {}, flags: { sources } })).toEqual(outbox('--sources'));
+    expect(tablesNamedBy('status', { env: { OUTBOX_SOURCES: '' } })).toEqual(outbox('OUTBOX_TABLE'));
+    expect(tablesNamedBy('replay', { env: {}, flags: { table: 'billing.outbox' } })).toEqual(outbox('--table'));
+    expect(tablesNamedBy('webhooks setup', { env: {} })).toEqual({ tables: 'OUTBOX_WEBHOOK_SCHEMA', of: 'webhooks' });
   });
 
   it('prints the help of a command, and of the family of two-word commands', async () => {

@@ -1,9 +1,10 @@
 import { createRequire } from 'node:module';
 import { argFlag, COMMANDS, type CommandHelp, type CommandName } from '../config/commands.js';
-import type { ConfigSources } from '../config/load.js';
+import { settingName, type ConfigSources } from '../config/load.js';
 import { commandHelp, commandLine, usage } from '../config/help.js';
 import { flagName, OPTIONS, type OptionKey } from '../config/options.js';
 import { RelayError } from '../errors.js';
+import type { AnswerContext } from '../source/connection-errors.js';
 import { EXIT, exitCodeOf, type Command } from './command.js';
 import { cutoverCommand } from './cutover.js';
 import { dropSlotCommand } from './drop-slot.js';
@@ -81,8 +82,9 @@ export async function main(argv: readonly string[], env: ConfigSources['env']): 
     process.stderr.write(`unknown command "${command}"\n\n${usage()}`);
     return EXIT.usage;
   }
+  let flags: Record<string, string> = {};
   try {
-    const flags = parseFlags(rest);
+    flags = parseFlags(rest);
     if ('help' in flags) {
       process.stdout.write(commandHelp(command));
       return EXIT.ok;
@@ -90,11 +92,26 @@ export async function main(argv: readonly string[], env: ConfigSources['env']): 
     checkFlags(command, flags);
     return await ACTIONS[command].execute({ env, flags });
   } catch (error) {
-    const failure = commandFailure(error);
+    const failure = commandFailure(error, tablesNamedBy(command, { env, flags }));
     // A configuration problem is the whole message, with every variable named (exit 2).
     process.stderr.write(failure.code === 'CONFIG_INVALID' ? `${failure.message}\n` : `outbox-relay ${command} failed [${failure.code}]: ${failure.message}\n`);
     return exitCodeOf(failure.code);
   }
+}
+
+/**
+ * What a command read its tables from, as the operator set it, for the hint of a table or schema
+ * Postgres does not have: OUTBOX_SOURCES (its file, its flag) when given, else OUTBOX_TABLE; the
+ * webhook commands' OUTBOX_WEBHOOK_SCHEMA. Undefined for a command that reads no tables.
+ */
+export function tablesNamedBy(command: CommandName, sources: ConfigSources): AnswerContext | undefined {
+  const options: readonly OptionKey[] = COMMANDS[command].options;
+  const read = (key: OptionKey) => (options.includes(key) ? (settingName(key, sources) ?? OPTIONS[key].env) : null);
+  const sourcesSet = options.includes('sources') ? settingName('sources', sources) : null;
+  const tables = sourcesSet ?? read('table');
+  if (tables !== null) return { tables, of: 'outbox' };
+  const webhooks = read('webhookSchema');
+  return webhooks === null ? undefined : { tables: webhooks, of: 'webhooks' };
 }
 
 /** `--name value`, `--name=value` and bare `--switch` (''), by name without dashes. */

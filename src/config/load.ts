@@ -99,6 +99,18 @@ export function load<K extends OptionKey, O extends K, A extends Args>(command: 
 }
 
 /**
+ * How the operator set an option, as messages name it: its flag, `<env>_FILE` or its variable;
+ * null when none of them is set (or each is empty).
+ */
+export function settingName(key: OptionKey, sources: ConfigSources): string | null {
+  const spec: OptionSpec<unknown> = OPTIONS[key];
+  const flag = flagName(key);
+  if ((sources.flags?.[flag.slice(2)] ?? '') !== '') return flag;
+  if (spec.file && (sources.env[`${spec.env}_FILE`] ?? '') !== '') return `${spec.env}_FILE`;
+  return (sources.env[spec.env] ?? '') !== '' ? spec.env : null;
+}
+
+/**
  * The config as it may be logged: a secret URL (DATABASE_URL, SCHEMA_REGISTRY_URL) with its
  * password and every secret parameter masked, so the operator still sees where it points; any
  * other secret as "(redacted)"; where a secret came from a file, the file.

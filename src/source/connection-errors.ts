@@ -40,17 +40,44 @@ export function explainedPostgresError(error: unknown): RelayError | null {
   return null;
 }
 
+/** What of a command's configuration a hint names (absent: a command that reads no tables). */
+export interface AnswerContext {
+  /**
+   * The setting the command read its tables from, as the operator set it (OUTBOX_SOURCES,
+   * OUTBOX_SOURCES_FILE, OUTBOX_TABLE, a flag, OUTBOX_WEBHOOK_SCHEMA).
+   */
+  readonly tables: string;
+  /** Whose tables: an outbox's (`setup` makes the table, not its schema) or the webhooks' (`webhooks setup` makes both). */
+  readonly of: 'outbox' | 'webhooks';
+}
+
 /**
  * Postgres's other answers, by SQLSTATE, as the CLI reports them: a one-shot command does not
  * reconnect, so its failure is named, with Postgres's code and text kept in the message.
  * Checked after explainedPostgresError; the first prefix that matches wins.
  */
-const ANSWERS: readonly { readonly states: readonly string[]; readonly code: ErrorCode; readonly hint: string }[] = [
+const ANSWERS: readonly { readonly states: readonly string[]; readonly code: ErrorCode; readonly hint: string | ((context: AnswerContext | undefined) => string) }[] = [
   // Connection exceptions; admin, crash shutdown and "starting up"; too many connections.
   { states: ['08', '57P', '53300'], code: 'SOURCE_DISCONNECTED', hint: 'Postgres closed or refused the connection; run the command again once it accepts connections' },
   { states: ['25006'], code: 'SOURCE_NO_PRIMARY', hint: 'DATABASE_URL reaches a read-only server (a standby?); point it at the primary, or list every host with target_session_attrs=read-write' },
-  { states: ['42P01', '3F000'], code: 'SETUP_TABLE', hint: '`outbox-relay setup` (or `outbox-relay webhooks setup`) creates what the relay needs; check OUTBOX_TABLE and OUTBOX_WEBHOOK_SCHEMA' },
+  { states: ['42P01'], code: 'SETUP_TABLE', hint: missingTableHint },
+  { states: ['3F000'], code: 'SETUP_TABLE', hint: missingSchemaHint },
 ];
+
+const SETUP_MAKES_EVERY_TABLE = '`outbox-relay setup` (or `outbox-relay webhooks setup`) creates what the relay needs; check OUTBOX_TABLE or OUTBOX_SOURCES, and OUTBOX_WEBHOOK_SCHEMA';
+
+/** No such table (42P01): what makes it, and the setting that named it. */
+function missingTableHint(context: AnswerContext | undefined): string {
+  if (!context) return SETUP_MAKES_EVERY_TABLE;
+  return `\`outbox-relay ${context.of === 'webhooks' ? 'webhooks setup` creates the webhook tables' : 'setup` creates an outbox table'}; check ${context.tables}`;
+}
+
+/** No such schema (3F000): `setup` makes an outbox table, not its schema (the application's migration does); `webhooks setup` makes its own. */
+function missingSchemaHint(context: AnswerContext | undefined): string {
+  if (!context) return SETUP_MAKES_EVERY_TABLE;
+  if (context.of === 'webhooks') return `\`outbox-relay webhooks setup\` creates it; check ${context.tables}`;
+  return `create the schema (setup makes an outbox table in a schema that exists), or correct the table's name in ${context.tables}`;
+}
 
 /** Postgres answered: an ErrorResponse carries a severity and a SQLSTATE (pg's DatabaseError). */
 export function isPostgresAnswer(error: unknown): error is Error & { readonly code: string } {
@@ -58,13 +85,13 @@ export function isPostgresAnswer(error: unknown): error is Error & { readonly co
 }
 
 /** A Postgres ErrorResponse as the relay's error; null when Postgres did not answer. */
-export function postgresAnswer(error: unknown): RelayError | null {
+export function postgresAnswer(error: unknown, context?: AnswerContext): RelayError | null {
   if (!isPostgresAnswer(error)) return null;
   const state = error.code;
   const answer = ANSWERS.find(({ states }) => states.some((prefix) => state.startsWith(prefix)));
   // Postgres's own hint names the fix where it knows one (out of shared memory: max_locks_per_transaction).
   const hint = (error as { hint?: unknown }).hint;
   const text = `Postgres answered ${state}: ${error.message}${typeof hint === 'string' && hint !== '' ? ` (Postgres's hint: ${hint})` : ''}`;
-  if (answer) return new RelayError(answer.code, `${text}; ${answer.hint}`, { cause: error });
+  if (answer) return new RelayError(answer.code, `${text}; ${typeof answer.hint === 'string' ? answer.hint : answer.hint(context)}`, { cause: error });
   return new RelayError('SOURCE_QUERY_FAILED', `${text} (a SQLSTATE the relay has no code of its own for: see Postgres's "PostgreSQL Error Codes")`, { cause: error });
 }

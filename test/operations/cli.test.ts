@@ -70,7 +70,15 @@ describe('operator CLI', () => {
     expect(noDatabase.stderr).toMatch(/^outbox-relay status failed \[SOURCE_DATABASE_MISSING\]: Postgres has no such database \(3D000: database "no_such_database" does not exist\)/);
     const noTable = await cli(['status'], outbox.relayEnv({ OUTBOX_TABLE: 'public.no_such_outbox' }));
     expect(noTable.code).toBe(1);
-    expect(noTable.stderr).toMatch(/^outbox-relay status failed \[SETUP_TABLE\]: Postgres answered 42P01: /);
+    expect(noTable.stderr).toMatch(/^outbox-relay status failed \[SETUP_TABLE\]: Postgres answered 42P01: .*; check OUTBOX_TABLE\n/);
+    // The hint names where the tables were declared: OUTBOX_SOURCES, when that is what is set.
+    const sources = JSON.stringify([{ table: 'no_such_schema.outbox' }, { messages: 'outbox' }]);
+    for (const command of ['setup', 'status', 'prune']) {
+      const noSchema = await cli([command], outbox.relayEnv({ OUTBOX_SOURCES: sources }));
+      expect(noSchema.code, noSchema.stderr).toBe(1);
+      expect(noSchema.stderr).toMatch(new RegExp(`^outbox-relay ${command} failed \\[SETUP_TABLE\\]: Postgres answered (3F000: schema|42P01: relation) "no_such_schema(\\.outbox)?" does not exist; .*OUTBOX_SOURCES\\n$`));
+      expect(noSchema.stderr).not.toMatch(/OUTBOX_TABLE/);
+    }
     const refused = new URL(outbox.relayEnv().DATABASE_URL!);
     refused.port = '1';
     const down = await cli(['setup'], outbox.relayEnv({ DATABASE_URL: refused.href }));
