@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Secret } from '../../src/security/secret.js';
+import { TokenAuthority } from '../../src/webhooks/api/tokens.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { RelayProcess } from '../harness/relay-process.js';
 import { useTestWebhooks } from '../harness/webhooks.js';
@@ -6,6 +8,7 @@ import { useTestWebhooks } from '../harness/webhooks.js';
 const PLATFORM_TOKEN = 'platform-token-of-the-api-edges-test-0123';
 const SIGNING_KEY = 'signing-key-of-the-api-edges-test-0123456789ab';
 const A = 'cus_edges_a';
+const B = 'cus_edges_b';
 
 interface Answer {
   readonly status: number;
@@ -24,6 +27,7 @@ interface Answer {
 describe('webhooks api: its edges', () => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
+  const authority = new TokenAuthority(Secret.fromValue('t', PLATFORM_TOKEN), Secret.fromValue('k', SIGNING_KEY));
   let api: RelayProcess;
   let base = '';
   let endpoint = '';
@@ -164,6 +168,31 @@ describe('webhooks api: its edges', () => {
 
     it('answers a path no route has 404, whatever the method', async () => {
       for (const method of ['GET', 'POST', 'DELETE']) expect((await call(method, '/v1/nothing')).status).toBe(404);
+    });
+  });
+
+  describe('a customer token naming another customer: 403, the same whether that customer exists or not', () => {
+    const own = () => authority.mint(A, 600).token;
+    beforeAll(async () => {
+      const created = await call('POST', '/v1/endpoints', PLATFORM_TOKEN, { url: 'http://127.0.0.1:9/b', eventTypes: ['invoice.*'], customerId: B });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+    });
+    it.each([
+      { name: 'an endpoint added for it', method: 'POST', path: () => '/v1/endpoints', body: (customer: string) => ({ url: 'http://127.0.0.1:9/x', eventTypes: ['invoice.*'], customerId: customer }) },
+      { name: 'its endpoints listed', method: 'GET', path: (customer: string) => `/v1/endpoints?customerId=${customer}` },
+      { name: 'its deliveries listed', method: 'GET', path: (customer: string) => `/v1/deliveries?customerId=${customer}` },
+      { name: 'the customer read', method: 'GET', path: (customer: string) => `/v1/customers/${customer}` },
+      { name: 'its deliveries replayed', method: 'POST', path: (customer: string) => `/v1/customers/${customer}/replay`, body: () => ({ since: new Date(Date.now() - 60_000).toISOString() }) },
+    ])('$name', async ({ method, path, body }) => {
+      const before = await storeState();
+      const answers: Answer[] = [];
+      for (const customer of [B, 'cus_edges_nobody']) answers.push(await call(method, path(customer), own(), body?.(customer)));
+      for (const answer of answers) {
+        expect(answer.status, JSON.stringify(answer.body)).toBe(403);
+        expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_FORBIDDEN', message: expect.any(String) } });
+      }
+      expect(answers[1]!.body.error.message.replace('cus_edges_nobody', B)).toBe(answers[0]!.body.error.message);
+      expect(await storeState()).toBe(before);
     });
   });
 

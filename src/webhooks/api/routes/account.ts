@@ -26,7 +26,7 @@ export function accountRoutes(app: ApiApp, services: ApiServices): void {
     return { data: customers.map(customerJson), nextCursor: nextCursor('customers', customers, limit, (c) => c.customerId) };
   });
 
-  app.get('/v1/customers/:customerId', { schema: { tags: ['customers'], summary: 'One customer: its endpoints counted (a customer token: its own only)', params: s.CustomerParams, response: { 200: s.Customer } } }, async (request) => {
+  app.get('/v1/customers/:customerId', { schema: { tags: ['customers'], summary: "One customer: its endpoints counted (a customer token: its own only; another's is 403)", params: s.CustomerParams, response: { 200: s.Customer } } }, async (request) => {
     const caller = callerOf(request);
     const customerId = customerAsked(caller.kind === 'customer' ? caller.customerId : null, request.params.customerId)!;
     const [found] = await storesFor(services, caller).endpoints.customers({ customerId, limit: 1 });
@@ -36,7 +36,7 @@ export function accountRoutes(app: ApiApp, services: ApiServices): void {
     return customerJson(found);
   });
 
-  app.post('/v1/customers/:customerId/replay', { schema: { tags: ['customers'], summary: "Send the deliveries to a customer's endpoints recorded since a time again", params: s.CustomerParams, body: s.ReplaySinceBody, response: { 202: s.Replayed } } }, async (request, reply) => {
+  app.post('/v1/customers/:customerId/replay', { schema: { tags: ['customers'], summary: "Send the deliveries to a customer's endpoints recorded since a time again (a customer token: its own only; another's is 403)", params: s.CustomerParams, body: s.ReplaySinceBody, response: { 202: s.Replayed } } }, async (request, reply) => {
     const caller = callerOf(request);
     const customerId = customerAsked(caller.kind === 'customer' ? caller.customerId : null, request.params.customerId)!;
     const replayed = await storesFor(services, caller).deliveries.replay({ customerId, since: new Date(request.body.since) }, new Date());

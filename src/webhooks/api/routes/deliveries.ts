@@ -16,7 +16,7 @@ export const LISTING_SCAN_CAP = 5_000;
 export function deliveryRoutes(app: ApiApp, services: ApiServices): void {
   const tags = ['deliveries'];
 
-  app.get('/v1/deliveries', { schema: { tags, summary: 'List deliveries, newest first (a customer token: to its endpoints)', querystring: s.DeliveriesQuery, response: { 200: s.page(s.Delivery) } } }, async (request) => {
+  app.get('/v1/deliveries', { schema: { tags, summary: 'List deliveries, newest first (a customer token: to its endpoints; naming another customer is 403)', querystring: s.DeliveriesQuery, response: { 200: s.page(s.Delivery) } } }, async (request) => {
     const caller = callerOf(request);
     const q = request.query;
     const limit = q.limit ?? 50;

@@ -14,7 +14,7 @@ const KEEP_OLD_SECRET_MS = 86_400_000;
 export function endpointRoutes(app: ApiApp, services: ApiServices): void {
   const tags = ['endpoints'];
 
-  app.get('/v1/endpoints', { schema: { tags, summary: "List endpoints, oldest first (a customer token: its own)", querystring: s.EndpointsQuery, response: { 200: s.page(s.Endpoint) } } }, async (request) => {
+  app.get('/v1/endpoints', { schema: { tags, summary: "List endpoints, oldest first (a customer token: its own; naming another customer is 403)", querystring: s.EndpointsQuery, response: { 200: s.page(s.Endpoint) } } }, async (request) => {
     const caller = callerOf(request);
     const limit = request.query.limit ?? 50;
     const customerId = customerAsked(caller.kind === 'customer' ? caller.customerId : null, request.query.customerId);
@@ -22,7 +22,7 @@ export function endpointRoutes(app: ApiApp, services: ApiServices): void {
     return { data: endpoints.map(endpointJson), nextCursor: nextCursor('endpoints', endpoints, limit, (e) => e.id) };
   });
 
-  app.post('/v1/endpoints', { schema: { tags, summary: 'Add an endpoint; its signing secret is shown in this answer only', headers: s.IdempotencyHeaders, body: s.CreateEndpointBody, response: { 201: s.EndpointWithSecret } } }, async (request, reply) => {
+  app.post('/v1/endpoints', { schema: { tags, summary: "Add an endpoint; its signing secret is shown in this answer only (a customer token: its own customer's; naming another is 403)", headers: s.IdempotencyHeaders, body: s.CreateEndpointBody, response: { 201: s.EndpointWithSecret } } }, async (request, reply) => {
     const caller = callerOf(request);
     const body = request.body;
     if (body.platformWide) requirePlatform(caller, 'add a platform-wide endpoint');
@@ -86,12 +86,16 @@ export function endpointRoutes(app: ApiApp, services: ApiServices): void {
 }
 
 /**
- * The customer a customer token's request is about: its own, whether named or implied; another
- * customer's is not found, as a missing one (a platform token: what it asks, if anything).
+ * The customer a customer token's request is about: its own, whether named or implied (a
+ * platform token: what it asks, if anything). Naming another is WEBHOOK_API_FORBIDDEN, decided
+ * from the token alone before any read, so the answer is the same whether that customer exists:
+ * nothing leaks, and the caller is told the truth (its token's scope), not that a customer with
+ * endpoints has none. An object named by its own id (an endpoint, a delivery) stays 404 as a
+ * missing one: there a 403 would confirm the id exists.
  */
 export function customerAsked(own: string | null, asked: string | undefined): string | undefined {
   if (own === null) return asked;
-  if (asked !== undefined && asked !== own) throw new RelayError('WEBHOOK_NOT_FOUND', `customer ${asked} has no webhook endpoint`);
+  if (asked !== undefined && asked !== own) throw new RelayError('WEBHOOK_API_FORBIDDEN', `a customer token cannot name another customer (${asked}): it reaches its own customer's objects only; leave customerId out or name its own`);
   return own;
 }
 
