@@ -48,7 +48,7 @@ export const ERROR_CODES = {
   SETUP_TABLE: {
     retriable: false, poison: false,
     meaning: 'The outbox table, a column the OUTBOX_COLUMN_* settings name, or a table the command reads is missing, or the payload column has a type the relay cannot publish (at the CLI also Postgres\'s 42P01 and 3F000: no such table, no such schema).',
-    action: 'Run `outbox-relay setup` (or `outbox-relay webhooks setup` for the webhook tables), or point OUTBOX_TABLE (or the entries of OUTBOX_SOURCES) and the OUTBOX_COLUMN_* variables at the table you have; the message lists its columns and names the setting that named the table. A schema that does not exist is the application's to create: setup makes an outbox table, not its schema.',
+    action: 'Run `outbox-relay setup` (or `outbox-relay webhooks setup` for the webhook tables), or point OUTBOX_TABLE (or the entries of OUTBOX_SOURCES) and the OUTBOX_COLUMN_* variables at the table you have; the message lists its columns and names the setting that named the table. A schema that does not exist is for the application to create: setup makes an outbox table, not its schema.',
   },
   SETUP_CUTOVER_NEEDED: {
     retriable: false, poison: false,
