@@ -196,4 +196,23 @@ describe('webhooks api: its edges', () => {
     });
   });
 
+  describe('every /v1 answer, errors included, says Cache-Control: no-store and X-Content-Type-Options: nosniff', () => {
+    it.each([
+      { name: 'a read', method: 'GET', path: () => '/v1/session', token: PLATFORM_TOKEN as string | null, status: 200 },
+      { name: 'a secret shown once', method: 'POST', path: () => `/v1/endpoints/${endpoint}/rotate-secret`, token: PLATFORM_TOKEN, status: 200 },
+      { name: 'no token', method: 'GET', path: () => '/v1/session', token: null, status: 401 },
+      { name: 'a forbidden call', method: 'GET', path: () => '/v1/customers', token: authority.mint(A, 600).token, status: 403 },
+      { name: 'bad input', method: 'GET', path: () => '/v1/endpoints?limit=abc', token: PLATFORM_TOKEN, status: 400 },
+      { name: 'no such object', method: 'GET', path: () => '/v1/endpoints/ep_missing', token: PLATFORM_TOKEN, status: 404 },
+      { name: 'no such route', method: 'GET', path: () => '/v1/nothing', token: PLATFORM_TOKEN, status: 404 },
+      { name: 'a method the path does not take', method: 'DELETE', path: () => '/v1/session', token: PLATFORM_TOKEN, status: 405 },
+      { name: 'an over-long path parameter', method: 'GET', path: () => `/v1/customers/${'c'.repeat(600)}`, token: PLATFORM_TOKEN, status: 414 },
+    ])('$name: $status', async ({ method, path, token, status }) => {
+      const answer = await call(method, path(), token);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(status);
+      expect(answer.headers.get('cache-control')).toBe('no-store');
+      expect(answer.headers.get('x-content-type-options')).toBe('nosniff');
+    });
+  });
+
 });

@@ -499,6 +499,7 @@ describe('webhooks api', () => {
     }
     expect(statuses).toEqual([200, 200, 200, 429]);
     expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect([last!.headers.get('cache-control'), last!.headers.get('x-content-type-options')]).toEqual(['no-store', 'nosniff']);
     expect(await last!.json()).toEqual({ error: { code: 'WEBHOOK_API_RATE_LIMITED', message: expect.any(String) } });
     // Another caller has its own budget; every token of one customer shares the customer's, and an altered token is no token.
     const session = async (token: string) => (await fetch(`${address}/v1/session`, { headers: { authorization: `Bearer ${token}` } })).status;

@@ -30,6 +30,9 @@ const PORTAL_HEADERS = {
   'referrer-policy': 'no-referrer',
 } as const;
 
+/** On every /v1 answer, errors included. */
+const V1_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' } as const;
+
 export interface ApiServerOptions {
   readonly services: ApiServices;
   readonly metrics: ApiMetrics;
@@ -61,7 +64,9 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
     // measures a parameter in UTF-16 units, two for each character outside the BMP.
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
     // What the router refuses before any route (a parameter longer than that, a URL that does not decode) gets the API's own error body.
+    // Its reply skips the hooks (onSend): the /v1 headers are set here too.
     frameworkErrors: (error, request, reply) => {
+      if (request.url.startsWith('/v1/')) void reply.headers(V1_HEADERS);
       void answerError(error, request, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -106,6 +111,12 @@ export async function buildApiServer(options: ApiServerOptions): Promise<ApiApp>
   });
   app.addHook('onRequest', async (request) => {
     if (request.url.startsWith('/v1/')) request.caller = options.services.tokens.verify(request.headers.authorization);
+  });
+  // A /v1 answer may hold a secret shown once (a signing secret, a customer token) or a customer's
+  // data: no cache or proxy keeps it, and no browser reads it as anything but its type. Errors too.
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (request.url.startsWith('/v1/')) void reply.headers(V1_HEADERS);
+    return payload;
   });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
