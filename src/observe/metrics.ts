@@ -42,7 +42,7 @@ export function createRelayMetrics(registry = new Registry()) {
     slotWalStatus: new Gauge({ name: 'outbox_relay_slot_wal_status', help: "The slot's wal_status: 1 for the current one (unreserved or lost: the slot is about to be, or was, invalidated).", labelNames: ['status'], registers }),
     slotSafeWalSize: new Gauge({ name: 'outbox_relay_slot_safe_wal_size_bytes', help: 'WAL that can still be written before max_slot_wal_keep_size invalidates the slot; -1 when unlimited.', registers }),
     slotFailover: new Gauge({ name: 'outbox_relay_slot_failover', help: 'Whether the slot is a failover slot (Postgres 17+: standbys with sync_replication_slots keep a copy that a promotion streams from): 1 yes, 0 no, -1 unknown (a server before 17, or no slot).', registers }),
-    slotSyncedStandbys: new Gauge({ name: 'outbox_relay_slot_synced_standbys', help: "Standbys among DATABASE_URL's other hosts holding a synchronized copy of the slot that a promotion can stream from; -1 when DATABASE_URL names one host (look on the standby: docs/operations.md#postgres-failover).", registers }),
+    slotSyncedStandbys: new Gauge({ name: 'outbox_relay_slot_synced_standbys', help: "Standbys among DATABASE_URL's other hosts holding a synchronized copy of the slot that a promotion can stream from; -1 when there is no copy to expect: DATABASE_URL names one host (look on the standby: docs/operations.md#postgres-failover), or the slot is OUTBOX_REPLICA_URL's (a standby's own slot, kept through its promotion).", registers }),
   };
 }
 

@@ -170,6 +170,9 @@ export class SlotMonitor {
     metrics.walRate.set(this.walRate ?? 0);
     metrics.slotOutageBudget.set(slotOutageBudget(report, this.walRate) ?? -1);
     metrics.slotFailover.set(report.failover === null ? -1 : report.failover ? 1 : 0);
-    metrics.slotSyncedStandbys.set(syncedStandbys(await readStandbyCopies(database, slot)));
+    // A standby's own slot (OUTBOX_REPLICA_URL) is no failover slot: no other server keeps a
+    // copy of it, and it stays on that standby through its promotion. DATABASE_URL's hosts are
+    // then the primary it replays (gone after the promotion), not copies to count.
+    metrics.slotSyncedStandbys.set(this.options.slotServer.standby ? -1 : syncedStandbys(await readStandbyCopies(database, slot)));
   }
 }

@@ -32,8 +32,11 @@ export interface StatusReport {
   readonly outageBudgetSeconds: number | null;
   /** The primary's WAL rate the budget was computed with: its average since pg_stat_wal was reset. */
   readonly walBytesPerSecond: number | null;
-  /** Each host of a several-host DATABASE_URL and its copy of the slot; empty for one host. */
-  readonly standbys: readonly StandbyCopy[];
+  /**
+   * Each host of a several-host DATABASE_URL and its copy of the slot; empty for one host; null
+   * with the slot on OUTBOX_REPLICA_URL: a standby's own slot, of which no server keeps a copy.
+   */
+  readonly standbys: readonly StandbyCopy[] | null;
   readonly publication: { readonly name: string; readonly exists: boolean };
   /** Each outbox table: rows retained, the oldest one's age, its size. */
   readonly outboxes: readonly { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number }[];
@@ -63,7 +66,9 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
       outageBudgetSeconds: slotOutageBudget(slot, walBytesPerSecond),
       walBytesPerSecond,
       slotServer: !input.slotServer.standby ? 'primary' : slot.onStandby ? 'standby' : 'promoted standby',
-      standbys: await readStandbyCopies(input.database, input.slot),
+      // A standby's own slot is no failover slot, and stays on it through its promotion:
+      // DATABASE_URL's hosts are the primary it replays (gone after the promotion), no copies.
+      standbys: input.slotServer.standby ? null : await readStandbyCopies(input.database, input.slot),
       publication: { name: input.publication, exists: publication.rows.length > 0 },
       outboxes,
       deadLetters: await countDeadLetters(input),
@@ -108,7 +113,7 @@ export function formatStatus(report: StatusReport): string {
     ['lag', `${bytes(slot.lagBytes)} (flush lag ${seconds(slot.flushLagSeconds)})`],
     ['wal status', slot.walStatus ?? '-'],
     ['failover', slot.failover === null ? (slot.exists ? 'no (Postgres before 17)' : '-') : `${slot.failover ? 'yes' : 'no'}${slot.synced ? ' (this slot was synchronized from a primary: this server was promoted)' : ''}`],
-    ['standby copies', report.standbys.length === 0 ? "unknown: DATABASE_URL names one host (on the standby: SELECT synced, temporary FROM pg_replication_slots)" : report.standbys.filter((copy) => copy.state !== 'primary').map((copy) => `${copy.host} ${copy.state}${copy.confirmedFlushLsn ? ` at ${copy.confirmedFlushLsn}` : ''}`).join(', ') || 'none'],
+    ['standby copies', report.standbys === null ? "none to expect: the slot is OUTBOX_REPLICA_URL's standby's own (Postgres copies only a primary's failover slots to standbys; this one stays on its standby through a promotion)" : report.standbys.length === 0 ? "unknown: DATABASE_URL names one host (on the standby: SELECT synced, temporary FROM pg_replication_slots)" : report.standbys.filter((copy) => copy.state !== 'primary').map((copy) => `${copy.host} ${copy.state}${copy.confirmedFlushLsn ? ` at ${copy.confirmedFlushLsn}` : ''}`).join(', ') || 'none'],
     ['idle timeout', slot.idleTimeoutSeconds === null ? 'none (idle_replication_slot_timeout off, or before Postgres 18)' : `${formatDuration(slot.idleTimeoutSeconds)}: Postgres invalidates the slot once it has been unread that long (idle_replication_slot_timeout)${slot.inactiveSince ? `; unread since ${slot.inactiveSince.toISOString()}` : ''}`],
     ['outage budget', report.outageBudgetSeconds === null ? 'unbounded: neither idle_replication_slot_timeout nor max_slot_wal_keep_size can invalidate the slot' : `${formatDuration(report.outageBudgetSeconds)}: a longer outage of every relay may lose the slot (the first of the idle timeout and safe wal size at ${bytes(report.walBytesPerSecond === null ? null : Math.round(report.walBytesPerSecond))}/s of WAL, the primary's average)`],
     ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
