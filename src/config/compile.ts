@@ -66,7 +66,7 @@ export interface RunOptions {
   readonly setup: { readonly target: SetupTarget; readonly create: boolean };
   readonly encoder: EncoderOptions;
   readonly relay: RelayOptions;
-  readonly slotMonitor: { readonly slotServer: SlotServer; readonly slot: string; readonly intervalMs: number };
+  readonly slotMonitor: { readonly slotServer: SlotServer; readonly primary: DatabaseAccess; readonly slot: string; readonly intervalMs: number };
   readonly http: HttpOptions;
 }
 
@@ -110,7 +110,7 @@ export function compileRun(config: CommandConfig<'run'>): RunOptions {
       reconnectMaxMs: config.reconnectMax,
       standbyPollMs: config.standbyPoll,
     },
-    slotMonitor: { slotServer: slotServer(config), slot: config.slot, intervalMs: config.slotPollInterval },
+    slotMonitor: { slotServer: slotServer(config), primary: database(config), slot: config.slot, intervalMs: config.slotPollInterval },
     http: httpOptions(config),
   });
 }

@@ -43,6 +43,8 @@ export function createRelayMetrics(registry = new Registry()) {
     slotSafeWalSize: new Gauge({ name: 'outbox_relay_slot_safe_wal_size_bytes', help: 'WAL that can still be written before max_slot_wal_keep_size invalidates the slot; -1 when unlimited.', registers }),
     slotFailover: new Gauge({ name: 'outbox_relay_slot_failover', help: 'Whether the slot is a failover slot (Postgres 17+: standbys with sync_replication_slots keep a copy that a promotion streams from): 1 yes, 0 no, -1 unknown (a server before 17, or no slot).', registers }),
     slotSyncedStandbys: new Gauge({ name: 'outbox_relay_slot_synced_standbys', help: "Standbys among DATABASE_URL's other hosts holding a synchronized copy of the slot that a promotion can stream from; -1 when there is no copy to expect: DATABASE_URL names one host (look on the standby: docs/operations.md#postgres-failover), or the slot is OUTBOX_REPLICA_URL's (a standby's own slot, kept through its promotion).", registers }),
+    sourceReplayDelayBytes: new Gauge({ name: 'outbox_relay_source_replay_delay_bytes', help: "With the slot on a standby (OUTBOX_REPLICA_URL): the primary's flushed WAL position minus the standby's replay position, WAL the relay cannot read yet; 0 on a primary, -1 when the primary cannot be read.", registers }),
+    sourceReplayDelaySeconds: new Gauge({ name: 'outbox_relay_source_replay_delay_seconds', help: "With the slot on a standby (OUTBOX_REPLICA_URL): how long the oldest commit of the primary the standby has not replayed has waited (the relay cannot read it before); 0 when it replayed every completed transaction, on a primary too; -1 when the primary cannot be read.", registers }),
   };
 }
 

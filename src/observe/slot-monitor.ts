@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { connectPostgres } from '../pg-connection.js';
+import { connectPostgres, type DatabaseAccess } from '../pg-connection.js';
 import type { Logger } from 'pino';
 import type { RelayMetrics } from './metrics.js';
 import { WAL_STATUSES } from './metrics.js';
@@ -7,6 +7,7 @@ import { readStandbyCopies, syncedStandbys } from './standby-copies.js';
 import { SERVER_WAL_LSN_SQL, type SlotServer } from '../slot-server.js';
 import { parseLsn } from '../lsn.js';
 import { slotOutageBudget } from './outage-budget.js';
+import { readPrimary, readStandby, ReplayDelayTracker, type PrimaryReading, type ReplayDelay } from './replay-delay.js';
 
 /** Weight of the newest poll in the WAL rate's moving average. */
 const WAL_RATE_WEIGHT = 0.1;
@@ -103,8 +104,12 @@ export class SlotMonitor {
   private walRate: number | null = null;
   /** The poll under way: one at a time (a slow server must not pile connections up). */
   private polling: Promise<void> | null = null;
+  /** DATABASE_URL's primary, with the slot on a standby: what the standby has not replayed yet is measured against it. */
+  private primary: pg.Client | null = null;
+  private readonly replayDelays = new ReplayDelayTracker();
 
-  constructor(private readonly options: { slotServer: SlotServer; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {}
+  /** `primary`: DATABASE_URL, where the standby's primary is (read only with the slot on a standby). */
+  constructor(private readonly options: { slotServer: SlotServer; primary: DatabaseAccess; slot: string; intervalMs: number; metrics: RelayMetrics; logger: Logger }) {}
 
   start(): void {
     const poll = () => {
@@ -125,6 +130,7 @@ export class SlotMonitor {
     clearInterval(this.timer);
     await this.polling;
     await this.client?.end().catch(() => undefined);
+    await this.primary?.end().catch(() => undefined);
   }
 
   /**
@@ -174,5 +180,30 @@ export class SlotMonitor {
     // copy of it, and it stays on that standby through its promotion. DATABASE_URL's hosts are
     // then the primary it replays (gone after the promotion), not copies to count.
     metrics.slotSyncedStandbys.set(this.options.slotServer.standby ? -1 : syncedStandbys(await readStandbyCopies(database, slot)));
+    const delay = report.onStandby ? await this.readReplayDelay(this.client) : null;
+    metrics.sourceReplayDelayBytes.set(delay ? delay.bytes : report.onStandby ? -1 : 0);
+    metrics.sourceReplayDelaySeconds.set(delay ? delay.seconds : report.onStandby ? -1 : 0);
+  }
+
+  /** The standby's delay behind DATABASE_URL's primary; null when the primary cannot be read (a failover under way). */
+  private async readReplayDelay(standby: pg.Client): Promise<ReplayDelay | null> {
+    let primary: PrimaryReading;
+    try {
+      if (!this.primary) {
+        const client = await connectPostgres(this.options.primary, 'outbox-relay-monitor');
+        client.on('error', () => undefined);
+        this.primary = client;
+      }
+      // The primary first: what the standby replays after it can only make the delay smaller.
+      primary = await readPrimary(this.primary);
+    } catch (error) {
+      this.options.logger.debug({ err: (error as Error).message }, "the standby's primary could not be read for the replay delay");
+      void this.primary?.end().catch(() => undefined);
+      this.primary = null;
+      this.replayDelays.reset();
+      return null;
+    }
+    const reading = await readStandby(standby);
+    return reading ? this.replayDelays.observe(primary, reading) : { bytes: 0, seconds: 0, paused: false };
   }
 }

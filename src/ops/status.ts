@@ -9,6 +9,7 @@ import { findTables, type TableByAge } from '../setup/outbox-tables.js';
 import { qualifiedName } from '../outboxes.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
 import { formatDuration, slotOutageBudget } from '../observe/outage-budget.js';
+import { readReplayDelayOnce, type ReplayDelay } from '../observe/replay-delay.js';
 
 export interface StatusInput {
   readonly database: DatabaseAccess;
@@ -37,6 +38,8 @@ export interface StatusReport {
    * with the slot on OUTBOX_REPLICA_URL: a standby's own slot, of which no server keeps a copy.
    */
   readonly standbys: readonly StandbyCopy[] | null;
+  /** How far the slot's standby is behind DATABASE_URL's primary; null when the slot's server is no standby (a primary, or promoted). */
+  readonly replayDelay: ReplayDelay | null;
   readonly publication: { readonly name: string; readonly exists: boolean };
   /** Each outbox table: rows retained, the oldest one's age, its size. */
   readonly outboxes: readonly { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number }[];
@@ -61,6 +64,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
       outboxes.push({ table: qualifiedName(relation), rows: Number(row.rows), oldestRowAgeSeconds: row.age, totalBytes: Number(row.bytes) });
     }
     const walBytesPerSecond = await averageWalRate(client);
+    const replayDelay = slot.onStandby ? await onSlotServer(input.slotServer, client, (standby) => readReplayDelayOnce(client, standby), 'outbox-relay-status') : null;
     return {
       slot,
       outageBudgetSeconds: slotOutageBudget(slot, walBytesPerSecond),
@@ -69,6 +73,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
       // A standby's own slot is no failover slot, and stays on it through its promotion:
       // DATABASE_URL's hosts are the primary it replays (gone after the promotion), no copies.
       standbys: input.slotServer.standby ? null : await readStandbyCopies(input.database, input.slot),
+      replayDelay,
       publication: { name: input.publication, exists: publication.rows.length > 0 },
       outboxes,
       deadLetters: await countDeadLetters(input),
@@ -100,6 +105,14 @@ async function countDeadLetters(input: StatusInput): Promise<StatusReport['deadL
   }
 }
 
+/** The standby's delay behind the primary's commits: what the slot's lag, measured against what the standby replayed, does not show. */
+function formatReplayDelay(delay: ReplayDelay | null, bytes: (value: number) => string, seconds: (value: number) => string): string {
+  if (delay === null) return 'none: OUTBOX_REPLICA_URL is a primary now (promoted), it replays nothing';
+  const paused = delay.paused ? '; replay is paused on the standby (SELECT pg_wal_replay_resume() there)' : '';
+  if (delay.seconds === 0) return `none: the standby has replayed every commit of the primary${delay.bytes > 0 ? ` (not yet ${bytes(delay.bytes)} of WAL without one)` : ''}${paused}`;
+  return `${bytes(delay.bytes)} and ${seconds(delay.seconds)} behind the primary's commits${paused}: the relay reads them only once the standby replays them`;
+}
+
 export function formatStatus(report: StatusReport): string {
   const { slot } = report;
   const bytes = (value: number | null) => (value === null ? '-' : value < 1024 ? `${value} B` : value < 1 << 20 ? `${(value / 1024).toFixed(1)} KiB` : `${(value / (1 << 20)).toFixed(1)} MiB`);
@@ -114,6 +127,7 @@ export function formatStatus(report: StatusReport): string {
     ['wal status', slot.walStatus ?? '-'],
     ['failover', slot.failover === null ? (slot.exists ? 'no (Postgres before 17)' : '-') : `${slot.failover ? 'yes' : 'no'}${slot.synced ? ' (this slot was synchronized from a primary: this server was promoted)' : ''}`],
     ['standby copies', report.standbys === null ? "none to expect: the slot is OUTBOX_REPLICA_URL's standby's own (Postgres copies only a primary's failover slots to standbys; this one stays on its standby through a promotion)" : report.standbys.length === 0 ? "unknown: DATABASE_URL names one host (on the standby: SELECT synced, temporary FROM pg_replication_slots)" : report.standbys.filter((copy) => copy.state !== 'primary').map((copy) => `${copy.host} ${copy.state}${copy.confirmedFlushLsn ? ` at ${copy.confirmedFlushLsn}` : ''}`).join(', ') || 'none'],
+    ...(report.slotServer === 'primary' ? [] : [['replay delay', formatReplayDelay(report.replayDelay, bytes, seconds)] as [string, string]]),
     ['idle timeout', slot.idleTimeoutSeconds === null ? 'none (idle_replication_slot_timeout off, or before Postgres 18)' : `${formatDuration(slot.idleTimeoutSeconds)}: Postgres invalidates the slot once it has been unread that long (idle_replication_slot_timeout)${slot.inactiveSince ? `; unread since ${slot.inactiveSince.toISOString()}` : ''}`],
     ['outage budget', report.outageBudgetSeconds === null ? 'unbounded: neither idle_replication_slot_timeout nor max_slot_wal_keep_size can invalidate the slot' : `${formatDuration(report.outageBudgetSeconds)}: a longer outage of every relay may lose the slot (the first of the idle timeout and safe wal size at ${bytes(report.walBytesPerSecond === null ? null : Math.round(report.walBytesPerSecond))}/s of WAL, the primary's average)`],
     ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
