@@ -170,6 +170,11 @@ export const ERROR_CODES = {
     meaning: "OUTBOX_TOPIC_TEMPLATE made an illegal Kafka topic name from the event's values (characters other than letters, digits, . _ -, or over 249 of them).",
     action: 'Fix the aggregate or event type the writer used, or the template; then `outbox-relay replay` the event.',
   },
+  ROUTE_FORMAT_CONFLICT: {
+    retriable: false, poison: true,
+    meaning: "Two outboxes of different formats (OUTBOX_SOURCES' \"format\") route to one topic: the event's outbox would write a topic another outbox already writes in the other format (since the relay started). Templates that always meet are refused at start (CONFIG_INVALID); these met through the events' values.",
+    action: 'Give one of the outboxes a "topicTemplate" of its own (or both the same "format"), then `outbox-relay replay` the event (a message outbox\'s event: the application emits it again).',
+  },
   ENCODE_NO_SCHEMA: {
     retriable: false, poison: true,
     meaning: "With OUTBOX_FORMAT=avro, OUTBOX_SCHEMAS_DIR has no <event_type>.avsc for the event's type.",

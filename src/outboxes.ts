@@ -92,6 +92,25 @@ export function tableOutboxOf(outboxes: readonly Outbox[], relation: RelationRef
   return pattern && { kind: 'table', table: { schema: relation.schema, name: relation.name }, columns: pattern.columns, topicTemplate: fillTable(pattern.topicTemplate, relation), format: pattern.format, pattern: pattern.pattern };
 }
 
+/**
+ * Two outboxes of different formats that write one topic whatever their events hold: templates
+ * with no placeholder left (a table's {schema} and {table} are filled in) that are equal; null
+ * if there are none. Templates that still hold {aggregate_type} or {event_type} (or a pattern's
+ * {schema} and {table}) meet only if events (or tenants) make them meet, which nothing at start
+ * can tell: the record builder refuses those when they do.
+ */
+export function fixedTopicFormatConflict(outboxes: readonly Outbox[]): { readonly topic: string; readonly outboxes: readonly [Outbox, Outbox] } | null {
+  const byTopic = new Map<string, Outbox>();
+  for (const outbox of outboxes) {
+    const topic = outbox.topicTemplate;
+    if (/\{[^}]*\}/.test(topic)) continue;
+    const first = byTopic.get(topic);
+    if (first === undefined) byTopic.set(topic, outbox);
+    else if (first.format !== outbox.format) return { topic, outboxes: [first, outbox] };
+  }
+  return null;
+}
+
 function fillTable(template: string, table: RelationRef): string {
   return template.replaceAll('{schema}', table.schema).replaceAll('{table}', table.name);
 }

@@ -173,6 +173,20 @@ describe('cross-field checks', () => {
     expect(() => load(COMMANDS.run, { env: { ...required, OUTBOX_FORMAT: 'avro', OUTBOX_SOURCES: allJson } })).not.toThrow();
   });
 
+  it('refuse a JSON outbox and an Avro outbox that write one topic whatever their events hold, naming both and the templates', () => {
+    const env = { ...required, SCHEMA_REGISTRY_URL: 'http://registry:8081' };
+    // {schema} and {table} are the table's own: billing.events for both.
+    const same = JSON.stringify([{ table: 'billing.outbox', topicTemplate: '{schema}.events' }, { table: 'billing.outbox2', format: 'avro' }, { messages: 'outbox', format: 'avro' }]);
+    const message = problems(COMMANDS.run, { env: { ...env, OUTBOX_SOURCES: same, OUTBOX_TOPIC_TEMPLATE: 'billing.events' } });
+    expect(message).toMatch(/OUTBOX_SOURCES: outboxes billing\.outbox \(json, topic template "\{schema\}\.events"\) and billing\.outbox2 \(avro, OUTBOX_TOPIC_TEMPLATE "billing\.events"\) both write topic billing\.events: its consumers would read two formats; give one of them a "topicTemplate" of its own, or both the same "format"/);
+    // Templates with an event's placeholders meet only if events make them: refused at run time, when they do.
+    const byEvent = JSON.stringify([{ table: 'billing.outbox' }, { table: 'payments.outbox', format: 'avro' }]);
+    expect(() => load(COMMANDS.run, { env: { ...env, OUTBOX_SOURCES: byEvent } })).not.toThrow();
+    // One format on one topic is what a topic is for.
+    const oneFormat = JSON.stringify([{ table: 'billing.outbox', format: 'avro' }, { messages: 'outbox', format: 'avro' }]);
+    expect(() => load(COMMANDS.run, { env: { ...env, OUTBOX_SOURCES: oneFormat, OUTBOX_TOPIC_TEMPLATE: 'events' } })).not.toThrow();
+  });
+
   it("hold a command to those whose options it reads (replay has no reconnect loop of its own, but the encoder's retries)", () => {
     expect(problems(COMMANDS.prune, { env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s', OUTBOX_PRUNE_BATCH_SIZE: '0' } })).not.toMatch(/RECONNECT/);
     expect(problems(COMMANDS.replay, { env: { ...required, OUTBOX_RECONNECT_MIN: '1m', OUTBOX_RECONNECT_MAX: '1s' }, flags: { 'event-id': 'evt_1' } })).toMatch(/OUTBOX_RECONNECT_MIN \(60000ms\) exceeds OUTBOX_RECONNECT_MAX/);

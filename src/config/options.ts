@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { DEFAULT_COLUMNS } from '../outbox-table.js';
-import { OUTBOX_SOURCES_EXAMPLE, parseOutboxEntries, TABLE_PLACEHOLDERS, type OutboxEntry } from '../outboxes.js';
+import { completeOutbox, fixedTopicFormatConflict, OUTBOX_SOURCES_EXAMPLE, outboxName, parseOutboxEntries, TABLE_PLACEHOLDERS, type Outbox, type OutboxEntry } from '../outboxes.js';
 import { SASL_MECHANISMS } from '../security/kafka-security.js';
 import { Secret } from '../security/secret.js';
 import { PLACEHOLDERS } from '../transform/topic-router.js';
@@ -322,6 +322,24 @@ function avroOutboxes(c: Pick<RelayConfig, 'format' | 'sources'>, name: (key: 'f
   return avro.every((entry) => entry.format === null) ? `${name('format')}=avro` : `Avro outboxes (${name('sources')} entries with "format": "avro")`;
 }
 
+/**
+ * Two outboxes of different formats that write one topic whatever their events hold (equal
+ * templates with no placeholder left), named with their templates as the operator set them;
+ * null if none. Where an event's placeholders decide, the record builder refuses at run time.
+ */
+function topicFormatConflict(c: Pick<RelayConfig, 'sources' | 'topicTemplate' | 'format'>, name: (key: 'sources' | 'topicTemplate') => string): string | null {
+  const entries = c.sources ?? [];
+  const outboxes = entries.map((entry) => completeOutbox(entry, { columns: DEFAULT_COLUMNS, topicTemplate: c.topicTemplate, format: c.format }));
+  const conflict = fixedTopicFormatConflict(outboxes);
+  if (!conflict) return null;
+  const described = (outbox: Outbox) => {
+    const { topicTemplate } = entries[outboxes.indexOf(outbox)]!;
+    return `${outboxName(outbox)} (${outbox.format}, ${topicTemplate === null ? `${name('topicTemplate')} "${c.topicTemplate}"` : `topic template "${topicTemplate}"`})`;
+  };
+  const [first, second] = conflict.outboxes;
+  return `${name('sources')}: outboxes ${described(first)} and ${described(second)} both write topic ${conflict.topic}: its consumers would read two formats; give one of them a "topicTemplate" of its own, or both the same "format"`;
+}
+
 /** Rules across options; a command is held to those whose options it reads. */
 export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['kafkaClient', 'kafkaCompression'], (c, name) => (c.kafkaClient === 'kafkajs' && !KAFKAJS_COMPRESSIONS.has(c.kafkaCompression) ? `${name('kafkaCompression')}=${c.kafkaCompression} needs ${name('kafkaClient')}=librdkafka: kafkajs compresses with gzip only (expected none or gzip)` : null)),
@@ -336,6 +354,7 @@ export const CHECKS: readonly Check<RelayConfig>[] = [
   check(['reconnectMin', 'reconnectMax'], (c, name) => (c.reconnectMin > c.reconnectMax ? `${name('reconnectMin')} (${c.reconnectMin}ms) exceeds ${name('reconnectMax')} (${c.reconnectMax}ms)` : null)),
   // Reading pauses at maxBufferedEvents unacknowledged: a larger batch could never fill.
   check(['batchMaxEvents', 'maxBufferedEvents'], (c, name) => (c.batchMaxEvents > c.maxBufferedEvents ? `${name('batchMaxEvents')} (${c.batchMaxEvents}) exceeds ${name('maxBufferedEvents')} (${c.maxBufferedEvents})` : null)),
+  check(['sources', 'topicTemplate', 'format'], topicFormatConflict),
   check(['format', 'sources', 'schemaRegistryUrl'], (c, name) => (c.schemaRegistryUrl === null && avroOutboxes(c, name) ? `${name('schemaRegistryUrl')} is required with ${avroOutboxes(c, name)}` : null)),
   check(['format', 'sources', 'keySchema'], (c, name) => (c.keySchema !== null && !avroOutboxes(c, name) ? `${name('keySchema')} needs an Avro outbox (${name('format')}=avro, or "format": "avro" in an ${name('sources')} entry): JSON outboxes are keyed by the aggregate id as text` : null)),
   // pg lets a password in the URL win over the separate one: two passwords is a mistake to name.

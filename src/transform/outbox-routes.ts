@@ -33,6 +33,8 @@ export interface OutboxRoute {
   /** Values read from the WAL (a row; for a message, `MESSAGE_VALUES`) -> event. */
   readonly decode: (values: RowValues) => OutboxEvent;
   readonly route: TopicRouter;
+  /** The template `route` was compiled from (a table's {schema} and {table} filled in), for messages. */
+  readonly topicTemplate: string;
   /** Its format's encoder (OUTBOX_FORMAT, or its entry's own). */
   readonly encoder: PayloadEncoder;
   readonly poisoned: (values: RowValues) => PoisonedEvent;
@@ -159,6 +161,7 @@ function tableRoute(outbox: TableOutbox, encoder: PayloadEncoder): OutboxRoute {
     declared: qualifiedName(outbox.pattern ?? outbox.table),
     decode: (row) => decoder.decode(row),
     route: compileTopicTemplate(outbox.topicTemplate),
+    topicTemplate: outbox.topicTemplate,
     encoder,
     poisoned: (row) => ({ eventId: idText(row[eventId]), key: idText(row[aggregateId]), values: row, copy: `the row is still in ${qualifiedName(outbox.table)}` }),
     again: TABLE_AGAIN,
@@ -172,6 +175,7 @@ function messageRoute(outbox: MessageOutbox, encoder: PayloadEncoder): OutboxRou
     declared: outboxName(outbox),
     decode: (values) => decoder.decode((values as unknown as MessageValues).content),
     route: compileTopicTemplate(outbox.topicTemplate),
+    topicTemplate: outbox.topicTemplate,
     encoder,
     poisoned: poisonedMessage,
     again: MESSAGE_AGAIN,
@@ -189,6 +193,7 @@ function refusedMessage(prefix: string, reason: PoisonEventError): OutboxRoute {
     route: () => {
       throw reason;
     },
+    topicTemplate: '',
     // Never reached: decoding throws first.
     encoder: {
       format: 'refused',

@@ -45,6 +45,9 @@ export class PoisonStop extends Error {
  * Other errors (a registry that cannot be reached) are thrown: nothing is dead-lettered for them.
  */
 export class RecordBuilder {
+  /** The outbox that first wrote each topic: its format is the topic's (see `claim`). */
+  private readonly topicWriters = new Map<string, OutboxRoute>();
+
   constructor(
     private readonly options: RecordBuilderOptions,
     private readonly stages: RecordBuilderStages,
@@ -60,6 +63,7 @@ export class RecordBuilder {
     try {
       const event = outbox.decode(values);
       const topic = outbox.route(event);
+      this.claim(topic, outbox);
       const limit = topics.recordLimit(topic);
       const value = encoder.encode(event, topic);
       const key = encoder.encodeKey ? encoder.encodeKey(event, topic) : event.aggregateId;
@@ -88,6 +92,26 @@ export class RecordBuilder {
     if (size > limit - RECORD_BATCH_OVERHEAD) {
       const bound = limit < this.options.maxMessageBytes ? `topic ${topic}'s max.message.bytes (${limit})` : `OUTBOX_MAX_MESSAGE_BYTES (${limit})`;
       throw new PoisonEventError('SINK_TOO_LARGE', `record of ${size} bytes for topic ${topic} exceeds ${bound}; raise it (and the other bound if needed), then ${outbox.again}`, { details: { topic, size, limit } });
+    }
+  }
+
+  /**
+   * One topic, one format: consumers of a topic read one format, so a topic written as JSON by
+   * one outbox is not written as Avro by another. Equal templates with no placeholder are
+   * refused at start; templates whose placeholders make them meet (billing's events.{event_type}
+   * and payments' events.{aggregate_type}) only meet by the events' values, so the first outbox
+   * to write a topic since the relay started sets its format, and an event of another format for
+   * it is a dead letter naming both: nothing lost, every other event streams on.
+   */
+  private claim(topic: string, outbox: OutboxRoute): void {
+    const writer = this.topicWriters.get(topic);
+    if (writer === undefined) this.topicWriters.set(topic, outbox);
+    else if (writer.encoder.format !== outbox.encoder.format) {
+      throw new PoisonEventError(
+        'ROUTE_FORMAT_CONFLICT',
+        `topic ${topic} is written as ${writer.encoder.format} by outbox ${writer.name} (topic template "${writer.topicTemplate}"); outbox ${outbox.name} (topic template "${outbox.topicTemplate}") would write it as ${outbox.encoder.format}: its consumers would read two formats. Give one of them a "topicTemplate" of its own in OUTBOX_SOURCES (or both the same "format"), then ${outbox.again}`,
+        { details: { topic, outbox: outbox.name, writer: writer.name } },
+      );
     }
   }
 

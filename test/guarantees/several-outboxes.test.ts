@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { expectOrderPerAggregate } from '../harness/fixture.js';
-import { TopicReader } from '../harness/kafka.js';
+import { createTopics, TopicReader } from '../harness/kafka.js';
 import { consumerRegistry } from '../harness/registry-consumer.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 import { SeveralOutboxes, TRANSACTION_SHAPE } from '../harness/several-outboxes.js';
@@ -146,15 +146,18 @@ describe('bad input to a message outbox', () => {
 describe('each outbox in its own format', () => {
   const outboxes = useSeveralOutboxes();
 
-  it('one table encoded with Avro through the registry, the other tables and the messages as JSON, in one stream', async () => {
+  it('one table encoded with Avro through the registry, the other tables and the messages as JSON, in one stream; a topic keeps one format', async () => {
     const schemas = mkdtempSync(path.join(tmpdir(), 'several-formats-'));
     const fields = [{ name: 'invoice_id', type: 'string' }, { name: 'sequence', type: 'int' }, { name: 'amount_cents', type: 'long' }];
     writeFileSync(path.join(schemas, 'invoice.paid.avsc'), JSON.stringify({ type: 'record', name: 'InvoicePaid', namespace: `itest.${outboxes.slot}`, fields }));
-    const sources = (JSON.parse(outboxes.sources) as Record<string, unknown>[]).map((entry) => (entry.table === `public.${outboxes.tables.b}` ? { ...entry, format: 'avro' } : entry));
+    // A topic of its own: consumers of one topic read one format.
+    const avroTopic = `${outboxes.topicPrefix}.avro-invoice`;
+    await createTopics([avroTopic]);
+    const sources = (JSON.parse(outboxes.sources) as Record<string, unknown>[]).map((entry) => (entry.table === `public.${outboxes.tables.b}` ? { ...entry, format: 'avro', topicTemplate: `${outboxes.topicPrefix}.avro-{aggregate_type}` } : entry));
     const relay = new RelayProcess(
       outboxes.relayEnv({ OUTBOX_SOURCES: JSON.stringify(sources), SCHEMA_REGISTRY_URL: inject('services').schemaRegistryUrl, OUTBOX_SCHEMAS_DIR: schemas, OUTBOX_SUBJECT_STRATEGY: 'record', OUTBOX_AUTO_REGISTER: 'true' }),
     ).start();
-    const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic, outboxes.deadLetterTopic]);
+    const reader = await new TopicReader().start([outboxes.sharedTopic, outboxes.tableCTopic, avroTopic, outboxes.deadLetterTopic]);
     try {
       await relay.waitActive();
       const load = outboxes.load(1, 2);
@@ -178,6 +181,19 @@ describe('each outbox in its own format', () => {
         [`public.${outboxes.tables.c}`]: ['json'],
         [`message:${outboxes.prefix}`]: ['json'],
       });
+      expect(new Set(reader.records.filter((record) => record.headers.outbox_source === `public.${outboxes.tables.b}`).map((record) => record.topic))).toEqual(new Set([avroTopic]));
+      // The messages' template meets the Avro table's topic through an event's value: that event
+      // is a dead letter naming both outboxes, and the stream goes on.
+      const message = (id: string, aggregateType: string) => JSON.stringify({ event_id: id, aggregate_type: aggregateType, aggregate_id: 'inv-x', event_type: 'invoice.paid', payload: { invoice_id: 'inv-x', sequence: 1, amount_cents: 1 } });
+      await outboxes.emit(outboxes.prefix, message('meets-avro', 'avro-invoice'));
+      await outboxes.emit(outboxes.prefix, message('after-conflict', 'invoice'));
+      await reader.until('the conflicting message dead-lettered and the next one published', (records) => records.some((record) => record.headers.event_id === 'after-conflict'), 60_000, () => relay.tail());
+      const conflicting = reader.records.filter((record) => record.headers.event_id === 'meets-avro');
+      expect(conflicting.map((record) => [record.topic, record.headers.dead_letter_code])).toEqual([[outboxes.deadLetterTopic, 'ROUTE_FORMAT_CONFLICT']]);
+      expect(conflicting[0]!.headers.dead_letter_reason).toBe(
+        `topic ${avroTopic} is written as avro by outbox public.${outboxes.tables.b} (topic template "${outboxes.topicPrefix}.avro-{aggregate_type}"); outbox message:${outboxes.prefix} (topic template "${outboxes.topicPrefix}.{aggregate_type}") would write it as json: its consumers would read two formats. Give one of them a "topicTemplate" of its own in OUTBOX_SOURCES (or both the same "format"), then emit the event again from the application: a message outbox has no row to replay (the dead letter holds the content, unless its dead_letter_row_omitted header says it was too large)`,
+      );
+      expect(reader.records.filter((record) => record.topic === avroTopic).every((record) => record.value![0] === 0)).toBe(true);
     } finally {
       await reader.stop();
       await relay.stop();
