@@ -3,6 +3,7 @@ import type { DatabaseAccess } from '../pg-connection.js';
 import { databaseAccess } from '../pg-connection.js';
 import type { Secret } from '../security/secret.js';
 import { AddressGuard } from '../webhooks/address-guard.js';
+import { customerIdProblem } from '../webhooks/customer-rule.js';
 import { DeliveryQueries, type ReplaySelection } from '../webhooks/delivery-queries.js';
 import { DeliveryStore } from '../webhooks/delivery-store.js';
 import { audienceOf, ENDPOINT_DEFAULTS, EndpointStore, type Endpoint, type EndpointSettings } from '../webhooks/endpoint-store.js';
@@ -44,12 +45,21 @@ export const webhooksSetupCommand = command(COMMANDS['webhooks setup'], (config)
     config,
     async (pool, tables) => {
       process.stdout.write(`webhook tables ready in schema ${tables.schema}: endpoints, events, events_without_customer, deliveries, attempts, all_attempts\n`);
-      const unassigned = (await new EndpointStore(pool, tables, new AddressGuard([])).list()).filter((e) => e.customerId === null && !e.platformWide);
+      const endpoints = await new EndpointStore(pool, tables, new AddressGuard([])).list();
+      const unassigned = endpoints.filter((e) => e.customerId === null && !e.platformWide);
       if (unassigned.length > 0) {
         // An upgrade from before customers: the webhooks process will not start until each is assigned.
         process.stdout.write(
           `${unassigned.length} endpoint(s) belong to no customer, and the webhooks process refuses to start (WEBHOOK_ENDPOINTS_UNASSIGNED) until each is assigned:\n` +
             unassigned.map((e) => `  outbox-relay webhooks endpoint update --id ${e.id} --customer <customer id>   # or --platform-wide; ${e.url}${e.description ? ` (${e.description})` : ''}\n`).join(''),
+        );
+      }
+      // Added before the id "null" was refused (it is how a JSON null arrives: no event carries it as a customer).
+      const stranded = endpoints.filter((e) => e.customerId !== null && customerIdProblem(e.customerId) !== null);
+      if (stranded.length > 0) {
+        process.stdout.write(
+          `${stranded.length} endpoint(s) have a customer id no event can carry, and receive nothing: add an endpoint for the right customer (--secret keeps the receiver's secret) and disable each:\n` +
+            stranded.map((e) => `  outbox-relay webhooks endpoint disable --id ${e.id}   # customer "${e.customerId}"; ${e.url}\n`).join(''),
         );
       }
       return EXIT.ok;

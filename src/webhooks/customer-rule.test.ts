@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { customerOf, describeCustomerRule, parseCustomerRule } from './customer-rule.js';
+import { customerIdProblem, customerOf, describeCustomerRule, parseCustomerRule } from './customer-rule.js';
 
 const event = (fields: { headers?: Record<string, string>; payload?: unknown; aggregateId?: string | null }) => ({ headers: fields.headers ?? {}, payload: fields.payload ?? {}, aggregateId: fields.aggregateId ?? null });
 
@@ -37,5 +37,19 @@ describe('the customer rule', () => {
     // A property of every object is not a field of the payload.
     expect(customerOf(parseCustomerRule('payload:/constructor'), event({ payload: {} })).customerId).toBeNull();
     expect(customerOf(parseCustomerRule('aggregate_id'), event({ aggregateId: null }))).toEqual({ customerId: null, missing: 'aggregate id is null' });
+  });
+
+  it('takes no customer id "null", wherever it is read: a JSON null arrives as that text, and no endpoint could ever get its events', () => {
+    expect(customerIdProblem('null')).toMatch(/^"null" is not a customer id: it is how a JSON null arrives/);
+    expect(customerOf(parseCustomerRule('payload:/customer_id'), event({ payload: { customer_id: 'null' } }))).toEqual({ customerId: null, missing: expect.stringContaining('"null" is not a customer id') });
+    expect(customerOf(parseCustomerRule('aggregate_id'), event({ aggregateId: 'null' }))).toEqual({ customerId: null, missing: expect.stringContaining('"null" is not a customer id') });
+    // Only the exact text: an id that merely contains it, or another case, is someone's.
+    for (const id of ['NULL', 'Null', 'nullable', 'cus_null']) expect(customerIdProblem(id), id).toBeNull();
+  });
+
+  it('counts a customer id in characters, as the API does: 255 outside the BMP are taken, 256 are not; C1 controls are refused', () => {
+    expect(customerIdProblem('\u{1F600}'.repeat(255))).toBeNull();
+    expect(customerIdProblem('\u{1F600}'.repeat(256))).toMatch(/expected 1 to 255 characters/);
+    expect(customerIdProblem('cus_\u0085')).toMatch(/not a customer id/);
   });
 });

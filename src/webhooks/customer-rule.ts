@@ -15,12 +15,23 @@ export type CustomerRule =
 
 export const CUSTOMER_RULE_EXAMPLES = 'header:customer_id, payload:/customer/id or aggregate_id';
 
-/** A customer id as an endpoint and an event carry it: what a platform already uses (cus_123, a UUID, a number). */
-const CUSTOMER_ID = /^[^\s\p{Cc}]{1,255}$/u;
+/** The longest customer id, in characters (code points). */
+export const CUSTOMER_ID_MAX_LENGTH = 255;
+/**
+ * A customer id as an endpoint and an event carry it: what a platform already uses (cus_123, a
+ * UUID, a number), of 1 to CUSTOMER_ID_MAX_LENGTH characters; the API's schemas take this pattern.
+ * Never the text `null`: the relay writes a JSON null of the outbox's headers column as that text,
+ * so an event cannot tell the id "null" from no customer. It means no customer everywhere, and an
+ * endpoint for it, which could never receive an event, is refused.
+ */
+export const CUSTOMER_ID_PATTERN = '^(?!null$)[^\\s\\p{Cc}]+$';
+const CUSTOMER_ID = new RegExp(CUSTOMER_ID_PATTERN, 'u');
 
 /** Null, or what is wrong with a customer id and what is expected. */
 export function customerIdProblem(id: string): string | null {
-  return CUSTOMER_ID.test(id) ? null : `"${id}" is not a customer id: expected 1 to 255 characters without spaces or control characters, e.g. cus_123`;
+  if (id === 'null') return '"null" is not a customer id: it is how a JSON null arrives, which is no customer, so an endpoint for it could never receive an event; expected the customer\'s own id, e.g. cus_123';
+  const length = [...id].length;
+  return CUSTOMER_ID.test(id) && length <= CUSTOMER_ID_MAX_LENGTH ? null : `"${id}" is not a customer id: expected 1 to ${CUSTOMER_ID_MAX_LENGTH} characters without spaces or control characters, e.g. cus_123`;
 }
 
 /** The rule an operator wrote; throws an Error saying what is wrong (the option's parser adds what is expected). */
@@ -62,7 +73,7 @@ export function customerOf(rule: CustomerRule, event: CustomerSource): CustomerO
   if (rule.kind === 'header') {
     value = Object.hasOwn(event.headers, rule.name) ? event.headers[rule.name] : undefined;
     // The relay writes a JSON value of the outbox's headers column as its text: a null there
-    // arrives as "null", which is nobody's id.
+    // arrives as "null", which is nobody's id (CUSTOMER_ID_PATTERN refuses it wherever else it is read).
     if (value === 'null') value = null;
     where = `header ${rule.name}`;
   } else if (rule.kind === 'aggregate_id') {

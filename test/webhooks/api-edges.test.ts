@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Secret } from '../../src/security/secret.js';
 import { TokenAuthority } from '../../src/webhooks/api/tokens.js';
+import { cli } from '../harness/cli.js';
 import { useTestOutbox } from '../harness/fixture.js';
 import { RelayProcess } from '../harness/relay-process.js';
 import { useTestWebhooks } from '../harness/webhooks.js';
@@ -215,4 +216,43 @@ describe('webhooks api: its edges', () => {
     });
   });
 
+  describe('the customer id "null" is refused everywhere one is named: a JSON null is no customer, so such an endpoint could never receive an event', () => {
+    it.each([
+      { name: 'an endpoint for it', method: 'POST', path: '/v1/endpoints', body: { url: 'http://127.0.0.1:9/x', eventTypes: ['invoice.*'], customerId: 'null' }, field: 'body.customerId' },
+      { name: 'a token for it', method: 'POST', path: '/v1/customer-tokens', body: { customerId: 'null' }, field: 'body.customerId' },
+      { name: 'it as a path', method: 'GET', path: '/v1/customers/null', field: 'params.customerId' },
+      { name: 'it as a filter', method: 'GET', path: '/v1/endpoints?customerId=null', field: 'querystring.customerId' },
+    ])('the API: $name, 400 naming the field', async ({ method, path, body, field }) => {
+      const before = await storeState();
+      const answer = await call(method, path, PLATFORM_TOKEN, body);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+      expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringMatching(new RegExp(`^${field.replace('.', '\\.')}: .*null`)) } });
+      expect(await storeState()).toBe(before);
+    });
+
+    it('the API mints no token the relay would refuse: a customer id with a C1 control character is 400, as the CLI refuses it', async () => {
+      const answer = await call('POST', '/v1/customer-tokens', PLATFORM_TOKEN, { customerId: 'cus_\u0085' });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+      expect(answer.body).toEqual({ error: { code: 'WEBHOOK_API_INVALID_REQUEST', message: expect.stringMatching(/^body\.customerId: expected a customer id/) } });
+    });
+
+    it('webhooks setup names an endpoint added for "null" before the rule, which receives nothing, and how to replace it', async () => {
+      const created = await call('POST', '/v1/endpoints', PLATFORM_TOKEN, { url: 'http://127.0.0.1:9/was-null', eventTypes: ['invoice.*'], customerId: 'cus_edges_was_null' });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      await webhooks.query("UPDATE wh.endpoints SET customer_id = 'null' WHERE id = $1", [created.body.id]);
+      const result = await cli(['webhooks', 'setup'], webhooks.env());
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toContain('1 endpoint(s) have a customer id no event can carry');
+      expect(result.stdout).toContain(`outbox-relay webhooks endpoint disable --id ${created.body.id}   # customer "null"`);
+      await call('DELETE', `/v1/endpoints/${created.body.id}`);
+    });
+
+    it('the CLI: endpoint add --customer null exits 1 with WEBHOOK_ENDPOINT_INVALID, and adds nothing', async () => {
+      const before = await storeState();
+      const result = await cli(['webhooks', 'endpoint', 'add', '--url', 'http://127.0.0.1:9/null', '--event-types', 'invoice.*', '--customer', 'null'], webhooks.env());
+      expect(result.code, result.stderr).toBe(1);
+      expect(result.stderr).toMatch(/WEBHOOK_ENDPOINT_INVALID.*--customer "null" is not a customer id/);
+      expect(await storeState()).toBe(before);
+    });
+  });
 });

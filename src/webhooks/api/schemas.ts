@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
+import { CUSTOMER_ID_MAX_LENGTH, CUSTOMER_ID_PATTERN } from '../customer-rule.js';
 
 /*
  * Every request and answer of `webhooks api`, in TypeBox: the same schemas validate requests,
@@ -23,12 +24,10 @@ const matching = (pattern: string, meaning: string): string => {
 const text = (options: { readonly minLength?: number; readonly maxLength: number; readonly description?: string }) =>
   Type.String({ ...options, pattern: matching('^[^\\u0000]*$', 'must not hold a NUL character (\\u0000): the store cannot keep one') });
 
-/** The longest customer id, in characters (code points): the longest path parameter of the API. */
-const CUSTOMER_ID_MAX_LENGTH = 255;
-/** The router's limit on one path parameter, in UTF-16 units: a customer id of characters outside the BMP is twice as long. */
+/** The router's limit on one path parameter, in UTF-16 units: the longest id is a customer's (CUSTOMER_ID_MAX_LENGTH characters), twice as long in characters outside the BMP. */
 export const MAX_PATH_PARAMETER_LENGTH = 2 * CUSTOMER_ID_MAX_LENGTH;
 
-export const CustomerId = Type.String({ minLength: 1, maxLength: CUSTOMER_ID_MAX_LENGTH, pattern: matching('^[^\\s\\x00-\\x1f\\x7f]+$', 'expected a customer id: 1 to 255 characters without spaces or control characters, e.g. cus_123'), description: "The platform's own id of its customer, e.g. cus_123" });
+export const CustomerId = Type.String({ minLength: 1, maxLength: CUSTOMER_ID_MAX_LENGTH, pattern: matching(CUSTOMER_ID_PATTERN, `expected a customer id: 1 to ${CUSTOMER_ID_MAX_LENGTH} characters without spaces or control characters, and not the text null (a JSON null is no customer), e.g. cus_123`), description: "The platform's own id of its customer, e.g. cus_123" });
 const Id = Type.String({ minLength: 1, maxLength: 64, pattern: matching('^[A-Za-z0-9_.-]+$', 'expected an id of letters, digits, _ . or -, e.g. ep_5f0c2a9e1b7d4c38') });
 const EventTypePattern = text({ minLength: 1, maxLength: 200, description: 'An event type (invoice.paid) or a pattern (invoice.*, *)' });
 const Url = text({ minLength: 1, maxLength: 2048, description: 'http:// or https://; its host may not resolve to a private address (OUTBOX_WEBHOOK_ALLOW_ADDRESSES)' });
