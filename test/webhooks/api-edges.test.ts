@@ -127,6 +127,7 @@ describe('webhooks api: its edges', () => {
       { name: 'an endpoint id of 300 characters', path: `/v1/endpoints/${'e'.repeat(300)}`, status: 400, field: 'params.endpointId' },
       { name: 'a customer id of 600 characters', path: `/v1/customers/${'c'.repeat(600)}`, status: 414, field: 'path parameter' },
       { name: 'a delivery id of 5,000 characters', path: `/v1/deliveries/${'1'.repeat(5_000)}/attempts`, status: 414, field: 'path parameter' },
+      { name: 'a parameter that does not decode', path: '/v1/endpoints/%E0%A4%A', status: 400, field: 'is not a valid url component' },
     ])('$name: $status in the API\'s error body', async ({ path, status, field }) => {
       const answer = await call('GET', path);
       expect(answer.status, JSON.stringify(answer.body)).toBe(status);

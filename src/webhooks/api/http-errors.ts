@@ -1,5 +1,6 @@
 import type { FastifyError } from 'fastify';
 import { errorCode, errorMessage, sqlState, type ErrorCode } from '../../errors.js';
+import { CUSTOMER_ID_MAX_LENGTH } from '../customer-rule.js';
 import { MAX_PATH_PARAMETER_LENGTH, PATTERN_MEANINGS } from './schemas.js';
 
 /** An error as `webhooks api` answers it: `{ "error": { "code", "message" } }` with its status. */
@@ -40,7 +41,7 @@ export function errorAnswer(error: unknown): ErrorAnswer {
   }
   // The router's own message repeats the whole path, however long: say which limit it passed instead.
   if (fastify.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-    return answer(414, 'WEBHOOK_API_INVALID_REQUEST', `a path parameter is longer than ${MAX_PATH_PARAMETER_LENGTH} UTF-16 units: no id is (a customer id is at most 255 characters, an endpoint id 64, a delivery id 18 digits)`);
+    return answer(414, 'WEBHOOK_API_INVALID_REQUEST', `a path parameter is longer than ${MAX_PATH_PARAMETER_LENGTH} UTF-16 units: no id is (a customer id is at most ${CUSTOMER_ID_MAX_LENGTH} characters, an endpoint id 64, a delivery id 18 digits)`);
   }
   if (typeof fastify.code === 'string' && fastify.code.startsWith('FST_') && typeof fastify.statusCode === 'number' && fastify.statusCode < 500) {
     return answer(fastify.statusCode, 'WEBHOOK_API_INVALID_REQUEST', fastify.message ?? fastify.code);
