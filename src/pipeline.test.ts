@@ -191,6 +191,34 @@ describe('Pipeline', () => {
       ]);
     });
 
+    it("quarantines a tenant's table whose description lacks a mapped column: its rows are dead letters naming it, the other tenants stream on, and a fixed description lifts it", async () => {
+      const events: [string, string | null][] = [];
+      const tenants = new OutboxRoutes([{ kind: 'tables', pattern: { schema: 'tenant_*', name: 'event_outbox' }, columns: COLUMNS, topicTemplate: '{schema}.{event_type}', format: 'json' }], ENCODERS, (table, reason) => events.push([table, reason]));
+      const { pipeline, sink } = pipelineWith({ routes: tenants });
+      const described = (schema: string, columns: readonly string[]) => ({ schema, name: 'event_outbox', columns: columns.map((name) => ({ name })) });
+      const all = Object.values(COLUMNS);
+      const healthy = described('tenant_0001', all);
+      const dropped = described('tenant_0002', all.filter((column) => column !== 'event_type'));
+      const fixed = described('tenant_0002', all);
+      await feed(pipeline, [
+        { kind: 'begin', commitLsn: at(100), commitTime: new Date() },
+        { kind: 'insert', relation: healthy, row: row('t1') },
+        { kind: 'insert', relation: dropped, row: { ...row('t2'), event_type: undefined } },
+        { kind: 'insert', relation: dropped, row: { ...row('t3'), event_type: undefined } },
+        { kind: 'insert', relation: fixed, row: row('t4') },
+        { kind: 'commit', commitLsn: at(100), endLsn: at(110), commitTime: new Date() },
+      ]);
+      expect(sink.sent.map((m) => [m.topic, m.headers.event_id, m.headers.dead_letter_code ?? 'published', m.headers.dead_letter_source_table])).toEqual([
+        ['tenant_0001.invoice.paid', 't1', 'published', undefined],
+        ['outbox.dead-letter', 't2', 'OUTBOX_TABLE_QUARANTINED', 'tenant_0002.event_outbox'],
+        ['outbox.dead-letter', 't3', 'OUTBOX_TABLE_QUARANTINED', 'tenant_0002.event_outbox'],
+        ['tenant_0002.invoice.paid', 't4', 'published', undefined],
+      ]);
+      expect(sink.sent[1]!.headers.dead_letter_reason).toMatch(/^outbox table tenant_0002\.event_outbox is quarantined: it has no column "event_type" \(OUTBOX_COLUMN_EVENT_TYPE\)/);
+      // Told once when it went bad, once when it came back; a healthy table is never a series.
+      expect(events).toEqual([['tenant_0002.event_outbox', expect.stringContaining('no column "event_type"')], ['tenant_0002.event_outbox', null]]);
+    });
+
     it('dead-letters a message of an undeclared prefix, and tracks a non-transactional one at its own LSN, confirmed just past it', async () => {
       const { pipeline, sink, tracker } = pipelineWith({ routes });
       await feed(pipeline, [message('loose', false, 'outbox', 150), ...transaction(200, [row('e1')])]);

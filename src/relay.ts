@@ -25,6 +25,8 @@ export interface RelayDependencies {
   readonly metrics: RelayMetrics;
   readonly encoders: PayloadEncoders;
   /** Opens a replication session (default: on Postgres). */
+  /** Tables found quarantined at start (setup's checks), by qualified name with the reason: lifted when the stream finds them fixed. */
+  readonly quarantined?: ReadonlyMap<string, string>;
   readonly openSource?: (options: ReplicationStreamOptions) => SourceStream;
   /** Makes a session's producer (default: kafkajs). */
   readonly openProducer?: (options: KafkaProducerOptions) => RecordProducer;
@@ -51,7 +53,11 @@ export class Relay {
 
   constructor(private readonly deps: RelayDependencies) {
     const { delivery } = deps.options;
-    this.routes = new OutboxRoutes(delivery.outboxes, deps.encoders);
+    this.routes = new OutboxRoutes(delivery.outboxes, deps.encoders, (table, reason) => {
+      deps.metrics.quarantinedTables.set({ table }, reason === null ? 0 : 1);
+      if (reason === null) deps.logger.info({ table }, 'outbox table publishable again: its rows flow from here on (replay what was dead-lettered meanwhile)');
+      else deps.logger.error({ table, reason }, 'outbox table quarantined: its rows go to the dead-letter topic; every other outbox streams on');
+    }, deps.quarantined);
     this.lifecycle = new RelayLifecycle((state) => setState(deps.metrics, state));
     initReasons(deps.metrics);
   }

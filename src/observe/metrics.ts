@@ -16,6 +16,7 @@ export function createRelayMetrics(registry = new Registry()) {
   return {
     registry,
     published: new Counter({ name: 'outbox_relay_events_published_total', help: 'Events acknowledged by Kafka, by topic, event type and outbox (as declared: a table, a pattern of tenant tables, or message:<prefix>).', labelNames: ['topic', 'event_type', 'outbox'], registers }),
+    quarantinedTables: new Gauge({ name: 'outbox_relay_outbox_table_quarantined', help: "1 for an outbox table the relay cannot publish (a tenant's table lacking a mapped column, or with a payload type it cannot publish, or missing from the publication): its rows are dead letters (OUTBOX_TABLE_QUARANTINED) while every other outbox streams on; 0 once fixed. Found at start and whenever the stream describes the table anew.", labelNames: ['table'], registers }),
     deadLettered: new Counter({ name: 'outbox_relay_events_dead_lettered_total', help: 'Poison events sent to the dead-letter topic, by reason code.', labelNames: ['reason'], registers }),
     produceRequests: new Counter({ name: 'outbox_relay_produce_requests_total', help: 'Produce requests acknowledged by Kafka (events per request: published / this).', registers }),
     produceErrors: new Counter({ name: 'outbox_relay_produce_errors_total', help: 'Produce requests Kafka refused or did not answer, by Kafka error (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, ...); their partitions are sent again.', labelNames: ['error'], registers }),

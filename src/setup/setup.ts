@@ -166,7 +166,7 @@ export async function verify(setupTarget: SetupTarget): Promise<SetupReport> {
     const found = await findings(client, target);
     const quarantined = new Map(found.quarantined);
     for (const table of publication.missing) {
-      quarantined.set(qualifiedName(table), `it is not in the publication "${target.publication}": its inserts never reach the relay; \`outbox-relay setup\` adds it`);
+      quarantined.set(qualifiedName(table), notPublished(target, table));
     }
     const lines = [...publicationLines(target, publication), ...found.lines];
     if (target.slotServer?.standby) {
@@ -179,10 +179,39 @@ export async function verify(setupTarget: SetupTarget): Promise<SetupReport> {
   });
 }
 
+/**
+ * The outbox tables the relay cannot stream, by qualified name with the reason (`status`): a
+ * tenant's table as `run` quarantines it, and a named one as `run` would refuse it (a named
+ * table that does not exist included); nothing is refused here.
+ */
+export async function findQuarantined(setupTarget: SetupTarget): Promise<ReadonlyMap<string, string>> {
+  return withClient(setupTarget.database, async (client) => {
+    const target = await resolve(client, setupTarget);
+    const quarantined = new Map<string, string>();
+    for (const { table } of target.named) {
+      if (!(await tableExists(client, table))) quarantined.set(qualifiedName(table), `outbox table ${qualifiedName(table)} does not exist; run \`outbox-relay setup\``);
+    }
+    const publication = await checkPublication(client, target).catch((error: unknown) => {
+      if (error instanceof RelayError) return error;
+      throw error;
+    });
+    if (publication !== 'absent' && !(publication instanceof RelayError)) {
+      for (const table of publication.missing) quarantined.set(qualifiedName(table), notPublished(target, table));
+    }
+    const existing = { ...target, tables: target.tables.filter(({ table }) => !quarantined.has(qualifiedName(table))) };
+    for (const [table, reason] of (await findings(client, existing, true)).quarantined) quarantined.set(table, reason);
+    return quarantined;
+  });
+}
+
 /** What the start says of a publication that covers tables no outbox names: their inserts are ignored. */
 function publicationLines(target: Resolved, publication: PublicationFound): string[] {
   if (publication.strangers.length === 0) return [];
   return [`publication ${target.publication} covers ${publication.strangers.join(', ')}, which no outbox of this relay names (a tenant renamed out of the pattern?): their inserts are ignored; \`outbox-relay setup\` removes ${publication.strangers.length === 1 ? 'it' : 'them'} from the publication`];
+}
+
+function notPublished(target: Resolved, table: RelationRef): string {
+  return `outbox table ${qualifiedName(table)} is not in the publication "${target.publication}": its inserts never reach the relay; \`outbox-relay setup\` adds it`;
 }
 
 /** Whether `table` is a tenant's (found by a pattern), not one named outright. */
@@ -196,7 +225,7 @@ function isTenantTable(target: Resolved, table: RelationRef): boolean {
  * overrides. A pattern's tables alike are one line each way (a schema per tenant: not a line per
  * tenant at every start).
  */
-async function findings(client: pg.Client, target: Resolved): Promise<SetupReport> {
+async function findings(client: pg.Client, target: Resolved, quarantineNamed = false): Promise<SetupReport> {
   const lines: string[] = [];
   const quarantined = new Map<string, string>();
   const columnsOf = await readTableColumns(client, target.tables.map(({ table }) => table));
@@ -211,7 +240,7 @@ async function findings(client: pg.Client, target: Resolved): Promise<SetupRepor
       mapping = describeColumnMap({ table, columns }, found);
       payload = checkPayloadColumn({ table, format, payloadColumn: columns.payload }, found);
     } catch (error) {
-      if (!pattern || !(error instanceof RelayError) || error.code !== 'SETUP_TABLE') throw error;
+      if ((!pattern && !quarantineNamed) || !(error instanceof RelayError) || error.code !== 'SETUP_TABLE') throw error;
       quarantined.set(qualifiedName(table), error.message);
       continue;
     }

@@ -116,7 +116,7 @@ export class OutboxRoutes {
       if (this.quarantined.delete(name)) this.onQuarantine(name, null);
       return table.route;
     }
-    const reason = `outbox table ${name} is quarantined: ${unmapped}. Its rows go to the dead-letter topic until the table is fixed; then publish them with \`outbox-relay replay\` (docs/runbooks/outbox-table-quarantined.md)`;
+    const reason = `outbox table ${name} is quarantined: ${unmapped}. Its rows go to the dead-letter topic until the table is fixed; then publish them with \`outbox-relay replay\` (docs/runbooks/OutboxRelayOutboxTableQuarantined.md)`;
     if (this.quarantined.get(name) !== reason) {
       this.quarantined.set(name, reason);
       this.onQuarantine(name, reason);
