@@ -233,6 +233,21 @@ describe('a tenant is a fault domain', () => {
     }
   });
 
+  it('a table renamed out of the pattern leaves the publication in the same transaction, and joins it again when renamed back; a table moved into a tenant schema joins it', async () => {
+    const published = async (schema: string, table: string) => (await pool.query('SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3', [publication, schema, table])).rows.length === 1;
+    await createTenant(tenant('0009'), 0);
+    expect(await published(tenant('0009'), 'event_outbox')).toBe(true);
+    await pool.query(`ALTER TABLE ${tenant('0009')}.event_outbox RENAME TO event_outbox_old`);
+    expect(await published(tenant('0009'), 'event_outbox_old')).toBe(false);
+    await pool.query(`ALTER TABLE ${tenant('0009')}.event_outbox_old RENAME TO event_outbox`);
+    expect(await published(tenant('0009'), 'event_outbox')).toBe(true);
+    await pool.query(`CREATE SCHEMA ${tenant('0010')}; CREATE TABLE public.${id}_staged (${OUTBOX_COLUMNS}); ALTER TABLE public.${id}_staged SET SCHEMA ${tenant('0010')}`);
+    schemas.add(tenant('0010'));
+    expect(await published(tenant('0010'), `${id}_staged`)).toBe(false);
+    await pool.query(`ALTER TABLE ${tenant('0010')}.${id}_staged RENAME TO event_outbox`);
+    expect(await published(tenant('0010'), 'event_outbox')).toBe(true);
+  });
+
   it('setup takes a table out of the publication that left the pattern while the event trigger was off, and run streams meanwhile', async () => {
     const trigger = `outbox_relay_${publication}_adds_tables`;
     await createTenant(tenant('0008'), 0);
