@@ -5,7 +5,7 @@ import { databaseAccess } from '../../src/pg-connection.js';
 import { setup } from '../../src/setup/setup.js';
 import { cli } from '../harness/cli.js';
 import { expectEveryCommittedEventDelivered, expectOrderPerAggregate } from '../harness/fixture.js';
-import { useFailoverPair } from '../harness/failover-pair.js';
+import { useFailoverPair, type FailoverMajor } from '../harness/failover-pair.js';
 import { get, metric } from '../harness/http.js';
 import { createTopics } from '../harness/kafka.js';
 import { OutboxLoad } from '../harness/load.js';
@@ -15,7 +15,8 @@ import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
 
 /**
  * Issue 62, faults 5 and 6: what an operator sees of a slot on a physical standby
- * (OUTBOX_REPLICA_URL), on Postgres 17, whose standby also synchronizes failover slots.
+ * (OUTBOX_REPLICA_URL), on each major with logical decoding on a standby (on 17 and 18 the
+ * standby also synchronizes the primary's failover slots).
  * - The standby's replay delay (the primary's commits the standby has not replayed, so the relay
  *   cannot have read them) is reported as a metric and in `status`, in bytes and seconds; an
  *   idle primary's WAL without a transaction in it is no delay; after a pause nothing is lost
@@ -24,8 +25,12 @@ import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
  *   the slot-sync alert's metrics stay quiet: a standby's slot is no failover slot, it stays
  *   through that standby's promotion.
  */
-describe('the slot on a Postgres 17 standby, as an operator sees it', () => {
-  const pair = useFailoverPair(17);
+const STANDBY_MAJORS: readonly FailoverMajor[] = [16, 17, 18];
+
+describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby, as an operator sees it', (major) => {
+  const pair = useFailoverPair(major);
+  /** outbox_relay_slot_failover of a standby's slot: no failover slot, unknown before 17. */
+  const failover = major >= 17 ? 0 : -1;
   let outbox: TestOutbox;
   let standby: pg.Client;
 
@@ -114,7 +119,7 @@ describe('the slot on a Postgres 17 standby, as an operator sees it', () => {
 
       const records = await expectEveryCommittedEventDelivered(outbox, () => relay.tail());
       expectOrderPerAggregate(records);
-      process.stdout.write(`standby 17 replay paused: ${JSON.stringify({ committed: (await outbox.committedIds()).length, pausedForSeconds: pausedFor, reportedSeconds: paused.seconds, reportedBytes: paused.bytes, statusSeconds, lost: 0 })}\n`);
+      process.stdout.write(`standby ${major} replay paused: ${JSON.stringify({ committed: (await outbox.committedIds()).length, pausedForSeconds: pausedFor, reportedSeconds: paused.seconds, reportedBytes: paused.bytes, statusSeconds, lost: 0 })}\n`);
       expect(await relay.stop()).toBe(0);
     } finally {
       await load.stop();
@@ -137,7 +142,7 @@ describe('the slot on a Postgres 17 standby, as an operator sees it', () => {
         return seen.onStandby === 1 ? seen : undefined;
       }, 30_000, 250);
       // -1: no standby copy to expect (the rule fires at 0 with a failover slot).
-      expect(before).toEqual({ failover: 0, syncedStandbys: -1, onStandby: 1 });
+      expect(before).toEqual({ failover, syncedStandbys: -1, onStandby: 1 });
       expect(await statusRow('standby copies')).toMatch(/^none to expect: the slot is OUTBOX_REPLICA_URL's standby's own/);
 
       await standby.end();
@@ -149,7 +154,7 @@ describe('the slot on a Postgres 17 standby, as an operator sees it', () => {
         const seen = await syncAlert();
         return seen.onStandby === 0 ? seen : undefined;
       }, 60_000, 250);
-      expect(after).toEqual({ failover: 0, syncedStandbys: -1, onStandby: 0 });
+      expect(after).toEqual({ failover, syncedStandbys: -1, onStandby: 0 });
       const copies = await statusRow('standby copies');
       expect(copies).not.toMatch(/unreachable|not-ready/);
       expect(copies).toMatch(/^none to expect: the slot is OUTBOX_REPLICA_URL's standby's own/);
