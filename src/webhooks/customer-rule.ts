@@ -24,7 +24,8 @@ export const CUSTOMER_ID_MAX_LENGTH = 255;
  * so an event cannot tell the id "null" from no customer. It means no customer everywhere, and an
  * endpoint for it, which could never receive an event, is refused.
  */
-export const CUSTOMER_ID_PATTERN = '^(?!null$)[^\\s\\p{Cc}]+$';
+// The control characters (Unicode's Cc) written as ranges, not \p{Cc}: docs/openapi.json carries this pattern to other languages' validators.
+export const CUSTOMER_ID_PATTERN = '^(?!null$)[^\\s\\x00-\\x1f\\x7f-\\x9f]+$';
 const CUSTOMER_ID = new RegExp(CUSTOMER_ID_PATTERN, 'u');
 
 /** Null, or what is wrong with a customer id and what is expected. */

@@ -22,7 +22,7 @@ const matching = (pattern: string, meaning: string): string => {
  * cannot hold U+0000, so it is refused here, naming the field, rather than by the statement (a 500).
  */
 const text = (options: { readonly minLength?: number; readonly maxLength: number; readonly description?: string }) =>
-  Type.String({ ...options, pattern: matching('^[^\\u0000]*$', 'must not hold a NUL character (\\u0000): the store cannot keep one') });
+  Type.String({ ...options, pattern: matching('^[^\\x00]*$', 'must not hold a NUL character (\\u0000): the store cannot keep one') });
 
 /** The router's limit on one path parameter, in UTF-16 units: the longest id is a customer's (CUSTOMER_ID_MAX_LENGTH characters), twice as long in characters outside the BMP. */
 export const MAX_PATH_PARAMETER_LENGTH = 2 * CUSTOMER_ID_MAX_LENGTH;
