@@ -1,18 +1,32 @@
 import type { Logger } from 'pino';
 import type { Checkpointer } from './checkpoint/checkpointer.js';
 import type { CommitTracker } from './checkpoint/commit-tracker.js';
-import type { DeliveryOptions } from './config/compile.js';
 import type { RelayError } from './errors.js';
 import type { OutgoingMessage } from './kafka/record.js';
 import type { RelayMetrics } from './observe/metrics.js';
 import { Pipeline } from './pipeline.js';
 import type { ExactlyOnceOptions, KafkaProducerOptions, RecordProducer } from './kafka/ports.js';
+import type { Outbox } from './outboxes.js';
+import type { PipelineOptions } from './pipeline.js';
 import { openKafkaProducer } from './kafka/open.js';
-import { KafkaSink } from './sink/kafka-sink.js';
+import { KafkaSink, type KafkaSinkOptions } from './sink/kafka-sink.js';
 import type { ResumePoint } from './sink/progress.js';
-import { TopicCatalog } from './sink/topic-catalog.js';
-import { RecordBuilder } from './transform/record-builder.js';
+import { TopicCatalog, type TopicCatalogOptions } from './sink/topic-catalog.js';
+import { RecordBuilder, type RecordBuilderOptions } from './transform/record-builder.js';
 import type { OutboxRoutes } from './transform/outbox-routes.js';
+
+/** How outbox rows become Kafka records: the same for `run` (from the WAL) and `replay` (from the table). */
+export interface DeliveryOptions {
+  /** Every outbox the relay streams (OUTBOX_SOURCES, or OUTBOX_TABLE alone). */
+  readonly outboxes: readonly Outbox[];
+  readonly builder: RecordBuilderOptions;
+  readonly pipeline: PipelineOptions;
+  readonly producer: Pick<KafkaProducerOptions, 'client' | 'brokers' | 'clientId' | 'fastEncoder' | 'compression' | 'maxMessageBytes' | 'autoCreateTopics' | 'security'>;
+  readonly sink: Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'>;
+  readonly topics: Omit<TopicCatalogOptions, 'logger'>;
+  /** OUTBOX_DELIVERY=exactly-once; null: at-least-once. */
+  readonly exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number } | null;
+}
 
 /** What the chain is made of, besides the options: the stages a caller keeps across sessions, and where acknowledgements go. */
 export interface DeliveryChainParts {

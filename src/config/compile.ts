@@ -3,25 +3,22 @@ import type { EncoderOptions, RegistryAccess } from '../encode/create-encoder.js
 import type { CutoverOptions } from '../ops/cutover.js';
 import type { HandbackOptions } from '../ops/handback.js';
 import type { RecoverOptions } from '../ops/recover.js';
-import type { ReplayFilter } from '../ops/replay.js';
+import type { ReplayOptions } from '../ops/replay.js';
 import type { StatusInput } from '../ops/status.js';
 import type { ColumnMap } from '../outbox-table.js';
 import { completeOutbox, outboxName, outboxTableRefs, tableOutboxOf, type Outbox, type OutboxEntry } from '../outboxes.js';
 import { databaseAccess, type DatabaseAccess } from '../pg-connection.js';
 import type { SlotServer } from '../slot-server.js';
 import type { KafkaSecurity } from '../security/kafka-security.js';
-import type { PipelineOptions } from '../pipeline.js';
 import type { PruneOptions } from '../prune/pruner.js';
 import type { SetupPattern, SetupTable, SetupTarget } from '../setup/setup.js';
 import type { TableByAge } from '../setup/outbox-tables.js';
+import type { DeliveryOptions } from '../delivery-chain.js';
+import type { RelayOptions } from '../relay.js';
 import type { CustomerRule } from '../webhooks/customer-rule.js';
 import type { EndpointRules } from '../webhooks/delivery-store.js';
 import type { RetryPolicy } from '../webhooks/retry-policy.js';
-import type { KafkaClientName, KafkaProducerOptions } from '../kafka/ports.js';
-import type { KafkaSinkOptions } from '../sink/kafka-sink.js';
-import type { RecordBuilderOptions } from '../transform/record-builder.js';
-import type { TopicCatalogOptions } from '../sink/topic-catalog.js';
-import type { ReplicationStreamOptions } from '../source/replication-stream.js';
+import type { KafkaClientName } from '../kafka/ports.js';
 import type { CommandConfig, KafkaSecurityKey } from './commands.js';
 import type { RelayConfig } from './options.js';
 
@@ -30,33 +27,6 @@ import type { RelayConfig } from './options.js';
  * turned into the frozen options each stage takes, durations as `...Ms`. The only place that
  * knows both the option names and the stages.
  */
-
-/** How outbox rows become Kafka records: the same for `run` (from the WAL) and `replay` (from the table). */
-export interface DeliveryOptions {
-  /** Every outbox the relay streams (OUTBOX_SOURCES, or OUTBOX_TABLE alone). */
-  readonly outboxes: readonly Outbox[];
-  readonly builder: RecordBuilderOptions;
-  readonly pipeline: PipelineOptions;
-  readonly producer: Pick<KafkaProducerOptions, 'client' | 'brokers' | 'clientId' | 'fastEncoder' | 'compression' | 'maxMessageBytes' | 'autoCreateTopics' | 'security'>;
-  readonly sink: Pick<KafkaSinkOptions, 'batchMaxEvents' | 'batchMaxBytes' | 'lingerMs'>;
-  readonly topics: Omit<TopicCatalogOptions, 'logger'>;
-  /** OUTBOX_DELIVERY=exactly-once; null: at-least-once. */
-  readonly exactlyOnce: { readonly transactionalId: string; readonly transactionTimeoutMs: number } | null;
-}
-
-export interface RelayOptions {
-  readonly source: Omit<ReplicationStreamOptions, 'logger' | 'highWaterMessages'>;
-  readonly delivery: DeliveryOptions;
-  /** Exactly-once: where each transaction records the last event it holds. */
-  readonly progressTopic: string;
-  /** How often the confirmed position goes to Postgres, and progress to the metrics. */
-  readonly statusIntervalMs: number;
-  readonly shutdownTimeoutMs: number;
-  readonly stallTimeoutMs: number;
-  readonly reconnectMinMs: number;
-  readonly reconnectMaxMs: number;
-  readonly standbyPollMs: number;
-}
 
 /** Where /metrics, /healthz and /readyz are served; null: not at all. */
 export type HttpOptions = { readonly host: string; readonly port: number } | null;
@@ -68,14 +38,6 @@ export interface RunOptions {
   readonly relay: RelayOptions;
   readonly slotMonitor: { readonly slotServer: SlotServer; readonly primary: DatabaseAccess; readonly slot: string; readonly intervalMs: number };
   readonly http: HttpOptions;
-}
-
-export interface ReplayOptions {
-  readonly logLevel: string;
-  readonly database: DatabaseAccess;
-  readonly filter: ReplayFilter;
-  readonly encoder: EncoderOptions;
-  readonly delivery: DeliveryOptions;
 }
 
 export interface PruneCommandOptions {
@@ -305,8 +267,8 @@ type DeliveryConfig = Pick<
 
 interface DeliveryOwn {
   readonly clientId: string;
-  readonly onUnexpectedChange: PipelineOptions['onUnexpectedChange'];
-  readonly onPoison: RecordBuilderOptions['onPoison'];
+  readonly onUnexpectedChange: DeliveryOptions['pipeline']['onUnexpectedChange'];
+  readonly onPoison: DeliveryOptions['builder']['onPoison'];
   /** Exactly-once: the producer's transactional id. */
   readonly transactionalId: string;
 }
@@ -354,7 +316,7 @@ function sourceEntries(config: Pick<RelayConfig, 'sources' | 'table'>): readonly
 }
 
 /** What the replication stream needs of the outboxes: the tables and patterns, each table's column parsers, and whether messages are streamed. */
-function sourceReading(config: OutboxesConfig): Pick<ReplicationStreamOptions, 'tables' | 'columnParsers' | 'messages'> {
+function sourceReading(config: OutboxesConfig): Pick<RelayOptions['source'], 'tables' | 'columnParsers' | 'messages'> {
   const all = outboxes(config);
   return {
     tables: outboxTableRefs(all),

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
-import type { ReplayOptions } from '../config/compile.js';
 import type { TableReading } from '../decode/column-parsers.js';
-import type { PayloadEncoders } from '../encode/create-encoder.js';
+import type { EncoderOptions, PayloadEncoders } from '../encode/create-encoder.js';
+import type { DeliveryOptions } from '../delivery-chain.js';
+import type { DatabaseAccess } from '../pg-connection.js';
 import { RelayError } from '../errors.js';
 import { outboxName } from '../outboxes.js';
 import pg from 'pg';
@@ -14,6 +15,14 @@ export interface ReplayFilter {
   readonly until?: Date;
   readonly eventTypes?: readonly string[];
   readonly eventIds?: readonly string[];
+}
+
+export interface ReplayOptions {
+  readonly logLevel: string;
+  readonly database: DatabaseAccess;
+  readonly filter: ReplayFilter;
+  readonly encoder: EncoderOptions;
+  readonly delivery: DeliveryOptions;
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { Checkpointer } from '../checkpoint/checkpointer.js';
 import { CommitTracker } from '../checkpoint/commit-tracker.js';
-import type { DeliveryOptions } from '../config/compile.js';
+import type { DeliveryOptions } from '../delivery-chain.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { ZERO_LSN } from '../lsn.js';
 import { createRelayMetrics } from '../observe/metrics.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { DeliveryOptions } from '../config/compile.js';
+import type { DeliveryOptions } from '../delivery-chain.js';
 import { tableReading, type TableReading } from '../decode/column-parsers.js';
 import type { PayloadEncoders } from '../encode/create-encoder.js';
 import { outboxTableRefs, qualifiedName, quotedName, tableOutboxOf, type Outbox } from '../outboxes.js';
