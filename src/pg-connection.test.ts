@@ -1,8 +1,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { databaseAccess, overriddenSessionSettings, pgConnectionConfigs } from './pg-connection.js';
+import { connectPostgres, databaseAccess, overriddenSessionSettings, pgConnectionConfigs } from './pg-connection.js';
 import { Secret } from './security/secret.js';
 
 const FIXED = '-c DateStyle=ISO,\\ MDY -c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex';
@@ -44,5 +45,48 @@ describe('session settings of every connection', () => {
     expect(overriddenSessionSettings(databaseAccess(url('-c search_path=a'))).settings).toEqual([]);
     vi.stubEnv('PGOPTIONS', '-c IntervalStyle=iso_8601');
     expect(overriddenSessionSettings(databaseAccess('postgres://db/x'))).toEqual({ source: 'PGOPTIONS', settings: ['IntervalStyle'] });
+  });
+});
+
+/**
+ * A server that accepts one login (AuthenticationOk, ReadyForQuery) and nothing more: enough for
+ * pg to connect; the test then drops the connection as a failover does.
+ */
+async function loginOnlyServer(): Promise<{ server: Server; port: number; sockets: Socket[] }> {
+  const sockets: Socket[] = [];
+  const server = createServer((socket) => {
+    sockets.push(socket);
+    socket.once('data', () => {
+      const ok = Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0]);
+      const ready = Buffer.from([0x5a, 0, 0, 0, 5, 0x49]);
+      socket.write(Buffer.concat([ok, ready]));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port, sockets };
+}
+
+describe('a connection broken between queries', () => {
+  it("is heard (no unhandled 'error' event ends the process): the next query fails with the cause instead", async () => {
+    const { server, port, sockets } = await loginOnlyServer();
+    try {
+      const client = await connectPostgres(databaseAccess(`postgres://relay@127.0.0.1:${port}/outbox`), 'outbox-relay-test');
+      const emitted: { event: string; heard: boolean }[] = [];
+      const emit = client.emit.bind(client);
+      // An 'error' with no listener would throw out of pg's socket handler: an uncaught exception.
+      client.emit = ((event: string, ...args: unknown[]) => {
+        const heard = emit(event, ...args);
+        emitted.push({ event, heard });
+        return heard;
+      }) as typeof client.emit;
+      const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await ended;
+      expect(emitted.find((entry) => entry.event === 'error')).toEqual({ event: 'error', heard: true });
+      await expect(client.query('SELECT 1')).rejects.toThrow(/not queryable|terminated/);
+      await client.end();
+    } finally {
+      server.close();
+    }
   });
 });

@@ -91,7 +91,7 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
   let explained: unknown = null;
   let explainedCount = 0;
   for (const [index, host] of hosts.entries()) {
-    const client = new pg.Client(configs[index]);
+    const client = newClient(configs[index]!);
     try {
       await client.connect();
     } catch (error) {
@@ -141,8 +141,26 @@ export function databaseHosts(database: DatabaseAccess): readonly string[] {
  * standby's copy of the slot); null if it cannot be reached.
  */
 export async function connectHost(database: DatabaseAccess, index: number, applicationName: string): Promise<pg.Client | null> {
-  const client = new pg.Client(pgConnectionConfigs(database, applicationName)[index]);
+  const client = newClient(pgConnectionConfigs(database, applicationName)[index]!);
   return client.connect().then(() => client, () => null);
+}
+
+/**
+ * Every client of the relay, with an 'error' listener from the start. pg emits 'error' when the
+ * connection breaks while no query is running (a failover kills the server between two queries
+ * of a prune pass, a status read, a poll): unheard, that event ends the process. Heard, it costs
+ * nothing: pg marks the client broken, and its next query (or the one running) fails with the
+ * cause, which its caller handles as any failed query. Callers may add listeners of their own
+ * (the replication stream ends its session on it).
+ */
+function newClient(config: pg.ClientConfig): pg.Client {
+  const client = new pg.Client(config);
+  client.on('error', ignoreBrokenConnection);
+  return client;
+}
+
+function ignoreBrokenConnection(): void {
+  // The next query reports it: see newClient.
 }
 
 /**

@@ -1,6 +1,6 @@
 import { COMMANDS } from '../config/commands.js';
 import { compilePrune } from '../config/compile.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage, RelayError } from '../errors.js';
 import { startHttpServer } from '../observe/http-server.js';
 import { createLogger } from '../observe/logger.js';
 import { createPruneMetrics, pruneAll } from '../prune/pruner.js';
@@ -8,6 +8,10 @@ import { connectPostgres, QUERY_TIMEOUT_MS } from '../pg-connection.js';
 import { findTables } from '../setup/outbox-tables.js';
 import { sleep } from '../time.js';
 import { command, EXIT, exitDeadline } from './command.js';
+
+/** The first retry after a failed pass; each further failure doubles it, up to the interval (or RETRY_MAX_MS). */
+const RETRY_MIN_MS = 1_000;
+const RETRY_MAX_MS = 30_000;
 
 export const pruneCommand = command(COMMANDS.prune, async (config) => {
   const options = compilePrune(config);
@@ -40,13 +44,21 @@ export const pruneCommand = command(COMMANDS.prune, async (config) => {
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
   logger.info({ every: options.everyMs, retention: options.pruner.retentionMs }, 'prune: loop started');
+  let retryMs = RETRY_MIN_MS;
   while (!stop.signal.aborted) {
+    let waitMs = options.everyMs;
     try {
       logger.info(await pass(), 'prune: pass done');
+      retryMs = RETRY_MIN_MS;
     } catch (error) {
-      logger.error({ err: errorMessage(error) }, 'prune: pass failed; trying again next interval');
+      // A failover (the primary gone, the standby not promoted yet) fails passes for a while:
+      // each pass connects anew, to whichever host of DATABASE_URL is the primary then, sooner
+      // than the interval at first and backing off to it.
+      waitMs = Math.min(retryMs, options.everyMs);
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+      logger.error({ code: error instanceof RelayError ? error.code : undefined, err: errorMessage(error), retryInMs: waitMs }, 'prune: pass failed; trying again');
     }
-    await sleep(options.everyMs, stop.signal);
+    await sleep(waitMs, stop.signal);
   }
   server?.close();
   return EXIT.ok;
