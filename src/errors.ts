@@ -312,12 +312,12 @@ export const ERROR_CODES = {
   },
   WEBHOOK_API_FORBIDDEN: {
     retriable: false, poison: false,
-    meaning: "A customer token asked `webhooks api` for what only the platform may do (403): mint tokens, list customers, add a platform-wide endpoint.",
-    action: "Make the call from the platform's application with the platform token.",
+    meaning: "A customer token asked `webhooks api` for what only the platform may do (403): mint tokens, list customers, add a platform-wide endpoint; or it named another customer (in a body, a path or a `customerId` filter). Refused from the token alone, before any read: the answer is the same whether that customer exists.",
+    action: "Make the call from the platform's application with the platform token, or with the token of the customer it names.",
   },
   WEBHOOK_API_INVALID_REQUEST: {
     retriable: false, poison: false,
-    meaning: 'A request to `webhooks api` is malformed: JSON that does not parse, a field of the wrong type or out of range, a field the route does not take, a missing one (400); or its body is over the limit (413), or its route does not exist (404).',
+    meaning: 'A request to `webhooks api` is malformed: JSON that does not parse, a field of the wrong type or out of range, a field the route does not take, a missing one, a text with a NUL byte (400); or its body is over the limit (413), a path parameter is over its limit (414), its route does not exist (404), or the path does not take the method (405, with `Allow` listing those it takes).',
     action: 'Correct what the message names (the field and what was expected; docs/openapi.json has every route\'s schema); nothing was changed.',
   },
   WEBHOOK_API_INVALID_CURSOR: {

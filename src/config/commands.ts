@@ -131,7 +131,8 @@ export const COMMANDS = {
   }),
   status: declared({
     summary: 'Slot, active reader, lag, wal_status, outbox size and dead letters.',
-    options: [...DATABASE, 'sources', 'columnCreatedAt', 'kafkaBrokers', 'kafkaClient', ...KAFKA_SECURITY, 'deadLetterTopic'],
+    // The column maps and format: a tenant table that cannot be streamed is listed as quarantined.
+    options: [...DATABASE, 'sources', ...COLUMNS, 'topicTemplate', 'format', 'kafkaBrokers', 'kafkaClient', ...KAFKA_SECURITY, 'deadLetterTopic'],
     // Status must work when the broker is the thing that is down: without it, no dead-letter count.
     optional: ['kafkaBrokers'],
     args: { json: { description: 'print JSON instead of a table', switch: true } },

@@ -216,6 +216,8 @@ export function compileStatus(config: CommandConfig<'status'>): StatusInput {
     slot: config.slot,
     publication: config.publication,
     tables: tablesByAge(config),
+    // The slot is only read: its failover setting is never applied here.
+    outboxes: setupTarget({ ...config, slotFailover: 'auto' }),
     kafkaBrokers: config.kafkaBrokers,
     kafkaClient: config.kafkaClient,
     kafkaSecurity: kafkaSecurity(config),

@@ -6,6 +6,7 @@ import type { KafkaSecurity } from '../security/kafka-security.js';
 import { countTopicRecords } from '../kafka/open.js';
 import type { KafkaClientName } from '../kafka/ports.js';
 import { findTables, type TableByAge } from '../setup/outbox-tables.js';
+import { findQuarantined, type SetupTarget } from '../setup/setup.js';
 import { qualifiedName } from '../outboxes.js';
 import { onSlotServer, type SlotServer } from '../slot-server.js';
 import { formatDuration, slotOutageBudget } from '../observe/outage-budget.js';
@@ -19,6 +20,8 @@ export interface StatusInput {
   readonly publication: string;
   /** Every outbox table, with the column its rows' age is read from. */
   readonly tables: readonly TableByAge[];
+  /** The outboxes with their column maps: which tables the relay cannot stream. */
+  readonly outboxes: SetupTarget;
   readonly kafkaBrokers: readonly string[] | null;
   readonly kafkaClient: KafkaClientName;
   readonly kafkaSecurity: KafkaSecurity;
@@ -43,6 +46,8 @@ export interface StatusReport {
   readonly publication: { readonly name: string; readonly exists: boolean };
   /** Each outbox table: rows retained, the oldest one's age, its size. */
   readonly outboxes: readonly { readonly table: string; readonly rows: number; readonly oldestRowAgeSeconds: number | null; readonly totalBytes: number }[];
+  /** Outbox tables the relay cannot stream (a tenant's quarantined, a named one refused), with the reason. */
+  readonly quarantined: readonly { readonly table: string; readonly reason: string }[];
   /** Records in the dead-letter topic, or why it could not be read. */
   readonly deadLetters: { readonly topic: string; readonly count: number | null; readonly error?: string };
 }
@@ -76,6 +81,7 @@ export async function readStatus(input: StatusInput): Promise<StatusReport> {
       replayDelay,
       publication: { name: input.publication, exists: publication.rows.length > 0 },
       outboxes,
+      quarantined: [...(await findQuarantined(input.outboxes))].map(([table, reason]) => ({ table, reason })),
       deadLetters: await countDeadLetters(input),
     };
   } finally {
@@ -133,6 +139,7 @@ export function formatStatus(report: StatusReport): string {
     ['safe wal size', !slot.exists ? '-' : slot.walStatus === 'lost' ? 'none: the slot is lost (see `outbox-relay run` for how to recover)' : slot.safeWalSizeBytes === null ? 'unlimited' : bytes(slot.safeWalSizeBytes)],
     ['publication', `${report.publication.name}${report.publication.exists ? '' : ' (MISSING)'}`],
     ...report.outboxes.map((outbox): [string, string] => ['outbox', `${outbox.table}: ${outbox.rows} rows, ${bytes(outbox.totalBytes)}, oldest ${seconds(outbox.oldestRowAgeSeconds)} old`]),
+    ...report.quarantined.map((entry): [string, string] => ['quarantined', `${entry.table}: ${entry.reason}`]),
     ['dead letters', report.deadLetters.count === null ? `unknown (${report.deadLetters.error})` : `${report.deadLetters.count} in ${report.deadLetters.topic}`],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));

@@ -205,6 +205,10 @@ describe('a tenant is a fault domain', () => {
         const body = (await get(httpPort, '/metrics')).body;
         expect(metric(body, 'outbox_relay_outbox_table_quarantined', `table="${bad}.event_outbox"`)).toBe(1);
         expect(metric(body, 'outbox_relay_outbox_table_quarantined', `table="${tenant('0004')}.event_outbox"`)).toBe(1);
+        const status = await cli(['status'], env());
+        expect(status.code, status.stderr).toBe(0);
+        expect(status.stdout).toMatch(new RegExp(`^quarantined +${bad}\\.event_outbox: outbox table ${bad}\\.event_outbox has no column "event_id"`, 'm'));
+        expect(status.stdout).toMatch(new RegExp(`^quarantined +${tenant('0004')}\\.event_outbox: .*no column "event_type"`, 'm'));
         process.stdout.write(`tenant fault domains: ${committed.size} events of healthy tenants committed, ${firstSeen.size} delivered, 0 missed, ${delivered.length - firstSeen.size} copies after a kill -9; ${deadLettered.size} rows of 2 quarantined tables dead-lettered\n`);
 
         // The fix: the bad table gets the outbox's columns, the dropped column comes back. New rows flow; the dead-lettered ones are replayed.
