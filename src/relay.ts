@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import { Checkpointer } from './checkpoint/checkpointer.js';
 import { CommitTracker } from './checkpoint/commit-tracker.js';
-import type { RelayOptions } from './config/compile.js';
 import type { PayloadEncoders } from './encode/create-encoder.js';
 import { errorMessage, RelayError } from './errors.js';
 import type { OutgoingMessage } from './kafka/record.js';
@@ -9,7 +8,7 @@ import { formatLsn } from './lsn.js';
 import { initReasons, setState, type RelayMetrics } from './observe/metrics.js';
 import { ProgressWatch } from './observe/progress.js';
 import { RelayLifecycle, type RelayState } from './relay-state.js';
-import { DeliveryChain } from './delivery-chain.js';
+import { DeliveryChain, type DeliveryOptions } from './delivery-chain.js';
 import type { KafkaProducerOptions, ProgressRecordOptions, RecordProducer } from './kafka/ports.js';
 import type { KafkaSink } from './sink/kafka-sink.js';
 import { OutboxRoutes } from './transform/outbox-routes.js';
@@ -18,6 +17,20 @@ import { ReplicationStream, type ReplicationStreamOptions } from './source/repli
 import type { SourceOrigin, SourceStream } from './source/source.js';
 import { checkTimeline, parseProgress, progressKey, progressValue, type ResumePoint } from './sink/progress.js';
 import { finishesWithin, sleep } from './time.js';
+
+export interface RelayOptions {
+  readonly source: Omit<ReplicationStreamOptions, 'logger' | 'highWaterMessages'>;
+  readonly delivery: DeliveryOptions;
+  /** Exactly-once: where each transaction records the last event it holds. */
+  readonly progressTopic: string;
+  /** How often the confirmed position goes to Postgres, and progress to the metrics. */
+  readonly statusIntervalMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly stallTimeoutMs: number;
+  readonly reconnectMinMs: number;
+  readonly reconnectMaxMs: number;
+  readonly standbyPollMs: number;
+}
 
 export interface RelayDependencies {
   readonly options: RelayOptions;
