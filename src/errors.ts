@@ -115,6 +115,11 @@ export const ERROR_CODES = {
     meaning: 'An UPDATE, DELETE or TRUNCATE of the outbox table reached the relay, which publishes inserts only, and OUTBOX_ON_UNEXPECTED_CHANGE=fail stopped it.',
     action: 'Make the publication publish inserts only (`outbox-relay setup` checks it), and find what changes outbox rows: a row is written once, and only the pruner deletes it.',
   },
+  SOURCE_TIMELINE_SWITCHED: {
+    retriable: true, poison: false,
+    meaning: "The standby of OUTBOX_REPLICA_URL changed timelines while the relay read it (it was promoted, or followed a promoted upstream). With exactly-once delivery the session ends before it publishes WAL of the new timeline, so that Kafka's progress names the timeline of what it covers.",
+    action: 'Nothing: the relay starts a new session on the same server at once. After a promotion, make DATABASE_URL name the promoted server for prune and setup.',
+  },
   SOURCE_TIMELINE_DIVERGED: {
     retriable: false, poison: false,
     meaning: "Kafka's exactly-once progress was written from WAL this server's history does not contain: the relay reached an old primary, or a standby that lacked that WAL was promoted.",

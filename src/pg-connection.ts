@@ -146,6 +146,21 @@ export async function connectHost(database: DatabaseAccess, index: number, appli
 }
 
 /**
+ * A connection of its own to the very server `reached` is connected to (one of the hosts of
+ * `database`), whatever that server is now: a second look at a replication session's server,
+ * which with several hosts the first primary of the moment might not be.
+ */
+export async function connectSameServer(database: DatabaseAccess, reached: pg.Client, applicationName: string, kind: ConnectionKind = {}): Promise<pg.Client> {
+  for (const config of pgConnectionConfigs(database, applicationName, kind)) {
+    const client = newClient(config);
+    if (client.host !== reached.host || client.port !== reached.port) continue;
+    await client.connect();
+    return client;
+  }
+  throw new RelayError('INTERNAL', `the server ${reached.host}:${reached.port} is none of the hosts of its URL`);
+}
+
+/**
  * Every client of the relay, with an 'error' listener from the start. pg emits 'error' when the
  * connection breaks while no query is running (a failover kills the server between two queries
  * of a prune pass, a status read, a poll): unheard, that event ends the process. Heard, it costs

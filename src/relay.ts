@@ -15,6 +15,7 @@ import { OutboxRoutes } from './transform/outbox-routes.js';
 import { sessionFailure } from './session-failure.js';
 import { ReplicationStream, type ReplicationStreamOptions } from './source/replication-stream.js';
 import type { SourceOrigin, SourceStream } from './source/source.js';
+import { TimelineGate } from './source/timeline-gate.js';
 import { checkTimeline, parseProgress, progressKey, progressValue, type ResumePoint } from './sink/progress.js';
 import { finishesWithin, sleep } from './time.js';
 
@@ -199,6 +200,8 @@ export class Relay {
       await sessionChain.start();
       const resumeAfter = exactlyOnce ? await this.resumePoint(sessionChain.producer, exactlyOnce.progress.key, origin) : null;
       const pipeline = sessionChain.pipeline(resumeAfter);
+      // Exactly-once on a standby: nothing of a timeline the session did not start on is published under its timeline.
+      const gate = exactlyOnce && start.onStandby && stream.readTimeline ? new TimelineGate(origin.timeline, () => stream.readTimeline!()) : null;
       this.lifecycle.transition('active');
       logger.info({ slot: options.source.slot, from: formatLsn(startLsn), formats: encoders.formats, server: start.onStandby ? 'standby' : 'primary' }, 'active: streaming from the slot');
       sessionCheckpointer.start();
@@ -213,6 +216,7 @@ export class Relay {
           await stream.wait();
           continue;
         }
+        if (gate) await gate.admit(message);
         const pending = pipeline.handle(message);
         if (pending) await pending;
       }

@@ -77,6 +77,15 @@ export function covers(resume: ResumePoint | null, commitLsn: Lsn, position: num
  * failover, the old primary may have sent the relay WAL the promoted server never received:
  * the events published from it are not this server's, and the LSNs after the switch point
  * belong to other transactions here. Skipping by them would lose events.
+ *
+ * The record's timeline is the one its transaction's WAL was read on: a session takes it from
+ * the server at its start, and on a standby, which can change timelines under it, ends before it
+ * publishes anything of the next one (source/timeline-gate.ts). So progress past the end of its
+ * timeline here is WAL this server never had, never this server's own after its promotion.
+ * The record holds where the last transaction's commit record starts; the switch point is where
+ * the last record of the old timeline this server replayed ends, a record boundary. A commit that
+ * starts before it also ends at or before it (the same record on both servers: the transaction
+ * is this server's); one that starts at or after it is not this server's.
  */
 export function checkTimeline(resume: ResumePoint, origin: SourceOrigin, key: string): void {
   if (resume.timeline === origin.timeline) return;

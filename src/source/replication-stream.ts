@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { RelayError } from '../errors.js';
 import { Fifo } from '../fifo.js';
 import { parseLsn, ZERO_LSN, type Lsn } from '../lsn.js';
-import { connectPostgres } from '../pg-connection.js';
+import { connectPostgres, connectSameServer } from '../pg-connection.js';
 import type { SlotServer } from '../slot-server.js';
 import { refuseDuringRecovery } from '../setup/recovery-marker.js';
 import { invalidation, slotLost, slotMissing } from './slot-errors.js';
@@ -13,6 +13,7 @@ import { finishesWithin } from '../time.js';
 import type { RelationRef, SourceMessage } from './messages.js';
 import { readOrigin } from './origin.js';
 import type { SourceStream, StreamStart } from './source.js';
+import type { ServerTimeline } from './timeline-gate.js';
 import { PgoutputDecoder, type PgoutputDecoderOptions } from './pgoutput.js';
 
 /** The part of pg's Connection that a replication client needs; pg does not type it. */
@@ -76,6 +77,8 @@ export class ReplicationStream implements SourceStream {
   private watchdog: NodeJS.Timeout | undefined;
   /** Settles when START_REPLICATION ends: true if it completed (the server read everything the relay sent), false on an error. */
   private streaming: Promise<boolean> = Promise.resolve(false);
+  /** readTimeline's connection, made at its first read. */
+  private side: Promise<pg.Client> | null = null;
 
   constructor(private readonly options: ReplicationStreamOptions) {
     this.decoder = new PgoutputDecoder({ columnParsers: options.columnParsers });
@@ -93,8 +96,10 @@ export class ReplicationStream implements SourceStream {
     client.on('error', (error) => this.fail(error));
     client.on('end', () => this.fail(new RelayError('SOURCE_DISCONNECTED', 'replication connection closed')));
     const confirmed = await this.readConfirmedPosition(client);
-    const origin = await readOrigin(client);
+    // Recovery before the timeline: a standby promoted in between is taken for a standby on its
+    // new timeline (its timeline checked again while streaming), never for a primary on its old one.
     const onStandby = (await client.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby')).rows[0]!.standby;
+    const origin = await readOrigin(client);
     this.wire = client.connection as unknown as ReplicationWire;
     this.wire.on('copyData', ({ chunk }) => this.receive(chunk));
     const started = new Promise<void>((resolve) => client.connection.once('replicationStart', () => resolve()));
@@ -147,6 +152,19 @@ export class ReplicationStream implements SourceStream {
     return this.ended;
   }
 
+  /**
+   * The server's timeline and what it replayed, read in that order on a replication connection of
+   * its own to the same server (the stream's is busy streaming), made at the first read.
+   */
+  async readTimeline(): Promise<ServerTimeline> {
+    if (!this.client) throw new RelayError('INTERNAL', 'readTimeline before start');
+    this.side ??= connectSameServer(this.options.slotServer.database, this.client, `outbox-relay@${hostname()}-timeline`, { replication: true });
+    const side = await this.side;
+    const replayed = await side.query<{ lsn: string | null }>('SELECT pg_last_wal_replay_lsn()::text AS lsn');
+    const identity = await side.query<{ timeline: string | number }>('IDENTIFY_SYSTEM');
+    return { timeline: Number(identity.rows[0]!.timeline), replayedTo: replayed.rows[0]!.lsn === null ? ZERO_LSN : parseLsn(replayed.rows[0]!.lsn) };
+  }
+
   /** Standby status update carrying `lsn` as write, flush and apply position — not lsn + 1. */
   sendStatus(lsn: Lsn, replyRequested = false): void {
     if (!this.wire || this.failure) return;
@@ -185,6 +203,9 @@ export class ReplicationStream implements SourceStream {
     clearInterval(this.watchdog);
     this.ended = true;
     this.wake?.();
+    const side = this.side;
+    this.side = null;
+    void side?.then((client) => client.end()).catch(() => undefined);
     const client = this.client;
     // Never connected (the connect failed): nothing to close.
     if (!client) return false;

@@ -1,6 +1,7 @@
 import type { StatusReporter } from '../checkpoint/checkpointer.js';
 import type { Lsn } from '../lsn.js';
 import type { SourceMessage } from './messages.js';
+import type { ServerTimeline } from './timeline-gate.js';
 
 /** Which server the positions belong to: LSNs compare only within one system's history. */
 export interface SourceOrigin {
@@ -38,6 +39,11 @@ export interface SourceStream extends StatusReporter {
   abort(error: Error): void;
   /** Milliseconds since the server last sent anything. */
   readonly silentForMs: number;
+  /**
+   * The server's timeline now and what it replayed (timeline-gate.ts), read beside the stream;
+   * absent from a source whose timeline never changes under it (the relay's unit tests' fake).
+   */
+  readTimeline?(): Promise<ServerTimeline>;
   /** Ends the session; true if the server confirmed it read everything sent (the last status update included). */
   close(): Promise<boolean>;
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RelayError } from '../../src/errors.js';
@@ -208,12 +209,17 @@ describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA
     }
   });
 
-  it('under load, exactly-once: kill -9 twice, the standby restarted, then promoted: every committed event once, in order, read_committed', { timeout: 300_000 }, async () => {
+  // Issue 62: a kill -9 after the promotion restarted on timeline 2 with Kafka's progress saying
+  // timeline 1 past its end (SOURCE_TIMELINE_DIVERGED), and `prune --every` died at the promotion.
+  it('under load, exactly-once: kill -9 twice, the standby restarted, then the primary killed and the standby promoted, kill -9 after: every committed event once, in order, read_committed; prune --every rides through', { timeout: 300_000 }, async () => {
     const env = () => relayEnv({ OUTBOX_DELIVERY: 'exactly-once', OUTBOX_PROGRESS_TOPIC: `${outbox.topicPrefix}.progress` });
     const load = new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 9 }).start();
     const kills = 2;
     let relay = new RelayProcess(env()).start();
+    // The sidecar on DATABASE_URL's two hosts, a pass a second; the load's rows are kept (retention 1h).
+    const pruner = new RelayProcess(relayEnv(), ['--every', '1s', '--retention', '1h'], 'prune').start();
     try {
+      await pruner.waitForLog(/^prune: pass done/, 60_000);
       await relay.waitActive();
       for (let kill = 0; kill < kills; kill += 1) {
         await delay(1_500);
@@ -231,28 +237,67 @@ describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA
       await eventually('the relay to stream from the restarted standby', async () => ((await standbySlot()).active ? true : undefined), 60_000, 250);
       await delay(1_500);
 
-      // The promotion: the primary shuts down (sending the standby all it has) under the writers,
-      // the standby is promoted, and the writers go on there.
+      // The promotion under the writers, the old primary still up: the writers move to the
+      // promoted standby, and the old primary is killed (the pruner, on both hosts, must find the
+      // new one).
+      // A prune pass is under way on the primary when it dies: it waits for a lock on the marks
+      // table there, so its connection is cut in the middle (pg's 'error' event).
+      const oldPrimary = await connected(pair.primaryUrl);
+      await oldPrimary.query('BEGIN');
+      await oldPrimary.query(`LOCK TABLE ${outbox.table}_prune_marks IN ACCESS EXCLUSIVE MODE`);
+      await eventually('a prune pass to wait on the primary', async () => {
+        // Not in the locking transaction: pg_stat_activity is read once per transaction.
+        const { rows } = await outbox.pool.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'outbox-relay-prune' AND wait_event_type = 'Lock'");
+        return rows.length > 0 ? true : undefined;
+      }, 30_000, 100);
       const beforePromotion = load.committedTransactions;
       await standby.end();
-      await pair.node('stop', 'primary');
+      // The standby is synchronous: promoted while the old primary is up, the old primary's
+      // commits would wait for ever; it is killed at once after.
       await pair.promote();
       const promotedAt = Date.now();
       outbox.useServer(pair.standbyUrl);
+      await pair.node('kill', 'primary');
+      await oldPrimary.end().catch(() => undefined);
       const noticed = await relay.waitForLog(/is a primary now \(promoted\)/, 60_000);
       await eventually('writers to commit on the promoted standby', async () => (load.committedTransactions > beforePromotion + 20 ? true : undefined), 60_000, 250);
+      // kill -9 after the promotion: the restart resumes on timeline 2 from Kafka's progress.
+      await relay.kill9();
+      relay = new RelayProcess(env()).start();
+      await relay.waitActive();
+      const afterRestart = load.committedTransactions;
+      await eventually('writers to commit after the restart', async () => (load.committedTransactions > afterRestart + 20 ? true : undefined), 60_000, 250);
       await load.stop();
+
+      // The pruner stayed up through the promotion and prunes on the new primary: rows written
+      // there older than the retention go once the relay confirmed them.
+      const aged = Array.from({ length: 5 }, () => randomUUID());
+      for (const id of aged) {
+        await outbox.pool.query(
+          `INSERT INTO ${outbox.table} (event_id, aggregate_type, aggregate_id, event_type, payload, created_at) VALUES ($1, 'credit', 'cred_promoted_prune', 'invoice.paid', '{}'::jsonb, now() - interval '2 hours')`,
+          [id],
+        );
+      }
+      await eventually('prune --every to delete the aged rows on the promoted standby', async () => {
+        if (!pruner.alive) throw new Error(`prune --every exited:\n${pruner.tail()}`);
+        const { rows } = await outbox.pool.query('SELECT 1 FROM ' + outbox.table + ' WHERE event_id = ANY ($1::text[])', [aged]);
+        return rows.length === 0 ? true : undefined;
+      }, 60_000, 500);
+      expect(pruner.alive, pruner.tail()).toBe(true);
+      expect(pruner.logs.some((line) => /^prune: pass failed/.test(line.msg)), pruner.tail()).toBe(true);
 
       const { records, uncommittedDuplicates } = await expectExactlyOnce(outbox, load.rolledBackIds, () => relay.tail());
       expect((await cli(['status'], relayEnv())).stdout).toMatch(/slot server\s+OUTBOX_REPLICA_URL, promoted: a primary now/);
       expect(relay.logs.some((line) => line.code === 'SOURCE_SLOT_MISSING')).toBe(false);
       expect(await relay.stop()).toBe(0);
+      expect(await pruner.stop()).toBe(0);
       process.stdout.write(
-        `standby ${major} under load: ${JSON.stringify({ committed: records.length, kills, standbyRestarts: 1, promotions: 1, lost: 0, duplicatesReadCommitted: 0, duplicatesReadUncommitted: uncommittedDuplicates, transactionsBeforePromotion: beforePromotion, promotionNoticedAfterMs: Number(noticed.time) - promotedAt })}\n`,
+        `standby ${major} under load: ${JSON.stringify({ committed: records.length, kills: kills + 1, killsAfterPromotion: 1, standbyRestarts: 1, promotions: 1, lost: 0, duplicatesReadCommitted: 0, duplicatesReadUncommitted: uncommittedDuplicates, transactionsBeforePromotion: beforePromotion, promotionNoticedAfterMs: Number(noticed.time) - promotedAt, prunePassesFailed: pruner.logs.filter((line) => /^prune: pass failed/.test(line.msg)).length })}\n`,
       );
     } finally {
       await load.stop();
       await relay.kill9();
+      await pruner.kill9();
     }
   });
 });

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+// OUTBOX_TEST_CLI: a build of one's own (a dist made beside dist/), which others' builds of the shared checkout do not replace mid-run.
+const CLI = process.env.OUTBOX_TEST_CLI ?? fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
 export interface CliResult {
   readonly code: number;

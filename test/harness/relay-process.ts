@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll } from 'vitest';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+// OUTBOX_TEST_CLI: a build of one's own (a dist made beside dist/), which others' builds of the shared checkout do not replace mid-run.
+const CLI = process.env.OUTBOX_TEST_CLI ?? fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
 export interface LogLine {
   readonly level: number;
@@ -68,6 +69,11 @@ export class RelayProcess {
 
   get pid(): number | undefined {
     return this.child?.pid;
+  }
+
+  /** Started and not exited (a sidecar that must stay up through a failover). */
+  get alive(): boolean {
+    return this.child !== null && !this.exited;
   }
 
   async waitForLog(pattern: RegExp, timeoutMs = 60_000): Promise<LogLine> {
