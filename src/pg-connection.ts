@@ -117,18 +117,12 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
 
 const READ_ONLY = 'read-only';
 
-/** null for a read-write primary, else why the session does not qualify. */
+/** null for a read-write primary, else why the session does not qualify (a broken connection is heard: newClient). */
 async function sessionKind(client: pg.Client): Promise<string | null> {
-  const noop = () => undefined;
-  client.on('error', noop);
-  try {
-    // Plain SQL: a `replication=database` walsender answers it too.
-    const { rows } = await client.query<{ standby: boolean; read_only: string }>("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS read_only");
-    const row = rows[0]!;
-    return row.standby ? 'a standby (in recovery)' : row.read_only === 'on' ? READ_ONLY : null;
-  } finally {
-    client.off('error', noop);
-  }
+  // Plain SQL: a `replication=database` walsender answers it too.
+  const { rows } = await client.query<{ standby: boolean; read_only: string }>("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS read_only");
+  const row = rows[0]!;
+  return row.standby ? 'a standby (in recovery)' : row.read_only === 'on' ? READ_ONLY : null;
 }
 
 /** The hosts of DATABASE_URL, as `host:port`, in order (no credentials). */
