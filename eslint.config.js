@@ -31,14 +31,21 @@ export default tseslint.config(
     // src/kafka/kafkajs/kafkajs.ts, which installs the relay's fork of kafkajs before loading it.
     files: ['src/**/*.ts'],
     ignores: ['src/kafka/**'],
-    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs', '@confluentinc/kafka-javascript'], 'Use the Kafka wing (src/kafka): its ports, or src/kafka/kafkajs/kafkajs.ts for kafkajs.')] },
+    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs', '@confluentinc/kafka-javascript', '@platformatic/kafka'], 'Use the Kafka wing (src/kafka): its ports, or src/kafka/kafkajs/kafkajs.ts for kafkajs.')] },
   },
   {
     // Inside the wing too: a module that loaded kafkajs itself could load it before the fork is
     // installed. Tests of the kafkajs folder read kafkajs's own modules to compare with the fork.
     files: ['src/kafka/**/*.ts'],
     ignores: ['src/kafka/kafkajs/kafkajs.ts', 'src/kafka/kafkajs/**/*.test.ts'],
-    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs'], 'Only src/kafka/kafkajs/kafkajs.ts loads kafkajs (it installs the fork first): import from it.')] },
+    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs', '@platformatic/kafka'], 'Only src/kafka/kafkajs/kafkajs.ts loads kafkajs (it installs the fork first): import from it; @platformatic/kafka only src/kafka/platformatic/, reached through its lazy.ts.')] },
+  },
+  {
+    // @platformatic/kafka needs Node 22.22: only its folder imports it, and open.ts reaches that
+    // folder through platformatic/lazy.ts's dynamic imports (nothing else loads it).
+    files: ['src/kafka/platformatic/**/*.ts'],
+    ignores: ['src/**/*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', restrictedImports(['kafkajs', '@confluentinc/kafka-javascript'], 'src/kafka/platformatic/ is the @platformatic/kafka client: no other Kafka library here.')] },
   },
   // What no-restricted-imports cannot see: require() of kafkajs or of the binding (through
   // createRequire), which only their own client folder may do. Tests may read kafkajs's own

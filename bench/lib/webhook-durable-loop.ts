@@ -23,6 +23,7 @@ import pg from 'pg';
 import type * as Body from '../../src/webhooks/event-body.js';
 import type * as GroupConsumer from '../../src/kafka/group-consumer.js';
 import type * as OpenKafka from '../../src/kafka/open.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
 import type * as Consumer from '../../src/client/consumer.js';
 import { loadBenchClient, loadRouting, loadTargets, type Target } from './webhook-client.js';
 
@@ -32,7 +33,7 @@ export interface DurableLoopArgs {
   readonly schema: string;
   readonly concurrency: number;
   readonly dist: string;
-  readonly kafkaClient: 'kafkajs' | 'librdkafka';
+  readonly kafkaClient: KafkaClientName;
   readonly brokers: readonly string[];
   readonly topic: string;
   readonly groupId: string;

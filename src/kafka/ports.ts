@@ -1,4 +1,4 @@
-/** The ports the rest of the relay uses to reach Kafka; each client folder (kafkajs/, librdkafka/) implements them. */
+/** The ports the rest of the relay uses to reach Kafka; each client folder (kafkajs/, librdkafka/, platformatic/) implements them. */
 import type { Logger } from 'pino';
 import type { KafkaSecurity } from '../security/kafka-security.js';
 import type { OutgoingMessage } from './record.js';
@@ -63,7 +63,7 @@ export interface KafkaConnection {
 }
 
 /** The Kafka clients a RecordProducer can run on (OUTBOX_KAFKA_CLIENT). */
-export const KAFKA_CLIENTS = ['kafkajs', 'librdkafka'] as const;
+export const KAFKA_CLIENTS = ['kafkajs', 'librdkafka', 'platformatic'] as const;
 export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];
 
 /** Record batch compression codecs (OUTBOX_KAFKA_COMPRESSION), as librdkafka and Kafka name them. */
