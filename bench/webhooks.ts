@@ -67,7 +67,7 @@ import { parseArgs } from 'node:util';
 import type { Message } from 'kafkajs';
 import * as p from '../src/config/parsers.js';
 import type { OutboxEvent } from '../src/event.js';
-import { KAFKA_CLIENTS, type KafkaClientName } from '../src/kafka/ports.js';
+import { KAFKA_CLIENT_NAMES, type KafkaClientName } from '../src/kafka/ports.js';
 import { dropKafkajsTimerWarning } from '../src/observe/process-warnings.js';
 import { SEMI_SPACE_FLAG } from '../src/observe/runtime-flags.js';
 import { eventHeaders } from '../src/transform/headers.js';
@@ -177,7 +177,7 @@ for (const token of caseNames.flatMap((name) => (name === 'fanout' ? ['10x10', '
   if (!throughputSpecs.some((c) => c.name === spec.name)) throughputSpecs.push(spec);
 }
 const runLatency = caseNames.includes('latency');
-const kafkaClients: readonly KafkaClientName[] = values['kafka-clients'] === undefined ? KAFKA_CLIENTS : flag('kafka-clients', values['kafka-clients'], p.commaList('kafkajs,librdkafka')).map((name) => flag('kafka-clients', name, p.oneOf(...KAFKA_CLIENTS)));
+const kafkaClients: readonly KafkaClientName[] = values['kafka-clients'] === undefined ? KAFKA_CLIENT_NAMES : flag('kafka-clients', values['kafka-clients'], p.commaList('kafkajs,librdkafka')).map((name) => flag('kafka-clients', name, p.oneOf(...KAFKA_CLIENT_NAMES)));
 const webhooksNodeFlags = nodeFlags('webhooks-node-flags', values['webhooks-node-flags']);
 const latencySeconds = values['latency-seconds'] === undefined ? (quick ? 8 : 30) : flag('latency-seconds', values['latency-seconds'], p.integer(1, 3_600));
 /** The warm-up's deliveries on each client, before the first case (warmUp). */

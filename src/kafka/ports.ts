@@ -63,8 +63,14 @@ export interface KafkaConnection {
 }
 
 /** The Kafka clients a RecordProducer can run on (OUTBOX_KAFKA_CLIENT). */
-export const KAFKA_CLIENTS = ['kafkajs', 'librdkafka', 'platformatic'] as const;
-export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];
+export const KAFKA_CLIENT_NAMES = ['kafkajs', 'librdkafka', 'platformatic'] as const;
+export type KafkaClientName = (typeof KAFKA_CLIENT_NAMES)[number];
+/**
+ * The clients every guarantee suite runs on by default (test/harness/kafka-clients.ts; any of
+ * KAFKA_CLIENT_NAMES by OUTBOX_TEST_KAFKA_CLIENTS). platformatic passes them run by name
+ * (docs/kafka-clients.md); it joins this list, and CI's time, when it is chosen (issue 64).
+ */
+export const KAFKA_CLIENTS: readonly KafkaClientName[] = ['kafkajs', 'librdkafka'];
 
 /** Record batch compression codecs (OUTBOX_KAFKA_COMPRESSION), as librdkafka and Kafka name them. */
 export const KAFKA_COMPRESSIONS = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { KAFKA_CLIENTS, type KafkaClientName } from '../../src/kafka/ports.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
+import { testKafkaClients } from '../harness/kafka-clients.js';
 import { expectEveryCommittedEventDelivered, expectOrderPerAggregate } from '../harness/fixture.js';
 import { get, metric } from '../harness/http.js';
 import { useKafkaCluster, type BrokerId } from '../harness/kafka-cluster.js';
@@ -29,7 +30,10 @@ interface Lane {
  * broker restart takes ~20 s on a loaded machine, and one round of faults for all clients
  * instead of one per client halves the file's time without sparing any client a fault.
  */
-describe(`Kafka leader changes in a three-broker cluster (${KAFKA_CLIENTS.join(' and ')} side by side)`, () => {
+/** The clients side by side: every one the suites run on, or those OUTBOX_TEST_KAFKA_CLIENTS names. */
+const CLIENTS = testKafkaClients();
+
+describe(`Kafka leader changes in a three-broker cluster (${CLIENTS.join(' and ')} side by side)`, () => {
   const cluster = useKafkaCluster();
   let outboxes: TestOutbox[] = [];
   const relays: RelayProcess[] = [];
@@ -38,7 +42,7 @@ describe(`Kafka leader changes in a three-broker cluster (${KAFKA_CLIENTS.join('
   beforeEach(async () => {
     // A broker restarted by the previous test answers before the controller counts it in again.
     await cluster.untilAllBrokersServe();
-    outboxes = KAFKA_CLIENTS.map((kafkaClient) => new TestOutbox({ kafkaClient }));
+    outboxes = CLIENTS.map((kafkaClient) => new TestOutbox({ kafkaClient }));
     await Promise.all(outboxes.map((outbox) => outbox.create()));
     await cluster.createTopics(outboxes.map((outbox) => outbox.topic('invoice')));
   });
@@ -150,7 +154,7 @@ describe(`Kafka leader changes in a three-broker cluster (${KAFKA_CLIENTS.join('
 
   it('holds the slot and says why while two of three brokers are down, then delivers everything', { timeout: 300_000 }, async () => {
     const ports = new Map<KafkaClientName, number>();
-    for (const client of KAFKA_CLIENTS) ports.set(client, await freePort());
+    for (const client of CLIENTS) ports.set(client, await freePort());
     const lanes = await startLanes((client) => ({ OUTBOX_HTTP_PORT: String(ports.get(client)) }));
     const confirmedDuringOutage = new Map<KafkaClientName, bigint[]>(lanes.map((lane) => [lane.client, []]));
     try {
@@ -186,7 +190,7 @@ describe(`Kafka leader changes in a three-broker cluster (${KAFKA_CLIENTS.join('
     }
   });
 
-  it.each(KAFKA_CLIENTS)('warns at the first event of a topic whose settings can lose acknowledged events (%s)', async (client) => {
+  it.each(CLIENTS)('warns at the first event of a topic whose settings can lose acknowledged events (%s)', async (client) => {
     const outbox = outboxes.find((candidate) => candidate.kafkaClient === client)!;
     const careless = outbox.topic('refund');
     await cluster.createTopics([careless], { replicationFactor: 1, minInsyncReplicas: 1 });

@@ -1,3 +1,4 @@
+import { RelayError } from '../../errors.js';
 import type { KafkaSecurity } from '../../security/kafka-security.js';
 import type { OpenGroupConsumer, TopicLister } from '../group-consumer.js';
 import type { KafkaConnection, KafkaProducerOptions, RecordProducer } from '../ports.js';
@@ -8,7 +9,14 @@ import type { KafkaConnection, KafkaProducerOptions, RecordProducer } from '../p
  * another client (and the unit tests, which CI runs on Node 20 too) never loads it.
  */
 
-const producerModule = () => import('./producer.js');
+/** A module of this folder; the library failing to load (an older Node, a missing install) is named as such. */
+function load<M>(module: () => Promise<M>): Promise<M> {
+  return module().catch((error: unknown) => {
+    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=platformatic: @platformatic/kafka does not load on Node ${process.versions.node} (${(error as Error).message}); it needs Node 22.22 or later and \`npm ci\`, or use OUTBOX_KAFKA_CLIENT=kafkajs`, { cause: error });
+  });
+}
+
+const producerModule = () => load(() => import('./producer.js'));
 
 /** The RecordProducer on @platformatic/kafka, made at its first call. */
 export function lazyPlatformaticProducer(options: KafkaProducerOptions): RecordProducer {
@@ -34,7 +42,7 @@ export async function countRecordsPlatformatic(brokers: readonly string[], topic
 
 /** Consumers in a group and the cluster's topic list on @platformatic/kafka, each loading the library at its first call. */
 export function platformaticGroupConsumers(connection: KafkaConnection): { readonly open: OpenGroupConsumer; readonly topics: () => TopicLister } {
-  const consumers = import('./group-consumer.js').then((module) => module.platformaticGroupConsumers(connection));
+  const consumers = load(() => import('./group-consumer.js')).then((module) => module.platformaticGroupConsumers(connection));
   // Not awaited by anyone until used: a failure to load surfaces at the first call, not as an unhandled rejection.
   consumers.catch(() => undefined);
   return {
