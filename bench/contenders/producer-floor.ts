@@ -16,8 +16,8 @@
  *   of a header list costs;
  * - `binding-error-reports`: the same with delivery reports for failed records only
  *   (delivery.report.only.error), each request awaited by `flush()`: what a report per record costs;
- * - `librdkafka`, `kafkajs`: the relay's RecordProducer on that client (src/kafka), given the
- *   relay's own OutgoingMessages.
+ * - `librdkafka`, `kafkajs`, `platformatic`: the relay's RecordProducer on that client (src/kafka),
+ *   given the relay's own OutgoingMessages.
  *
  * Env: KAFKA_BROKERS, BENCH_CASE, BENCH_TOPIC, BENCH_EVENTS, BENCH_BATCH, BENCH_PAYLOAD (bytes of JSON value).
  */
@@ -45,7 +45,7 @@ const messages = buildMessages();
 const batches: OutgoingMessage[][] = [];
 for (let start = 0; start < messages.length; start += batchSize) batches.push(messages.slice(start, start + batchSize));
 
-const send = benchCase === 'librdkafka' || benchCase === 'kafkajs' ? await relaySender(benchCase) : await bindingSender(benchCase);
+const send = benchCase === 'librdkafka' || benchCase === 'kafkajs' || benchCase === 'platformatic' ? await relaySender(benchCase) : await bindingSender(benchCase);
 // One request first, untimed: connections, metadata and the producer id are in place before the clock starts.
 await send.produce(batches[0]!);
 const cpuBefore = process.cpuUsage();
@@ -76,7 +76,7 @@ function buildMessages(): OutgoingMessage[] {
   });
 }
 
-async function relaySender(client: 'librdkafka' | 'kafkajs'): Promise<Sender> {
+async function relaySender(client: 'librdkafka' | 'kafkajs' | 'platformatic'): Promise<Sender> {
   const producer = openKafkaProducer({
     client,
     brokers,

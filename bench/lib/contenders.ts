@@ -31,6 +31,7 @@ function relay(label: string, short: string, color: Rgb, env: Record<string, str
 }
 
 const LIBRDKAFKA = { OUTBOX_KAFKA_CLIENT: 'librdkafka' };
+const PLATFORMATIC = { OUTBOX_KAFKA_CLIENT: 'platformatic' };
 
 /** A relay JSON with one codec (OUTBOX_KAFKA_COMPRESSION), on kafkajs or librdkafka. */
 function compressed(codec: string, client: 'kafkajs' | 'librdkafka', color: Rgb): Contender {
@@ -55,6 +56,9 @@ export const CONTENDERS = {
   // The same relay on librdkafka (OUTBOX_KAFKA_CLIENT): which client is the default is decided by these against relay-json.
   'relay-json-librdkafka': relay('outbox-relay JSON on librdkafka', 'relay JSON rdkafka', [140, 86, 75], LIBRDKAFKA),
   'relay-json-librdkafka-exactly-once': relay('outbox-relay JSON on librdkafka, exactly-once', 'relay JSON rdkafka EOS', [227, 119, 194], { ...LIBRDKAFKA, OUTBOX_DELIVERY: 'exactly-once' }),
+  // And on @platformatic/kafka (issue 64): the third client, measured beside the other two.
+  'relay-json-platformatic': relay('outbox-relay JSON on @platformatic/kafka', 'relay JSON platformatic', [188, 189, 34], PLATFORMATIC),
+  'relay-json-platformatic-exactly-once': relay('outbox-relay JSON on @platformatic/kafka, exactly-once', 'relay JSON platformatic EOS', [127, 127, 127], { ...PLATFORMATIC, OUTBOX_DELIVERY: 'exactly-once' }),
   'relay-json-gzip': compressed('gzip', 'kafkajs', [158, 218, 229]),
   'relay-json-librdkafka-gzip': compressed('gzip', 'librdkafka', [196, 156, 148]),
   'relay-json-librdkafka-snappy': compressed('snappy', 'librdkafka', [247, 182, 210]),

@@ -3,39 +3,43 @@ import type { DrainResult, SteadyResult } from './measure.js';
 import type { BenchRun } from './report.js';
 import { int, num, pct } from './format.js';
 
-/** The two clients of OUTBOX_KAFKA_CLIENT, at-least-once and exactly-once, each pair [kafkajs, librdkafka]. */
-const CLIENT_PAIRS: readonly (readonly [ContenderName, ContenderName])[] = [
-  ['relay-json', 'relay-json-librdkafka'],
-  ['relay-json-exactly-once', 'relay-json-librdkafka-exactly-once'],
+/** The clients of OUTBOX_KAFKA_CLIENT, at-least-once and exactly-once, each row [kafkajs, librdkafka, platformatic]. */
+const CLIENT_ROWS: readonly (readonly ContenderName[])[] = [
+  ['relay-json', 'relay-json-librdkafka', 'relay-json-platformatic'],
+  ['relay-json-exactly-once', 'relay-json-librdkafka-exactly-once', 'relay-json-platformatic-exactly-once'],
 ];
+const CLIENT_NAMES = ['kafkajs', 'librdkafka', 'platformatic'] as const;
 
-/** What librdkafka must reach to become the default (issue 31): its drain share on every workload, and its p99 at most kafkajs's. */
+/** What a client must reach to become the default (issues 31, 64): its drain share of the fastest on every workload, and its p99 at most the default's. */
 export const LIBRDKAFKA_DRAIN_SHARE = 0.95;
 
-/** kafkajs against librdkafka, workload by workload, in the drains and the steady loads. */
+/** The clients side by side, workload by workload, in the drains and the steady loads: each client that ran, and its share of the fastest. */
 export function clientsSection(run: BenchRun): string[] {
-  const out = ['', '## Kafka clients: kafkajs against librdkafka', ''];
-  out.push('The same relay, its produce path on kafkajs (the relay\'s per-partition send and Produce encoder) or on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka: ' +
-    '`produce()` with delivery reports, librdkafka\'s idempotence and batching; its own linger 2 ms to queue a whole batch, the sink lingers as on kafkajs). Same slot contents, drained one after the other.', '');
-  out.push('| workload | kafkajs events/s | librdkafka events/s | librdkafka ÷ kafkajs | relay CPU µs/event, kafkajs / librdkafka | peak RSS MB, kafkajs / librdkafka |');
-  out.push('| --- | ---: | ---: | ---: | ---: | ---: |');
-  for (const [kafkajs, librdkafka] of CLIENT_PAIRS) {
+  const ran = CLIENT_NAMES.filter((_, index) => CLIENT_ROWS.some((row) => run.drains.some((d) => d.contender === row[index])));
+  const out = ['', `## Kafka clients: ${ran.join(', ')}`, ''];
+  out.push('The same relay, its produce path on kafkajs (the relay\'s per-partition send and Produce encoder), on librdkafka (OUTBOX_KAFKA_CLIENT=librdkafka: ' +
+    '`produce()` with delivery reports, librdkafka\'s idempotence and batching; its own linger 2 ms to queue a whole batch, the sink lingers as on kafkajs) or on @platformatic/kafka ' +
+    '(OUTBOX_KAFKA_CLIENT=platformatic: its idempotent producer, one request in flight per broker). Same slot contents, drained one after the other. ÷ fastest: the client\'s events/s over the fastest client\'s on that workload.', '');
+  out.push(`| workload | ${ran.map((name) => `${name} events/s`).join(' | ')} | ${ran.map((name) => `${name} ÷ fastest`).join(' | ')} | relay CPU µs/event, ${ran.join(' / ')} | peak RSS MB, ${ran.join(' / ')} |`);
+  out.push(`| --- | ${ran.map(() => '---:').join(' | ')} | ${ran.map(() => '---:').join(' | ')} | ---: | ---: |`);
+  const pick = (row: readonly ContenderName[]) => ran.map((name) => row[CLIENT_NAMES.indexOf(name)]!);
+  for (const row of CLIENT_ROWS) {
     for (const workload of new Set(run.drains.map((d) => d.workload))) {
-      const a = run.drains.find((d) => d.workload === workload && d.contender === kafkajs);
-      const b = run.drains.find((d) => d.workload === workload && d.contender === librdkafka);
-      if (!a || !b) continue;
-      const pair = (f: (d: DrainResult) => string) => `${f(a)} / ${f(b)}`;
-      out.push(`| ${workload}${kafkajs.includes('exactly-once') ? ', exactly-once' : ''} | ${int(rateOf(a))} | ${int(rateOf(b))} | ${pct(rateOf(b) / rateOf(a))} | ${pair((d) => num(cpuPerEvent(d), 1))} | ${pair((d) => num(d.peakRssMb, 0))} |`);
+      const found = pick(row).map((contender) => run.drains.find((d) => d.workload === workload && d.contender === contender));
+      if (found.filter(Boolean).length < 2) continue;
+      const fastest = Math.max(...found.map((d) => (d ? rateOf(d) : 0)).filter((rate) => !Number.isNaN(rate)));
+      const each = (f: (d: DrainResult) => string) => found.map((d) => (d ? f(d) : '–'));
+      out.push(`| ${workload}${row[0]!.includes('exactly-once') ? ', exactly-once' : ''} | ${each((d) => int(rateOf(d))).join(' | ')} | ${each((d) => pct(rateOf(d) / fastest)).join(' | ')} | ${each((d) => num(cpuPerEvent(d), 1)).join(' / ')} | ${each((d) => num(d.peakRssMb, 0)).join(' / ')} |`);
     }
   }
-  const steady = CLIENT_PAIRS.flatMap(([kafkajs, librdkafka]) =>
+  const steady = CLIENT_ROWS.flatMap((row) =>
     [...new Set(run.steady.map((s) => s.offeredPerSecond))].flatMap((rate) => {
-      const a = run.steady.find((s) => s.contender === kafkajs && s.offeredPerSecond === rate);
-      const b = run.steady.find((s) => s.contender === librdkafka && s.offeredPerSecond === rate);
-      return a && b ? [`| ${int(rate)}/s${kafkajs.includes('exactly-once') ? ', exactly-once' : ''} | ${latency(a)} | ${latency(b)} | ${num(cpuPerSteadyEvent(a), 1)} / ${num(cpuPerSteadyEvent(b), 1)} |`] : [];
+      const found = pick(row).map((contender) => run.steady.find((s) => s.contender === contender && s.offeredPerSecond === rate));
+      if (found.filter(Boolean).length < 2) return [];
+      return [`| ${int(rate)}/s${row[0]!.includes('exactly-once') ? ', exactly-once' : ''} | ${found.map((s) => (s ? latency(s) : '–')).join(' | ')} | ${found.map((s) => (s ? num(cpuPerSteadyEvent(s), 1) : '–')).join(' / ')} |`];
     }),
   );
-  if (steady.length > 0) out.push('', '| steady load | kafkajs p50 / p99 / max ms | librdkafka p50 / p99 / max ms | relay CPU µs/event, kafkajs / librdkafka |', '| --- | ---: | ---: | ---: |', ...steady);
+  if (steady.length > 0) out.push('', `| steady load | ${ran.map((name) => `${name} p50 / p99 / max ms`).join(' | ')} | relay CPU µs/event, ${ran.join(' / ')} |`, `| --- | ${ran.map(() => '---:').join(' | ')} | ---: |`, ...steady);
   return out;
 }
 

@@ -86,7 +86,7 @@ function drainSection(run: BenchRun): string[] {
       (repeated ? ` ${(d.runs ?? []).map((r) => `${int(r.eventsPerSecond)} / ${num(r.peakRssMb, 0)}`).join(' · ')} |` : ''));
   }
   if (run.drains.some((d) => d.contender === 'relay-json-sasl-ssl')) out.push(...secureSection(run));
-  if (run.drains.some((d) => d.contender === 'relay-json-librdkafka')) out.push(...clientsSection(run));
+  if (run.drains.some((d) => d.contender === 'relay-json-librdkafka' || d.contender === 'relay-json-platformatic')) out.push(...clientsSection(run));
   out.push(...compressionSection(run));
   return out;
 }
