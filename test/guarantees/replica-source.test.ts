@@ -91,7 +91,7 @@ describe.each(STANDBY_MAJORS)('the slot on a Postgres %i standby (OUTBOX_REPLICA
     await refusal(/not a standby of DATABASE_URL's primary: its system identifier is/, inject('services').databaseUrl);
 
     const done = await setup(target());
-    expect(done).toContain(`OUTBOX_REPLICA_URL: a standby (Postgres ${await serverVersion(standby)}, hot_standby_feedback on, through the primary's physical slot outbox_standby): the slot lives and the WAL is read there`);
+    expect(done.lines).toContain(`OUTBOX_REPLICA_URL: a standby (Postgres ${await serverVersion(standby)}, hot_standby_feedback on, through the primary's physical slot outbox_standby): the slot lives and the WAL is read there`);
     expect(done.lines.find((line) => line.startsWith(`slot ${outbox.slot}: created on the standby at`)), done.lines.join('\n')).toBeDefined();
     const onPrimary = await outbox.pool.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [outbox.slot]);
     expect(onPrimary.rows, 'no slot on the primary').toEqual([]);
