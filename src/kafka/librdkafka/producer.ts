@@ -73,6 +73,9 @@ export function createLibrdkafkaProducer(options: KafkaProducerOptions): RecordP
     ...common,
     'enable.idempotence': true,
     acks: -1,
+    // Java's and kafkajs's choice for a keyed record (murmur2): librdkafka's default is
+    // consistent_random (CRC32), which puts a key elsewhere (test/sink/key-placement.test.ts).
+    partitioner: 'murmur2_random',
     // The sink already waits OUTBOX_LINGER for a batch; librdkafka waits only while the batch is
     // being queued. With 0 its broker thread sends the first messages of a batch while the rest are
     // still being produced: measured here (npm run bench -- --quick, 100k events), 1-row drains at

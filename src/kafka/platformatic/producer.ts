@@ -58,6 +58,11 @@ export function createPlatformaticProducer(options: KafkaProducerOptions): Recor
     ...base,
     idempotent: true,
     acks: -1,
+    // InitProducerId as a new producer (-1, -1): the library sends 0 and 0 when none is given, and
+    // a broker that knows the transactional id answers PRODUCER_FENCED to a new session (Kafka
+    // takes 0/0 for an earlier producer's id and epoch, KIP-360). docs/kafka-clients.md.
+    producerId: -1n,
+    producerEpoch: -1,
     // The library sends the transaction timeout in InitProducerId from this option, and the
     // produce timeout from it too: exactly-once, both are OUTBOX_TRANSACTION_TIMEOUT (>= 30 s).
     timeout: exactlyOnce ? exactlyOnce.transactionTimeoutMs : PRODUCE_TIMEOUT_MS,
