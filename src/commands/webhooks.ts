@@ -21,6 +21,7 @@ import { startHousekeeping } from '../webhooks/housekeeping.js';
 import { ProcessHeartbeat } from '../webhooks/process-heartbeat.js';
 import { WebhookSender } from '../webhooks/http-sender.js';
 import { ThreadedSender } from '../webhooks/threaded-sender.js';
+import { LOOP_STALLS_ENV, stallLoopAtRandom } from '../webhooks/loop-stalls.js';
 import { WebhookIntake } from '../webhooks/intake.js';
 import { createWebhookMetrics } from '../webhooks/metrics.js';
 import { firstAttemptAt } from '../webhooks/retry-policy.js';
@@ -40,6 +41,9 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   const options = compileWebhooks(config);
   const logger = createLogger(options.logLevel, 'outbox-relay-webhooks');
   warnOnMissingRuntimeFlag(logger);
+  // A test hook (loop-stalls.ts): the event loop held at random, as on a loaded node.
+  const stopStalls = stallLoopAtRandom(process.env[LOOP_STALLS_ENV]);
+  if (process.env[LOOP_STALLS_ENV]) logger.warn({ [LOOP_STALLS_ENV]: process.env[LOOP_STALLS_ENV] }, 'webhooks: a test hook holds this process\'s event loop at random; never set it in production');
   const metrics = createWebhookMetrics();
   const tables = new WebhookTables(options.schema);
   const pool = webhookPool(options.database, 'outbox-relay-webhooks', POOL_SIZE);
@@ -51,7 +55,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   const sender =
     options.senderThreads > 0
       ? // Each thread's pool is as large as the process's concurrency: the threads share the requests, not a pool.
-        new ThreadedSender(options.senderThreads, { sender: senderOptions, allowAddresses: options.sender.allowAddresses })
+        new ThreadedSender(options.senderThreads, { sender: senderOptions, allowAddresses: options.sender.allowAddresses, policy: options.policy })
       : new WebhookSender({ ...senderOptions, guard: new AddressGuard(options.sender.allowAddresses) });
   const store = new DeliveryStore(pool, tables);
   const shares = new EndpointShares(owner);
@@ -122,6 +126,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
   logger.info({ owner, topics: options.topics.map(String), group: options.groupId, kafkaClient: options.kafka.client, schema: options.schema, concurrency: options.concurrency, customerFrom: describeCustomerRule(options.customerRule) }, 'webhooks: consuming and dispatching');
 
   const signal = await stopSignal;
+  stopStalls();
   exitDeadline(logger, signal, options.shutdownTimeoutMs);
   logger.info({ signal }, 'webhooks: stopping: no new deliveries claimed, attempts in flight finish');
   // The consumer first: what it recorded is committed with its offsets, nothing half-read.

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from '../pg-transaction.js';
+import type { Closing } from './endpoint-gate.js';
 import type { EndpointLimit, EndpointSlots } from './endpoint-shares.js';
 import { signingSecretsOf, type EndpointAddress, type LoadedEndpoints, type SigningSecret } from './endpoint-store.js';
 import type { AttemptResult } from './http-sender.js';
@@ -40,6 +41,12 @@ export interface Completion {
   readonly verdict: Verdict;
 }
 
+/** A delivery the endpoint gate did not let go (endpoint-gate.ts): due again at `dueAt`, its lease given back, no attempt counted. */
+export interface HeldBack {
+  readonly delivery: ClaimedDelivery;
+  readonly dueAt: Date;
+}
+
 /** An endpoint's slots taken for first attempts sent before their deliveries are recorded (takeSlots), and what a request to it needs. */
 export interface GrantedSlots extends EndpointAddress {
   readonly slots: number;
@@ -59,6 +66,8 @@ export interface FirstAttemptsToRecord {
   readonly inFlight: readonly ClaimedDelivery[];
   /** Deliveries that got no slot: recorded due, as record() records them. */
   readonly due: readonly EventToDeliver[];
+  /** First attempts the endpoint gate held back (not sent): recorded due at the gate's reopening, no attempt counted. */
+  readonly heldBack: readonly HeldBack[];
   readonly firstAttemptAt: () => Date;
 }
 
@@ -127,6 +136,21 @@ export class DeliveryStore {
          ORDER BY u.n
          ON CONFLICT (event_id, endpoint_id) DO NOTHING`,
       [rows.eventIds, rows.endpointIds, rows.orderingKeys, rows.dueAt]),
+    );
+    return rowCount ?? 0;
+  }
+
+  /** First attempts the gate held back, their events stored already: due at the gate's reopening, never attempted. */
+  private async insertHeldBack(client: pg.ClientBase, heldBack: readonly HeldBack[]): Promise<number> {
+    if (heldBack.length === 0) return 0;
+    const { rowCount } = await client.query(
+      prepared(`INSERT INTO ${this.tables.deliveries} (event_id, endpoint_id, ordering_key, next_attempt_at)
+         SELECT u.event_id, u.endpoint_id, NULL, u.due
+         FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS u(event_id, endpoint_id, due, n)
+         JOIN ${this.tables.endpoints} e ON e.id = u.endpoint_id
+         ORDER BY u.n
+         ON CONFLICT (event_id, endpoint_id) DO NOTHING`,
+      [heldBack.map((h) => h.delivery.eventId), heldBack.map((h) => h.delivery.endpointId), heldBack.map((h) => h.dueAt)]),
     );
     return rowCount ?? 0;
   }
@@ -220,13 +244,14 @@ export class DeliveryStore {
       const { rows } = await this.writeFirstAttempts(client, owner, now, leaseEnd, attempted);
       // Their events were stored with the others above: only the deliveries are left to insert.
       const due = await this.insertDue(client, input.due.filter((event) => event.endpointIds.length > 0), input.firstAttemptAt);
+      const heldBack = await this.insertHeldBack(client, input.heldBack);
       const ids = new Map(rows.map((row) => [`${row.event_id}\n${row.endpoint_id}`, row.id]));
       const recorded = new Map<ClaimedDelivery, string>();
       for (const delivery of inFlight) {
         const id = ids.get(`${delivery.eventId}\n${delivery.endpointId}`);
         if (id !== undefined) recorded.set(delivery, id);
       }
-      return { inFlight: recorded, changes, added: ended.length + recorded.size + due };
+      return { inFlight: recorded, changes, added: ended.length + recorded.size + due + heldBack };
     });
   }
 
@@ -406,6 +431,42 @@ export class DeliveryStore {
   }
 
   /**
+   * What closed an endpoint's gate in this process (endpoint-gate.ts), written at once, on its
+   * own: the pause it asked for, or its disabling on a 410. The other processes' next leases of
+   * it read this. The completions' batch writes the same again with the attempt (nothing
+   * changes then). The change, when this disabled the endpoint.
+   */
+  async closeEndpoint(closing: Closing, now: Date): Promise<EndpointChange | null> {
+    const { rows } = await this.pool.query<{ disabled_now: boolean; disabled_reason: string | null }>(
+      prepared(`UPDATE ${this.tables.endpoints} e SET
+         paused_until = CASE WHEN $2::timestamptz IS NULL THEN e.paused_until ELSE GREATEST(COALESCE(e.paused_until, $2), $2) END,
+         disabled_at = COALESCE(e.disabled_at, CASE WHEN $3::text IS NOT NULL THEN $4::timestamptz END),
+         disabled_reason = CASE WHEN e.disabled_at IS NULL AND $3::text IS NOT NULL THEN $3 ELSE e.disabled_reason END,
+         updated_at = CASE WHEN e.disabled_at IS NULL AND $3::text IS NOT NULL THEN $4 ELSE e.updated_at END
+       WHERE e.id = $1
+       RETURNING (e.disabled_at = $4 AND e.updated_at = $4) AS disabled_now, e.disabled_reason`,
+      [closing.endpointId, closing.pauseUntil, closing.gone, now]),
+    );
+    const row = rows[0];
+    return row?.disabled_now ? { endpointId: closing.endpointId, disabledReason: row.disabled_reason, circuitOpened: false } : null;
+  }
+
+  /**
+   * Deliveries leased to `owner` that the endpoint gate did not let go: due again at their
+   * `dueAt`, the lease given back and the claim's attempt not counted (it was never started).
+   * A lease that ran out meanwhile (another process has it) is left alone.
+   */
+  async giveBack(owner: string, heldBack: readonly HeldBack[]): Promise<void> {
+    if (heldBack.length === 0) return;
+    await this.pool.query(
+      prepared(`UPDATE ${this.tables.deliveries} d SET next_attempt_at = u.due, lease_owner = NULL, attempts = d.attempts - 1
+       FROM unnest($2::bigint[], $3::int[], $4::timestamptz[]) AS u(id, attempt, due)
+       WHERE d.id = u.id AND d.status = 'pending' AND d.lease_owner = $1 AND d.attempts = u.attempt`,
+      [owner, heldBack.map((h) => h.delivery.id), heldBack.map((h) => h.delivery.attempt), heldBack.map((h) => h.dueAt)]),
+    );
+  }
+
+  /**
    * Records attempts and their verdicts, in one transaction for many completions. A failure
    * counts only while this process still holds the lease for that attempt (a lease that ran out
    * was handed to another process, whose result wins); a success always counts.
@@ -549,9 +610,9 @@ function endpointEffects(completions: readonly Completion[]): EndpointEffect[] {
     const { endpoint } = verdict;
     if (endpoint.kind === 'success') {
       // The streak and the circuit start again; a pause the endpoint asked for (Retry-After)
-      // stands: a request that was already on its way succeeding says nothing about the
-      // endpoint's wish not to be sent anything before then.
-      Object.assign(effect, { reset: true, failures: 0, streak: false, gone: null });
+      // and its 410 stand: a request that was already on its way succeeding says nothing about
+      // the endpoint's wish not to be sent anything (endpoint-gate.ts).
+      Object.assign(effect, { reset: true, failures: 0, streak: false });
       continue;
     }
     effect.streak = true;

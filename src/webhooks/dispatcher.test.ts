@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { ClaimedDelivery, Completion, DeliveryStore } from './delivery-store.js';
+import type { ClaimedDelivery, Completion, DeliveryStore, HeldBack } from './delivery-store.js';
+import type { Closing } from './endpoint-gate.js';
 import { Dispatcher, type AttemptSender } from './dispatcher.js';
 import { EndpointShares } from './endpoint-shares.js';
 import type { AttemptResult } from './http-sender.js';
@@ -21,17 +22,26 @@ const delivery: ClaimedDelivery = {
 };
 const delivered: AttemptResult = { outcome: 'delivered', statusCode: 204, latencyMs: 1, retryAfterMs: null, response: '', error: null };
 
-/** The store's port, in memory: hands out `due` once each, records completions. */
+/** The store's port, in memory: hands out `due` once each, records completions, deliveries given back and endpoints' closings. */
 function fakeStore(due: ClaimedDelivery[]) {
   const completed: Completion[] = [];
+  const givenBack: HeldBack[] = [];
+  const closings: Closing[] = [];
   const store = {
     claim: async (_owner: string, _now: Date, limit: number) => due.splice(0, limit),
     complete: async (_owner: string, _now: Date, completions: readonly Completion[]) => {
       completed.push(...completions);
       return [];
     },
+    giveBack: async (_owner: string, heldBack: readonly HeldBack[]) => {
+      givenBack.push(...heldBack);
+    },
+    closeEndpoint: async (closing: Closing) => {
+      closings.push(closing);
+      return null;
+    },
   };
-  return { store: store as unknown as DeliveryStore, completed };
+  return { store: store as unknown as DeliveryStore, completed, givenBack, closings };
 }
 
 /** Answers after `delayMs`, counting the most attempts it had in flight at once. */
@@ -201,7 +211,7 @@ describe('the dispatcher', () => {
     const due = Array.from({ length: 12 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
     const { store, completed } = fakeStore(due);
     // An endpoint with a limit of 2: each claim hands out 2, however many slots are free.
-    const capped = { claim: async () => due.splice(0, 2), complete: store.complete.bind(store) } as unknown as DeliveryStore;
+    const capped = { claim: async () => due.splice(0, 2), complete: store.complete.bind(store), giveBack: store.giveBack.bind(store) } as unknown as DeliveryStore;
     const sending = dispatcher(capped, countingSender(5).sender, 10);
     sending.start();
     // The poll is a minute: only completions can bring the next claims in time.
@@ -282,19 +292,19 @@ describe('the dispatcher', () => {
     await sending.stop(2_000);
   });
 
-  it("holds what it has for an endpoint that asked for a pause (Retry-After) until the pause ends, before the store knows of it", async () => {
+  it('sends nothing more to an endpoint that asked for a pause (Retry-After), from the moment its answer is judged: what it holds goes back due at the pause end, no attempt counted', async () => {
     const due = [1, 2, 3].map((n) => ({ ...delivery, id: String(n), eventId: `evt-${n}` }));
-    const { store, completed } = fakeStore(due);
-    const started: number[] = [];
+    const { store, completed, givenBack, closings } = fakeStore(due);
+    let started = 0;
     let answered = 0;
     const sender: AttemptSender = {
       send: () => {
-        started.push(Date.now());
+        started += 1;
         return new Promise((resolve) =>
           setTimeout(() => {
             answered = Date.now();
-            // The first answer asks for 300 ms; the others succeed.
-            resolve(started.length === 1 ? { outcome: 'http_status', statusCode: 429, latencyMs: 1, retryAfterMs: 300, response: '', error: 'HTTP 429' } : delivered);
+            // The first answer asks for 300 ms; the others would succeed.
+            resolve(started === 1 ? { outcome: 'http_status', statusCode: 429, latencyMs: 1, retryAfterMs: 300, response: '', error: 'HTTP 429' } : delivered);
           }, 5),
         );
       },
@@ -302,11 +312,37 @@ describe('the dispatcher', () => {
     // One request at a time: the other two are queued behind the 429 in this process.
     const sending = dispatcher(store, sender, 1);
     sending.start();
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await new Promise((resolve) => setTimeout(resolve, 100));
     await sending.stop(1_000);
-    expect(started).toHaveLength(3);
-    expect(started[1]! - started[0]!).toBeGreaterThanOrEqual(300);
-    expect(completed.map((c) => c.result.statusCode)).toEqual([429, 204, 204]);
-    expect(answered).toBeGreaterThan(0);
+    expect(started).toBe(1);
+    expect(completed.map((c) => c.result.statusCode)).toEqual([429]);
+    // The pause, written at once for the other processes' leases.
+    expect(closings).toHaveLength(1);
+    expect(closings[0]!.pauseUntil!.getTime()).toBeGreaterThanOrEqual(answered + 290);
+    expect(givenBack.map((h) => [h.delivery.id, h.dueAt.getTime()])).toEqual([
+      ['2', closings[0]!.pauseUntil!.getTime()],
+      ['3', closings[0]!.pauseUntil!.getTime()],
+    ]);
+  });
+
+  it('sends nothing more to an endpoint that answered 410, though a success beside it ends after it', async () => {
+    const due = [1, 2, 3, 4].map((n) => ({ ...delivery, id: String(n), eventId: `evt-${n}` }));
+    const { store, completed, givenBack, closings } = fakeStore(due);
+    let started = 0;
+    const sender: AttemptSender = {
+      send: () => {
+        const n = (started += 1);
+        // Two at a time: the 410 ends first, the success beside it after; the other two were queued.
+        return new Promise((resolve) => setTimeout(() => resolve(n === 1 ? { outcome: 'http_status', statusCode: 410, latencyMs: 1, retryAfterMs: null, response: '', error: 'HTTP 410' } : delivered), n === 1 ? 5 : 10));
+      },
+    };
+    const sending = dispatcher(store, sender, 2);
+    sending.start();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sending.stop(1_000);
+    expect(started).toBe(2);
+    expect(completed.map((c) => c.result.statusCode)).toEqual([410, 204]);
+    expect(closings).toEqual([{ endpointId: 'ep-1', pauseUntil: null, gone: expect.stringMatching(/^answered 410 Gone/) }]);
+    expect(givenBack.map((h) => h.delivery.id)).toEqual(['3', '4']);
   });
 });

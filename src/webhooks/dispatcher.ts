@@ -1,18 +1,31 @@
 import type { Logger } from 'pino';
 import { errorMessage } from '../errors.js';
 import { sleep } from '../time.js';
-import type { ClaimedDelivery, Completion, DeliveryStore, EndpointChange, EndpointRules } from './delivery-store.js';
+import type { ClaimedDelivery, Completion, DeliveryStore, EndpointChange, EndpointRules, HeldBack } from './delivery-store.js';
+import { EndpointGate, type Closed, type Closing } from './endpoint-gate.js';
 import type { EndpointSlots } from './endpoint-shares.js';
 import { signingSecrets } from './endpoint-store.js';
 import type { AttemptResult, WebhookRequest } from './http-sender.js';
 import type { WebhookMetrics } from './metrics.js';
-import { ResultWriter, type ResultRoute } from './lifecycle.js';
+import { ResultWriter, type Ended, type ResultRoute } from './lifecycle.js';
 import { judgeAttempt, type RetryPolicy } from './retry-policy.js';
 import { webhookHeaders } from './signature.js';
 
-/** The HTTP port: the real one is WebhookSender (undici). */
+/** The HTTP port: the real one is WebhookSender (undici), or ThreadedSender (WebhookSenders on threads of their own). */
 export interface AttemptSender {
-  send(request: WebhookRequest): Promise<AttemptResult>;
+  /**
+   * One attempt to `endpointId`; or not sent, when the sender's own view of the endpoint's gate
+   * is closed (a sender thread reads the answers first, and asks an EndpointGate of its own
+   * before it starts each request: what the main thread handed it before it heard the answer).
+   */
+  send(request: WebhookRequest, endpointId: string): Promise<AttemptResult | NotSent>;
+  /** The endpoint's gate opened again (enabled after a 410): a sender with a gate of its own opens it too. */
+  reopened?(endpointId: string): void;
+}
+
+/** An attempt the sender did not start: its endpoint's gate was closed. */
+export interface NotSent {
+  readonly notSent: Closed;
 }
 
 export interface DispatcherOptions {
@@ -45,6 +58,8 @@ export interface Reservation {
 export interface FirstAttempts {
   /** Ended, with their verdicts: the intake records each once, with its attempt. */
   readonly ended: readonly Completion[];
+  /** Not sent: the endpoint gate held them back; the intake records them due at its reopening. */
+  readonly heldBack: readonly HeldBack[];
   /** Still in flight: the intake records them leased, then adopt()s each with its id (or abandon()s it). */
   readonly inFlight: readonly ClaimedDelivery[];
 }
@@ -93,15 +108,14 @@ export class Dispatcher {
   private held = 0;
   /** Of those, the ones whose request has started and not ended: at most concurrency. */
   private sending = 0;
-  /** Held, waiting for a request slot. */
+  /** Held, waiting for a request slot (and for startReady, which asks the gate of each). */
   private queue: ClaimedDelivery[] = [];
-  /**
-   * Endpoints that asked this process for a pause (Retry-After), until when (ms): what is
-   * held for them waits here rather than going out before the pause is recorded in the store.
-   */
-  private readonly pausedUntil = new Map<string, number>();
-  /** Held for a paused endpoint: sent when its pause ends. */
-  private readonly waitingOutPause = new Set<NodeJS.Timeout>();
+  /** startReady is due (setImmediate): requests start there, in one turn, after the answers that came meanwhile were judged. */
+  private startScheduled = false;
+  /** Whether each endpoint may get a request now: asked before every request, fed by every verdict. */
+  readonly gate: EndpointGate;
+  /** Held back by the gate, leased in the store: given back with the next write of results. */
+  private givenBack: HeldBack[] = [];
   private stopped = false;
   private wakeUp: (() => void) | null = null;
   private woken = false;
@@ -123,7 +137,9 @@ export class Dispatcher {
   /** When the loop last went round: /healthz fails when it stops turning. */
   lastTurn = Date.now();
 
-  constructor(private readonly options: DispatcherOptions) {}
+  constructor(private readonly options: DispatcherOptions) {
+    this.gate = new EndpointGate(() => options.clock().getTime());
+  }
 
   start(): void {
     this.loop = this.run();
@@ -157,8 +173,7 @@ export class Dispatcher {
     await this.flush();
     // Unfinished attempts, and queued ones not started, keep their lease: another process sends
     // them once it runs out.
-    for (const timer of this.waitingOutPause) clearTimeout(timer);
-    return { unfinished: this.sending + this.queue.length + this.waitingOutPause.size };
+    return { unfinished: this.sending + this.queue.length };
   }
 
   /** Deliveries this process could take on now. */
@@ -242,7 +257,8 @@ export class Dispatcher {
    */
   sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts> {
     const ended: Completion[] = [];
-    if (deliveries.length === 0) return Promise.resolve({ ended, inFlight: [] });
+    const heldBack: HeldBack[] = [];
+    if (deliveries.length === 0) return Promise.resolve({ ended, heldBack, inFlight: [] });
     const started = Date.now();
     return new Promise((resolve) => {
       let running = deliveries.length;
@@ -250,14 +266,15 @@ export class Dispatcher {
       const handOver = () => {
         clearTimeout(timer);
         if (stragglers) clearTimeout(stragglers);
-        resolve({ ended, inFlight: deliveries.filter((delivery) => this.results.handOver(delivery)) });
+        resolve({ ended, heldBack, inFlight: deliveries.filter((delivery) => this.results.handOver(delivery)) });
       };
       const timer = setTimeout(handOver, wait.maxMs);
-      const settle = (completion: Completion) => {
-        ended.push(completion);
+      const settle = (outcome: Ended) => {
+        if ('completion' in outcome) ended.push(outcome.completion);
+        else heldBack.push(outcome.heldBack);
         running -= 1;
         if (running === 0) handOver();
-        else if (!stragglers && ended.length * 2 >= deliveries.length) stragglers = setTimeout(handOver, Math.max(wait.stragglerMs, Date.now() - started));
+        else if (!stragglers && (ended.length + heldBack.length) * 2 >= deliveries.length) stragglers = setTimeout(handOver, Math.max(wait.stragglerMs, Date.now() - started));
       };
       for (const delivery of deliveries) {
         this.results.lease(delivery, { kind: 'awaited', settle });
@@ -281,6 +298,9 @@ export class Dispatcher {
     if (route?.to === 'completions') {
       this.completions.push(route.completion);
       void this.flush();
+    } else if (route?.to === 'given-back') {
+      this.givenBack.push(route.heldBack);
+      void this.flush();
     } else if (route?.to === 'released') this.release(1);
   }
 
@@ -297,6 +317,7 @@ export class Dispatcher {
       const free = this.room;
       if (free > 0) {
         let claimed: ClaimedDelivery[];
+        const readAt = performance.now();
         try {
           claimed = await store.claim(options.owner, options.clock(), free, options.leaseMs, options.rules, options.slots);
         } catch (error) {
@@ -305,6 +326,7 @@ export class Dispatcher {
           continue;
         }
         this.held += claimed.length;
+        for (const delivery of claimed) this.leasedFrom(delivery.endpointId, readAt);
         for (const delivery of claimed) this.leased(delivery);
         // Something was due: more may be (endpoints' limits cap a claim), so freed slots are worth
         // the next one; nothing was: only a recording or the poll brings more. (A wake-up during
@@ -340,52 +362,102 @@ export class Dispatcher {
   }
 
   /**
-   * Starts the request now if a request slot is free, else queues it; holds it while its
-   * endpoint is paused. Every request of this process starts here, claimed or sent first, so
-   * this is the one place the process honours an endpoint's Retry-After before the store does
-   * (between the answer and its recording, tens to hundreds of milliseconds).
+   * Queues a held delivery for a request: every request of this process, claimed or sent first,
+   * starts in startReady, which runs once the answers that came meanwhile were judged (an
+   * answer that closes a gate is read before any request queued beside it starts).
    */
   private send(delivery: ClaimedDelivery): void {
-    const pausedUntil = this.pausedUntil.get(delivery.endpointId);
-    if (pausedUntil !== undefined) {
-      const waitMs = pausedUntil - this.options.clock().getTime();
-      if (waitMs > 0) {
-        // Still leased to this process meanwhile: a pause longer than the lease (Retry-After up
-        // to an hour) lets another process claim it once both end, and the receiver may see it
-        // twice, with the same webhook-id.
-        const timer = setTimeout(() => {
-          this.waitingOutPause.delete(timer);
-          if (!this.stopped) this.send(delivery);
-        }, waitMs);
-        this.waitingOutPause.add(timer);
-        return;
+    this.queue.push(delivery);
+    this.scheduleStart();
+  }
+
+  private scheduleStart(): void {
+    if (this.startScheduled) return;
+    this.startScheduled = true;
+    setImmediate(() => this.startReady());
+  }
+
+  /**
+   * Starts queued requests while request slots are free, each once its endpoint's gate lets it
+   * go, asked in the same turn as the request is handed to the sender; one the gate does not
+   * let go is held back. (setImmediate: after the I/O of this turn of the event loop, so the
+   * answers read in it, and their verdicts, come first.)
+   */
+  private startReady(): void {
+    this.startScheduled = false;
+    while (this.sending < this.options.concurrency && !this.stopped) {
+      const delivery = this.queue.shift();
+      if (!delivery) break;
+      const admission = this.gate.admit(delivery.endpointId);
+      if (!admission.open) {
+        this.holdBack(delivery, admission.closed);
+        continue;
       }
-      this.pausedUntil.delete(delivery.endpointId);
-    }
-    if (this.sending < this.options.concurrency) {
       this.sending += 1;
       void this.attempt(delivery);
-    } else {
-      this.queue.push(delivery);
+    }
+  }
+
+  /**
+   * A delivery whose endpoint's gate is closed is not sent: due again when the gate reopens (a
+   * disabled endpoint's, at once: leases pass it over until it is enabled), its lease given
+   * back, no attempt counted. Its endpoint's slot frees now.
+   */
+  private holdBack(delivery: ClaimedDelivery, closed: Closed): void {
+    const { options } = this;
+    const dueAt = closed.kind === 'paused' ? new Date(closed.until) : options.clock();
+    options.slots.release(delivery.endpointId, 1);
+    options.metrics.heldBack.inc({ reason: closed.kind });
+    this.wakeReservations();
+    this.route(this.results.end(delivery, { heldBack: { delivery, dueAt } }));
+  }
+
+  /** A lease of `endpointId` read from the store at `readAt`: the gate, and a sender's own, open if it says the endpoint was enabled again. */
+  leasedFrom(endpointId: string, readAt: number): void {
+    if (this.gate.leased(endpointId, readAt)) this.options.sender.reopened?.(endpointId);
+  }
+
+  /** A verdict closed an endpoint's gate: written to the store at once, on its own, for the other processes' next leases. */
+  private async closeInStore(closing: Closing): Promise<void> {
+    const { options } = this;
+    for (;;) {
+      try {
+        const change = await options.store.closeEndpoint(closing, options.clock());
+        this.gate.recorded(closing.endpointId, performance.now());
+        if (change) this.reportEndpointChanges([change]);
+        return;
+      } catch (error) {
+        options.logger.error({ endpoint: closing.endpointId, err: errorMessage(error) }, "webhooks: recording an endpoint's pause or disabling failed; trying again (this process holds it meanwhile)");
+        if (this.stopped) return;
+        await sleep(STORE_RETRY_MS);
+      }
     }
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<void> {
     const { options } = this;
-    const startedAt = options.clock();
+    let startedAt = options.clock();
     if (delivery.attempt === 1) options.metrics.firstAttemptDelay.observe(Math.max(0, startedAt.getTime() - delivery.producedAt.getTime()) / 1000);
     const headers = {
       ...delivery.headers,
       ...webhookHeaders({ secrets: signingSecrets(delivery.secrets, startedAt), webhookId: delivery.eventId, timestampSeconds: Math.floor(startedAt.getTime() / 1000), body: delivery.body }),
     };
-    const result = await options.sender.send({ url: delivery.url, headers, body: delivery.body }).catch(
+    const sent = await options.sender.send({ url: delivery.url, headers, body: delivery.body }, delivery.endpointId).catch(
       (error: unknown): AttemptResult => ({ outcome: 'network', statusCode: null, latencyMs: 0, retryAfterMs: null, response: null, error: `the sender failed: ${errorMessage(error)}` }),
     );
-    const verdict = judgeAttempt(options.policy, delivery.failures, result, options.clock(), options.random);
-    if (verdict.endpoint.kind === 'failure' && verdict.endpoint.pauseUntil) {
-      const until = verdict.endpoint.pauseUntil.getTime();
-      this.pausedUntil.set(delivery.endpointId, Math.max(until, this.pausedUntil.get(delivery.endpointId) ?? 0));
+    if ('notSent' in sent) {
+      this.sending -= 1;
+      if (this.queue.length > 0) this.scheduleStart();
+      this.holdBack(delivery, sent.notSent);
+      return;
     }
+    const result = sent;
+    // The request's own start, when the sender started it later than it was handed over (a sender thread).
+    if (result.startedAtMs !== undefined) startedAt = new Date(result.startedAtMs);
+    const verdict = judgeAttempt(options.policy, delivery.failures, result, options.clock(), options.random);
+    // The gate first, before anything else can run: no request to the endpoint starts after this.
+    const closing = this.gate.heard(delivery.endpointId, verdict.endpoint, delivery.url);
+    if (closing) void this.closeInStore(closing);
     options.metrics.attempts.inc({ outcome: result.outcome });
     options.metrics.attemptSeconds.observe({ outcome: result.outcome }, result.latencyMs / 1000);
     // A first attempt sent before its delivery was recorded has no id yet: the event and endpoint name it.
@@ -403,30 +475,34 @@ export class Dispatcher {
     // Its endpoint's slot frees with the answer; the process's own (held) once the result is written.
     options.slots.release(delivery.endpointId, 1);
     // Stopping: the queued are left to their leases (see stop()).
-    const next = this.stopped ? undefined : this.queue.shift();
-    if (next) this.send(next);
+    if (this.queue.length > 0) this.scheduleStart();
     // An endpoint answered: its slot frees once its result is written or recorded, so a
     // reservation waiting for slots is not stalled (only endpoints that do not answer stall it).
     this.wakeReservations();
-    this.route(this.results.end(delivery, { delivery, startedAt, result, verdict }));
+    this.route(this.results.end(delivery, { completion: { delivery, startedAt, result, verdict } }));
   }
 
   /** Writes every completion queued; one write at a time, the next takes what queued meanwhile. */
   private flush(): Promise<void> {
     this.flushing ??= (async () => {
       try {
-        while (this.completions.length > 0) {
+        while (this.completions.length > 0 || this.givenBack.length > 0) {
           const batch = this.completions;
+          const given = this.givenBack;
           this.completions = [];
+          this.givenBack = [];
           try {
+            // Given back first: written again after a failure, it changes nothing (the lease is gone).
+            await this.options.store.giveBack(this.options.owner, given);
             const changes = await this.options.store.complete(this.options.owner, this.options.clock(), batch, this.options.rules);
             this.reportEndpointChanges(changes);
-            this.held -= batch.length;
+            this.held -= batch.length + given.length;
             this.slotsFreed();
           } catch (error) {
             // Kept, and written again: until then their leases stand, and nothing is sent twice
             // unless the outage outlasts them.
             this.completions = [...batch, ...this.completions];
+            this.givenBack = [...given, ...this.givenBack];
             this.options.logger.error({ err: errorMessage(error), completions: batch.length }, 'webhooks: recording attempts failed; trying again');
             // Stopping: not written; their leases run out and another process sends them again.
             if (this.stopped) break;
@@ -445,11 +521,13 @@ export class Dispatcher {
     const { logger, metrics } = this.options;
     for (const change of changes) {
       if (change.disabledReason !== null) {
+        this.gate.disabled(change.endpointId, performance.now());
         const reason = change.disabledReason.startsWith('answered 410') ? 'gone' : 'failing';
         metrics.endpointsDisabled.inc({ reason });
         logger.error({ endpoint: change.endpointId, reason: change.disabledReason }, 'webhooks: endpoint disabled; its deliveries are held until `webhooks endpoint enable`');
       }
       if (change.circuitOpened) {
+        this.gate.pause(change.endpointId, new Date(this.options.clock().getTime() + this.options.rules.circuitCooldownMs));
         metrics.circuitsOpened.inc();
         logger.warn({ endpoint: change.endpointId, failures: this.options.rules.circuitFailures, cooldownMs: this.options.rules.circuitCooldownMs }, 'webhooks: circuit opened: nothing is sent to this endpoint until a probe succeeds');
       }

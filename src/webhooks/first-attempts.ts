@@ -40,7 +40,7 @@ export interface FirstAttemptOptions {
 }
 
 /** One chunk's share of a recording: the recording's own time, lease and schedule apply to every chunk in it. */
-type ChunkToRecord = Pick<FirstAttemptsToRecord, 'events' | 'due' | 'ended' | 'inFlight'>;
+type ChunkToRecord = Pick<FirstAttemptsToRecord, 'events' | 'due' | 'ended' | 'heldBack' | 'inFlight'>;
 
 /** A delivery owed, before it is known whether it goes at once or is recorded due. */
 interface Owed {
@@ -114,7 +114,7 @@ export class FirstAttemptPath {
           await previous.catch(() => undefined);
           throw error;
         } finally {
-          sendAtOnce.release(sent.ended.length);
+          sendAtOnce.release(sent.ended.length + sent.heldBack.length);
         }
         // Offsets in order: a chunk whose recording failed stops the ones after it.
         await previous;
@@ -162,7 +162,9 @@ export class FirstAttemptPath {
     for (const { endpointId } of items) wanted.set(endpointId, (wanted.get(endpointId) ?? 0) + 1);
     let granted: Awaited<ReturnType<DeliveryStore['takeSlots']>> = new Map();
     try {
+      const readAt = performance.now();
       if (slots > 0) granted = await store.takeSlots(wanted, sendAtOnce.lease().now, sendAtOnce.slots, this.reader.loadedEndpoints());
+      for (const endpointId of granted.keys()) sendAtOnce.leasedFrom(endpointId, readAt);
     } catch (error) {
       sendAtOnce.release(slots);
       throw error;
@@ -200,7 +202,7 @@ export class FirstAttemptPath {
    */
   private record(input: ChunkToRecord): Promise<ReadonlyMap<ClaimedDelivery, string>> {
     // Messages that owed nothing (no subscriber, not an event): their offsets need no transaction.
-    if (input.ended.length === 0 && input.inFlight.length === 0 && input.due.length === 0) return Promise.resolve(new Map());
+    if (input.ended.length === 0 && input.heldBack.length === 0 && input.inFlight.length === 0 && input.due.length === 0) return Promise.resolve(new Map());
     return this.recordings.push(input);
   }
 
@@ -213,6 +215,7 @@ export class FirstAttemptPath {
         events: inputs.flatMap((input) => input.events),
         ended: inputs.flatMap((input) => input.ended),
         inFlight: inputs.flatMap((input) => input.inFlight),
+        heldBack: inputs.flatMap((input) => input.heldBack),
         due: inputs.flatMap((input) => input.due),
         firstAttemptAt: options.firstAttemptAt,
       },
@@ -220,7 +223,7 @@ export class FirstAttemptPath {
     );
     options.metrics.deliveriesRecorded.inc(result.added);
     options.sendAtOnce.reportEndpointChanges(result.changes);
-    if (inputs.some((input) => input.due.length > 0)) options.onRecorded();
+    if (inputs.some((input) => input.due.length > 0 || input.heldBack.length > 0)) options.onRecorded();
     return inputs.map(() => result.inFlight);
   }
 }

@@ -25,6 +25,8 @@ export interface AttemptResult {
   readonly response: string | null;
   /** What went wrong, one line, for the operator (no secrets, no request body); null when delivered. */
   readonly error: string | null;
+  /** When the request started (Date.now()), given by a sender on a thread of its own (it starts later than it was handed over). */
+  readonly startedAtMs?: number;
 }
 
 export interface SenderOptions {

@@ -29,6 +29,8 @@ export interface SendAtOnce {
   lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number };
   /** This process's share of each endpoint's limit, which first attempts take their endpoint's slots from. */
   readonly slots: EndpointSlots;
+  /** A lease of the endpoint read from the store at `readAt` (performance.now()): the endpoint gate learns from it (Dispatcher.leasedFrom). */
+  leasedFrom(endpointId: string, readAt: number): void;
   release(slots: number): void;
   /** Sends first attempts before their deliveries are recorded (see Dispatcher.sendFirst). */
   sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts>;

@@ -1,4 +1,4 @@
-import type { ClaimedDelivery, Completion } from './delivery-store.js';
+import type { ClaimedDelivery, Completion, HeldBack } from './delivery-store.js';
 
 /*
  * One delivery's way through a webhooks process, whichever way it came in:
@@ -14,8 +14,11 @@ import type { ClaimedDelivery, Completion } from './delivery-store.js';
  *          a backlog not overtaken): a claim of due deliveries (recorded due by the consumer,
  *          retries, replays); slots taken for first attempts sent before their deliveries are
  *          recorded (the fast path: a new delivery to a healthy endpoint, FirstAttemptPath);
- * sending  its request started, in Dispatcher.send: the one place the process reads an
- *          endpoint's pause it heard of (Retry-After) before the store has it;
+ * sending  its request started, in Dispatcher.startReady, once the endpoint gate let it go
+ *          (endpoint-gate.ts: asked in the same turn as the request is handed to the sender);
+ *          a delivery the gate does not let go is held back instead: due again at the gate's
+ *          reopening, its lease given back, no attempt counted (DeliveryStore.giveBack, or, for
+ *          a first attempt not recorded yet, recorded due: DeliveryStore.recordFirstAttempts);
  * ended    its answer judged once (retry-policy.ts judgeAttempt);
  * written  its result in the store: by the completions' batch (DeliveryStore.complete), or, for
  *          a first attempt that ended before its delivery was recorded, by that recording,
@@ -30,15 +33,20 @@ export type Recording =
   /** Recorded (claimed, or recorded leased): the completions' batch writes the result. */
   | { readonly kind: 'recorded'; readonly id: string }
   /** Sent before its delivery was recorded, and its chunk's recording waits for it: the recording writes the result. */
-  | { readonly kind: 'awaited'; readonly settle: (completion: Completion) => void }
+  | { readonly kind: 'awaited'; readonly settle: (ended: Ended) => void }
   /** Its chunk's recording went on without it (still in flight), recording it leased: the id it gets is awaited. */
   | { readonly kind: 'handed-over' }
   /** Its chunk's recording failed, or the partition went elsewhere: not in the store, nothing to write. */
   | { readonly kind: 'abandoned' };
 
+/** How a held delivery's turn ended: its attempt, or held back by the endpoint gate (not sent). */
+export type Ended = { readonly completion: Completion } | { readonly heldBack: HeldBack };
+
 /** Where an ended attempt's result goes. */
 export type ResultRoute =
   | { readonly to: 'completions'; readonly completion: Completion }
+  /** Held back, leased in the store: given back (DeliveryStore.giveBack). */
+  | { readonly to: 'given-back'; readonly heldBack: HeldBack }
   | { readonly to: 'recording' }
   /** Held until its recording says whether it was recorded. */
   | { readonly to: 'held' }
@@ -47,8 +55,8 @@ export type ResultRoute =
 
 interface Held {
   recording: Recording;
-  /** Its attempt ended while handed over, its id not known yet. */
-  ended: Completion | null;
+  /** Its attempt ended (or it was held back) while handed over, its id not known yet. */
+  ended: Ended | null;
 }
 
 /**
@@ -64,21 +72,24 @@ export class ResultWriter {
     this.held.set(delivery, { recording, ended: null });
   }
 
-  /** Its attempt ended: where the result goes. */
-  end(delivery: ClaimedDelivery, completion: Completion): ResultRoute {
+  /** Its attempt ended, or the gate held it back: where that goes. */
+  end(delivery: ClaimedDelivery, ended: Ended): ResultRoute {
     const held = this.held.get(delivery);
-    if (!held) return { to: 'completions', completion };
+    if (!held) return routeOf(ended);
     switch (held.recording.kind) {
-      case 'recorded':
+      case 'recorded': {
         this.held.delete(delivery);
         // A first attempt handed over got its id from its recording; a claimed delivery has it already.
-        return { to: 'completions', completion: delivery.id === held.recording.id ? completion : { ...completion, delivery: { ...delivery, id: held.recording.id } } };
+        const id = held.recording.id;
+        if (delivery.id === id) return routeOf(ended);
+        return routeOf('completion' in ended ? { completion: { ...ended.completion, delivery: { ...delivery, id } } } : { heldBack: { ...ended.heldBack, delivery: { ...delivery, id } } });
+      }
       case 'awaited':
         this.held.delete(delivery);
-        held.recording.settle(completion);
+        held.recording.settle(ended);
         return { to: 'recording' };
       case 'handed-over':
-        held.ended = completion;
+        held.ended = ended;
         return { to: 'held' };
       case 'abandoned':
         this.held.delete(delivery);
@@ -101,4 +112,8 @@ export class ResultWriter {
     held.recording = id === null ? { kind: 'abandoned' } : { kind: 'recorded', id };
     return held.ended ? this.end(delivery, held.ended) : null;
   }
+}
+
+function routeOf(ended: Ended): ResultRoute {
+  return 'completion' in ended ? { to: 'completions', completion: ended.completion } : { to: 'given-back', heldBack: ended.heldBack };
 }

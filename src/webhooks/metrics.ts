@@ -34,6 +34,7 @@ export function createWebhookMetrics(registry = new Registry()) {
     }),
     endpointsDisabled: new Counter({ name: 'outbox_webhook_endpoints_disabled_total', help: 'Endpoints this process disabled, by reason (gone: 410; failing: longer than OUTBOX_WEBHOOK_DISABLE_AFTER).', labelNames: ['reason'] as const, registers }),
     circuitsOpened: new Counter({ name: 'outbox_webhook_circuits_opened_total', help: "Endpoint circuits this process opened.", registers }),
+    heldBack: new Counter({ name: 'outbox_webhook_held_back_total', help: "Deliveries the endpoint gate did not let go, by why (paused: a Retry-After or an open circuit; disabled: a 410 or failing too long): due again when it reopens, no attempt counted.", labelNames: ['reason'] as const, registers }),
     pending: new Gauge({ name: 'outbox_webhook_pending_deliveries', help: 'Deliveries not yet delivered or failed (the store, all processes).', registers }),
     failed: new Gauge({ name: 'outbox_webhook_failed_deliveries', help: 'Deliveries whose every attempt failed and that were not replayed (the store).', registers }),
     oldestPending: new Gauge({ name: 'outbox_webhook_oldest_pending_seconds', help: 'Age of the oldest pending delivery, per endpoint (the 50 oldest endpoints).', labelNames: ['endpoint'] as const, registers }),
@@ -46,6 +47,7 @@ export function createWebhookMetrics(registry = new Registry()) {
   for (const outcome of ATTEMPT_OUTCOMES) metrics.attempts.inc({ outcome }, 0);
   for (const outcome of ['delivered', 'failed']) metrics.deliveries.inc({ outcome }, 0);
   for (const reason of ['gone', 'failing']) metrics.endpointsDisabled.inc({ reason }, 0);
+  for (const reason of ['paused', 'disabled']) metrics.heldBack.inc({ reason }, 0);
   return metrics;
 }
 
