@@ -1,15 +1,16 @@
-import { Admin, Consumer, FetchIsolationLevels, ListOffsetTimestamps, type BaseOptions, type KafkaRecord } from '@platformatic/kafka';
+import { Admin, FetchIsolationLevels, ListOffsetTimestamps, type BaseOptions, type KafkaRecord } from '@platformatic/kafka';
 import { RelayError } from '../../errors.js';
 import { finishesWithin } from '../../time.js';
 import { lastCommittedValue, type ProgressSettle } from '../committed-progress.js';
 import { partitionForKey } from '../partitioner.js';
 import { topicMetadata } from './admin.js';
 import { DISCONNECT_TIMEOUT_MS, namedPlatformaticError } from './library.js';
+import { ReadCommittedConsumer } from './read-committed-consumer.js';
 
 /**
  * Reading the exactly-once progress back on @platformatic/kafka: the partition's offsets from the
  * admin client (ListOffsets with the isolation level asked for), its records with the consumer's
- * plain fetch, read_committed (the library drops aborted transactions' records from the answer),
+ * plain fetch, read_committed (read-committed.ts: aborted transactions' records dropped as Kafka defines it),
  * without joining a group: no group ACL, no rebalance at each start.
  */
 
@@ -21,7 +22,7 @@ const IS_CONTROL = 1 << 5;
 export async function readLastCommitted(options: BaseOptions, topic: string, key: string, settle: ProgressSettle): Promise<Buffer | null | undefined> {
   const admin = new Admin(options);
   // groupId is required by the constructor; no group is joined (fetch only).
-  const consumer = new Consumer({ ...options, groupId: 'outbox-relay-progress-reader' });
+  const consumer = new ReadCommittedConsumer({ ...options, groupId: 'outbox-relay-progress-reader' });
   try {
     const metadata = await topicMetadata(admin, [topic]);
     const described = metadata?.topics.get(topic);
