@@ -38,9 +38,9 @@ export interface RelayDependencies {
   readonly logger: Logger;
   readonly metrics: RelayMetrics;
   readonly encoders: PayloadEncoders;
-  /** Opens a replication session (default: on Postgres). */
   /** Tables found quarantined at start (setup's checks), by qualified name with the reason: lifted when the stream finds them fixed. */
   readonly quarantined?: ReadonlyMap<string, string>;
+  /** Opens a replication session (default: on Postgres). */
   readonly openSource?: (options: ReplicationStreamOptions) => SourceStream;
   /** Makes a session's producer (default: kafkajs). */
   readonly openProducer?: (options: KafkaProducerOptions) => RecordProducer;

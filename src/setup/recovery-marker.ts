@@ -57,9 +57,15 @@ async function inTransactions(client: pg.ClientBase, tables: readonly RelationRe
 /**
  * Which command began and did not finish, and when, on any of `outboxTables` (tables, or
  * patterns naming a schema per tenant: a handover marks every table it reads); or null. A few
- * catalog reads however many tenants (./catalog.ts).
+ * catalog reads however many tenants (./catalog.ts); one, of the comments alone, when no
+ * handover left a mark anywhere in the database (every start of a relay that is not recovering).
  */
 export async function unfinishedRecovery(client: pg.ClientBase, outboxTables: readonly RelationRef[]): Promise<UnfinishedHandover | null> {
+  // pg_description holds every comment of the database (a few thousand rows, the built-in
+  // functions' among them), not a row per table: scanned for marks first, the tables are
+  // listed only when a mark exists (with 10,000 tenants their listing cost 350 ms of each start).
+  const { rows: anyMark } = await client.query(`SELECT 1 FROM pg_description WHERE classoid = 'pg_class'::regclass AND objsubid = 0 AND description LIKE 'outbox-relay: %' LIMIT 1`);
+  if (anyMark.length === 0) return null;
   // Each table's marks table by its name as Postgres cut it (63 bytes, as CREATE cut it): a
   // pattern's tables listed first, so that a long tenant table's marks are found too.
   const tables: RelationRef[] = [];
