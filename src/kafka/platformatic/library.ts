@@ -8,6 +8,7 @@
 import type { BaseOptions, SASLOptions } from '@platformatic/kafka';
 import { clientSoftwareVersion } from '@platformatic/kafka';
 import { kafkaClientSecurity, PLAINTEXT, type KafkaSecurity } from '../../security/kafka-security.js';
+import { isKafkaRefusal } from '../failure.js';
 
 /** The library's version, for the producer's first log line. */
 export const LIBRARY_VERSION: string = clientSoftwareVersion;
@@ -21,7 +22,7 @@ const RETRIES = 14;
 const FIRST_RETRY_MS = 200;
 const MAX_RETRY_MS = 2_000;
 
-/** An operation the client retries: what a producer counts (onRequestFailed) and logs. */
+/** An operation the client retries: what a producer counts (onRequestFailed) and logs. A client given one is closed at a refusal (the relay stops on it). */
 export type RetryListener = (operation: string, error: Error) => void;
 
 /** The connection options every client of the relay on @platformatic/kafka is made with. */
@@ -33,8 +34,12 @@ export function platformaticClientOptions(connection: { readonly clientId: strin
     connectTimeout: CONNECT_TIMEOUT_MS,
     retries: RETRIES,
     // The library calls this before each retry of an operation: where a failed produce request is seen (it logs nothing itself).
-    retryDelay: (_client, operation, attempt, _retries, error) => {
+    retryDelay: (client, operation, attempt, _retries, error) => {
       onRetry?.(operation, error);
+      // The library retries a refusal (an untrusted certificate, refused credentials, a missing
+      // ACL) as any network error, ~23 s of them, and each operation again: closing the client
+      // ends the operation now, failing with the refusal (the relay stops on it, SINK_TLS etc.).
+      if (onRetry && isKafkaRefusal(namedPlatformaticError(error))) (client as { close(): Promise<void> }).close().catch(() => undefined);
       return Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (attempt - 1));
     },
     ...(ssl && { tls: ssl }),
@@ -62,21 +67,24 @@ interface LibraryError {
 
 /**
  * The Kafka error inside one of the library's (a ProtocolError's apiId, e.g. NOT_ENOUGH_REPLICAS,
- * often wrapped in a MultipleErrors of every retry), or a code of Node's (a TLS trust failure).
- * The last attempt's error says why it finally failed: searched from the end.
+ * often wrapped in a MultipleErrors of every retry), else an error with a code of its own: Node's
+ * (a TLS trust failure) or the relay's (a RelayError its OAUTHBEARER token provider threw). The
+ * last attempt's error says why it finally failed: searched from the end.
  */
-function innermost(error: unknown, depth = 0): { readonly apiId?: string; readonly code?: string; readonly error: unknown } | null {
-  if (!error || typeof error !== 'object' || depth > 6) return null;
-  const current = error as LibraryError;
-  if (typeof current.apiId === 'string') return { apiId: current.apiId, error };
-  for (const nested of [...(current.errors ?? [])].reverse()) {
-    const found = innermost(nested, depth + 1);
-    if (found?.apiId) return found;
-  }
-  const fromCause = innermost(current.cause, depth + 1);
-  if (fromCause) return fromCause;
-  if (typeof current.code === 'string' && !current.code.startsWith('PLT_KFK_')) return { code: current.code, error };
-  return null;
+function innermost(error: unknown): { readonly apiId?: string; readonly code?: string; readonly error: unknown } | null {
+  let coded: { readonly code: string; readonly error: unknown } | null = null;
+  const visit = (current: unknown, depth: number): { readonly apiId: string; readonly error: unknown } | null => {
+    if (!current || typeof current !== 'object' || depth > 6) return null;
+    const { apiId, code, errors, cause } = current as LibraryError;
+    if (typeof apiId === 'string') return { apiId, error: current };
+    if (typeof code === 'string' && !code.startsWith('PLT_KFK_')) coded ??= { code, error: current };
+    for (const nested of [...(errors ?? [])].reverse()) {
+      const found = visit(nested, depth + 1);
+      if (found) return found;
+    }
+    return visit(cause, depth + 1);
+  };
+  return visit(error, 0) ?? coded;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Admin, CompressionAlgorithms, Producer, type MessageToProduce } from '@platformatic/kafka';
+import { Admin, CompressionAlgorithms, kListApis, Producer, type MessageToProduce } from '@platformatic/kafka';
 import type { KafkaSecurity } from '../../security/kafka-security.js';
 import { finishesWithin } from '../../time.js';
 import { progressReading } from '../committed-progress.js';
@@ -44,6 +44,24 @@ function keyHashPartitioner(_message: Message, key: Buffer | undefined): number 
   return murmur2(key) & 0x7fffffff;
 }
 
+/** AddPartitionsToTxn from v4 on is for brokers among themselves (KIP-890): a client's needs CLUSTER_ACTION, which an ACL-secured cluster refuses (CLUSTER_AUTHORIZATION_FAILED). */
+const ADD_PARTITIONS_TO_TXN_CLIENT_MAX_VERSION = 3;
+
+/**
+ * The library's Producer, its transactions on the client's versions of AddPartitionsToTxn: the
+ * library picks the highest version both sides have, v5 on Kafka 4, which only a broker may send
+ * (with ACLs, exactly-once failed at the first transaction). Capped where the library reads the
+ * brokers' API versions. docs/kafka-clients.md names the upstream report.
+ */
+class RelayProducer<Key, Value, HeaderKey, HeaderValue> extends Producer<Key, Value, HeaderKey, HeaderValue> {
+  override [kListApis](callback: Parameters<Producer[typeof kListApis]>[0]): void {
+    super[kListApis]((error, apis) => {
+      if (error || !apis) return callback(error, apis as never);
+      callback(null, apis.map((api) => (api.name === 'AddPartitionsToTxn' ? { ...api, maxVersion: Math.min(api.maxVersion, ADD_PARTITIONS_TO_TXN_CLIENT_MAX_VERSION) } : api)));
+    });
+  }
+}
+
 export function createPlatformaticProducer(options: KafkaProducerOptions): RecordProducer {
   const { logger, exactlyOnce } = options;
   const outage = new OutageLog(logger);
@@ -54,7 +72,7 @@ export function createPlatformaticProducer(options: KafkaProducerOptions): Recor
     options.onRequestFailed?.(type);
     outage.failed({ error: type, detail: message });
   });
-  const producer = new Producer<Buffer | string, Buffer | string, string, string>({
+  const producer = new RelayProducer<Buffer | string, Buffer | string, string, string>({
     ...base,
     idempotent: true,
     acks: -1,
