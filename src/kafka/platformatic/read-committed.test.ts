@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dropAbortedBatches } from './read-committed.js';
+import { dropAbortedBatches, dropAbortedTransactions, hideAbortedTransactions } from './read-committed.js';
 
 /** A batch as the library decodes it (its type, from the fetch answer dropAbortedBatches takes). */
 type RecordsBatch = NonNullable<Parameters<typeof dropAbortedBatches>[0]['records']>[number];
@@ -49,5 +49,14 @@ describe('read_committed over a fetch answer', () => {
     const partition = { records, abortedTransactions: null };
     dropAbortedBatches(partition);
     expect(partition.records).toBe(records);
+  });
+
+  it("uses the aborted transactions taken out of the answer before the library's own filter read it (which then finds none)", () => {
+    const partition = { records: [batch(0, 2, 7, TRANSACTIONAL), batch(2, 1, 7, TRANSACTIONAL | CONTROL, 'abort'), batch(3, 1, 7, TRANSACTIONAL)], abortedTransactions: [{ producerId: 7n, firstOffset: 0n }] as { producerId: bigint; firstOffset: bigint }[] | null };
+    const response = { responses: [{ partitions: [partition] }] };
+    hideAbortedTransactions(response);
+    expect(partition.abortedTransactions).toBeNull();
+    dropAbortedTransactions(response);
+    expect(partition.records.map((kept) => Number(kept.firstOffset))).toEqual([2, 3]);
   });
 });
