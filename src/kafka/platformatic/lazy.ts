@@ -31,7 +31,9 @@ export function lazyPlatformaticProducer(options: KafkaProducerOptions): RecordP
     brokersCreateTopics: async () => (await producer()).brokersCreateTopics(),
     ...(exactlyOnce?.progress && { readProgress: async () => (await producer()).readProgress!() }),
     disconnect: async () => {
-      if (made) await (await made).disconnect();
+      // A producer that never loaded has nothing to close (its connect failed, saying why).
+      const producer = await made?.catch(() => null);
+      await producer?.disconnect();
     },
   };
 }
