@@ -150,15 +150,15 @@ export const ERROR_CODES = {
     meaning: 'An outbox row lacks a column the OUTBOX_COLUMN_* settings name: the table and the settings do not match.',
     action: 'Correct the OUTBOX_COLUMN_* settings or the table, then publish the dead-lettered events again with `outbox-relay replay --event-id ...` (the dead-letter record names them).',
   },
-  DECODE_BAD_VALUE: {
-    retriable: false, poison: true,
-    meaning: 'A column of an outbox row holds what the relay cannot publish: an empty id or type, a null payload, headers that are not a JSON object, a bad timestamp, or with avro a text payload that is not JSON.',
-    action: 'Fix the writer that made the row (the dead-letter headers name the column); correct the row if it must still go out, then `outbox-relay replay` it.',
-  },
   OUTBOX_TABLE_QUARANTINED: {
     retriable: false, poison: true,
     meaning: "A tenant's outbox table (a table a pattern of OUTBOX_SOURCES names) lacks a column its column map needs, or its payload column has a type the relay cannot publish, or it is not in the publication: the table is quarantined. Its rows go to the dead-letter topic with this code, the metric outbox_relay_outbox_table_quarantined names it, `status` lists it, and every other outbox streams on.",
     action: 'Fix the table (its migration, or the column map in OUTBOX_SOURCES); rows inserted after the fix flow again. Then publish the dead-lettered rows with `outbox-relay replay` (OUTBOX_SOURCES holding that table alone, with --since the time it was quarantined, or --event-id from the dead letters): docs/runbooks/OutboxRelayOutboxTableQuarantined.md.',
+  },
+  DECODE_BAD_VALUE: {
+    retriable: false, poison: true,
+    meaning: 'A column of an outbox row holds what the relay cannot publish: an empty id or type, a null payload, headers that are not a JSON object, a bad timestamp, or with avro a text payload that is not JSON.',
+    action: 'Fix the writer that made the row (the dead-letter headers name the column); correct the row if it must still go out, then `outbox-relay replay` it.',
   },
   DECODE_BAD_MESSAGE: {
     retriable: false, poison: true,
