@@ -1,3 +1,4 @@
+// vitest: runs alone (its busy-loop child and held event loops would slow a neighbour's timed assertions: first-attempt-later failed beside it)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestOutbox } from '../harness/fixture.js';
@@ -52,7 +53,14 @@ interface Breach {
  * the pause ends (a 410: never), nor from the other process past OTHER_PROCESS_ALLOWANCE_MS;
  * and from the receiver's own request times, none arrives past that allowance.
  */
-describe.each(testKafkaClients())('the endpoint gate under CPU contention (consumer on %s)', (kafkaClient) => {
+/**
+ * On the two clients the fault was found with (issue 63). The gate is the dispatcher's, after the
+ * consumer: a third client changes only how events arrive, and would add two minutes to a file
+ * that runs alone.
+ */
+const GATE_CLIENTS = testKafkaClients().filter((client) => client === 'kafkajs' || client === 'librdkafka');
+
+describe.each(GATE_CLIENTS)('the endpoint gate under CPU contention (consumer on %s)', (kafkaClient) => {
   const { outbox } = useTestOutbox({ aggregateTypes: ['invoice'] });
   const webhooks = useTestWebhooks(outbox);
   const receivers: WebhookReceiver[] = [];
