@@ -30,7 +30,7 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
     outbox = new TestOutbox({ databaseUrl: pair.databaseUrl, sqlUrl: pair.primaryUrl });
     // setup through the two-host URL: it finds the primary, and makes a failover slot there.
     const done = await setup({ database: databaseAccess(outbox.databaseUrl), outboxes: [{ table: { schema: 'public', name: outbox.table } }], publication: outbox.publication, slot: outbox.slot });
-    expect(done).toContain(`synchronized_standby_slots = 'outbox_standby': the relay is sent only what those standbys have`);
+    expect(done.lines).toContain(`synchronized_standby_slots = 'outbox_standby': the relay is sent only what those standbys have`);
     expect(done.lines.find((line) => line.startsWith(`slot ${outbox.slot}: created`))).toMatch(/a failover slot: standbys with sync_replication_slots keep a copy/);
     await createTopics([outbox.topic('invoice')]);
   });
