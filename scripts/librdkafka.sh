@@ -3,6 +3,8 @@
 # librdkafka) on a machine with no prebuilt-binary host, once per machine:
 #   scripts/librdkafka.sh          build if missing (or copy from the cache); exit 1 if it cannot
 #   scripts/librdkafka.sh --check  exit 0 if the installed module loads, 1 otherwise
+#   scripts/librdkafka.sh --install-packages  as root: apt-get the Debian packages the build needs, then build
+#   scripts/librdkafka.sh --missing-packages  print the Debian packages the build needs that are missing
 # `npm ci` runs it (package.json postinstall) in its lenient form: a failed build is reported and
 # kafkajs (the default client) keeps working; OUTBOX_KAFKA_CLIENT=librdkafka then refuses to start
 # and names this script.
@@ -10,8 +12,10 @@
 # Why it is built here and not by npm: npm 11 runs no dependency's install script unless allowed,
 # and the package's own install downloads a prebuilt binary (unreachable from many build hosts),
 # then falls back to a static build that downloads zlib, OpenSSL, zstd and curl sources. Linked
-# dynamically against Debian's libraries it needs no network: the Debian packages are installed
-# here when missing (as root, as scripts/stack/pg.sh installs Postgres).
+# dynamically against Debian's libraries it needs no network. The Debian packages it needs are
+# installed only when asked (--install-packages, as root; .ci/run does): `npm ci` never runs
+# apt-get (a user's install is not root, and apt may be busy with another install); with a
+# package missing, its postinstall names them and this command.
 #
 # The package is patched first (scripts/kafka-javascript.patch): its AdminClient gains
 # describeConfigs and describeCluster, which the relay's topic checks need and the binding does not
@@ -53,10 +57,27 @@ fail() {
   exit 1
 }
 
-if [ "${1:-}" = --check ]; then
-  loads
-  exit
-fi
+missing_packages() {
+  for pkg in "${DEBIAN_BUILD_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || printf '%s\n' "$pkg"
+  done
+}
+
+case "${1:-}" in
+  --check) loads; exit ;;
+  --missing-packages) missing_packages; exit 0 ;;
+  --install-packages)
+    mapfile -t wanted < <(missing_packages)
+    if [ ${#wanted[@]} -gt 0 ]; then
+      say "installing Debian packages: ${wanted[*]}"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${wanted[@]}" >&2 \
+        || { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${wanted[@]}" >&2; } \
+        || fail "could not install ${wanted[*]} with apt-get"
+    fi
+    ;;
+  '') ;;
+  *) say "unknown argument $1 (expected --check, --missing-packages or --install-packages)"; exit 2 ;;
+esac
 
 if [ ! -f "$PACKAGE_DIR/package.json" ]; then
   # An install without optional dependencies (npm ci --omit=optional): nothing to build.
@@ -64,19 +85,9 @@ if [ ! -f "$PACKAGE_DIR/package.json" ]; then
   exit 0
 fi
 # The build packages first: patch is one of them, and a cached build needs the patch too.
-missing=()
-for pkg in "${DEBIAN_BUILD_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
+mapfile -t missing < <(missing_packages)
 if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-    say "installing Debian packages: ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
-      || { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
-      || fail "could not install ${missing[*]} with apt-get"
-  else
-    fail "missing build dependencies: ${missing[*]} (Debian package names; install them, or their equivalents, and run scripts/librdkafka.sh again)"
-  fi
+  fail "missing build dependencies: ${missing[*]} (Debian package names: \`sudo scripts/librdkafka.sh --install-packages\` installs them and builds; elsewhere install their equivalents and run scripts/librdkafka.sh)"
 fi
 
 # The JavaScript half of the patch must be in place whether the addon is built or copied from the cache.
