@@ -4,6 +4,7 @@
  * opens the one configured). Whichever it is, offsets are committed only up to what the taker
  * said it recorded, so a crash re-reads what was not.
  */
+import { sleep } from '../time.js';
 
 /** A record's headers by name (a name given twice: a list), as both clients hand them over. */
 export interface ConsumedHeaders {
@@ -49,6 +50,52 @@ export interface GroupConsumer {
   start(topics: readonly string[], take: (batch: ConsumedBatch) => Promise<void>): Promise<void>;
   /** Leaves the group once the batches being taken are (the offsets they recorded committed). */
   stop(): Promise<void>;
+}
+
+/** How long a failed batch waits before it is taken again, by how many times it failed in a row. */
+export const BATCH_RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
+
+export function batchRetryWait(failures: number): number {
+  return BATCH_RETRY_MS[Math.min(failures, BATCH_RETRY_MS.length - 1)]!;
+}
+
+/**
+ * A partition's batch given to `take` until every message is recorded or the partition is no
+ * longer `owned`; a batch whose recording failed is taken again from its first message not
+ * recorded, after a wait: the partition's order holds, and nothing after a failure is committed
+ * before it. `stored` hears each recorded offset (the client's way to have it committed). Every
+ * client's group consumer takes its batches through this one loop.
+ */
+export async function takeUntilRecorded(
+  partition: { readonly topic: string; readonly partition: number; readonly owned: () => boolean },
+  messages: readonly ConsumedMessage[],
+  take: (batch: ConsumedBatch) => Promise<void>,
+  events: GroupConsumerEvents,
+  stored: (offset: string) => void,
+): Promise<void> {
+  let next = 0;
+  let failures = 0;
+  while (next < messages.length && partition.owned()) {
+    try {
+      await take({
+        topic: partition.topic,
+        partition: partition.partition,
+        messages: next === 0 ? messages : messages.slice(next),
+        recorded: async (offset) => {
+          while (next < messages.length && messages[next]!.offset !== offset) next += 1;
+          next += 1;
+          stored(offset);
+        },
+        owned: partition.owned,
+      });
+      if (failures > 0) events.joined();
+      return;
+    } catch (error) {
+      if (failures === 0) events.failed(error);
+      await sleep(batchRetryWait(failures));
+      failures += 1;
+    }
+  }
 }
 
 /** A new consumer in `groupId`: the intake opens one for each set of topics it follows. */

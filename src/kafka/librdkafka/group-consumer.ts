@@ -1,6 +1,6 @@
 import { RelayError } from '../../errors.js';
 import { finishesWithin, sleep } from '../../time.js';
-import { HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedMessage, type GroupConsumer, type GroupConsumerEvents, type OpenGroupConsumer, type TopicLister } from '../group-consumer.js';
+import { batchRetryWait, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedMessage, type GroupConsumer, type GroupConsumerEvents, type OpenGroupConsumer, type TopicLister, takeUntilRecorded } from '../group-consumer.js';
 import type { KafkaConnection } from '../ports.js';
 import { called, CONNECT_TIMEOUT_MS, DISCONNECT_TIMEOUT_MS, librdkafkaSecurity, loadLibrdkafka, logLibrdkafkaLine, namedLibrdkafkaError, type LibrdkafkaLogLine, type Rdkafka } from './binding.js';
 
@@ -23,9 +23,6 @@ const MAX_BUFFERED = 4 * CONSUME_MESSAGES;
 const PREFETCH_KBYTES = 16 * 1024;
 /** The longest a fetch waits for more messages at the broker: what an event may wait there. */
 const FETCH_WAIT_MS = 10;
-/** Waits after a failed consume or recording, doubling up to the last. */
-const RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
-
 /** Consumers in a group and the cluster's topic list, on librdkafka. */
 export function librdkafkaGroupConsumers(connection: KafkaConnection): { readonly open: OpenGroupConsumer; readonly topics: () => TopicLister } {
   return { open: (groupId, events) => new LibrdkafkaGroupConsumer(connection, groupId, events), topics: () => topicLister(connection) };
@@ -148,7 +145,7 @@ class LibrdkafkaGroupConsumer implements GroupConsumer {
         failures = 0;
       } catch (error) {
         if (failures === 0) this.events.failed(error);
-        await sleep(retryWait(failures));
+        await sleep(batchRetryWait(failures));
         failures += 1;
         continue;
       }
@@ -182,29 +179,7 @@ class LibrdkafkaGroupConsumer implements GroupConsumer {
       queue.waiting = [];
       const generation = queue.generation;
       const owned = () => !this.stopping && queue.generation === generation && this.assigned.has(key);
-      let next = 0;
-      let failures = 0;
-      while (next < messages.length && owned()) {
-        try {
-          await take({
-            topic: queue.topic,
-            partition: queue.partition,
-            messages: next === 0 ? messages : messages.slice(next),
-            recorded: async (offset) => {
-              while (next < messages.length && messages[next]!.offset !== offset) next += 1;
-              next += 1;
-              this.store(queue, offset);
-            },
-            owned,
-          });
-          if (failures > 0) this.events.joined();
-          break;
-        } catch (error) {
-          if (failures === 0) this.events.failed(error);
-          await sleep(retryWait(failures));
-          failures += 1;
-        }
-      }
+      await takeUntilRecorded({ topic: queue.topic, partition: queue.partition, owned }, messages, take, this.events, (offset) => this.store(queue, offset));
       this.release(messages.length);
     }
   }
@@ -240,9 +215,6 @@ function consumeWithoutWaitingAfterFirst(consumer: Rdkafka.KafkaConsumer): void 
 }
 
 /** The wait before the next try after `failures` failed ones in a row. */
-function retryWait(failures: number): number {
-  return RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]!;
-}
 
 function partitionKey(topic: string, partition: number): string {
   return `${topic}\u0000${partition}`;

@@ -1,6 +1,6 @@
 import { Admin, FetchIsolationLevels, type Consumer, type Message, type MessagesStream } from '@platformatic/kafka';
 import { finishesWithin, sleep } from '../../time.js';
-import { FETCH_BYTES_PER_PARTITION, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedHeaders, type ConsumedMessage, type GroupConsumer, type GroupConsumerEvents, type OpenGroupConsumer, type TopicLister } from '../group-consumer.js';
+import { batchRetryWait, FETCH_BYTES_PER_PARTITION, HEARTBEAT_INTERVAL_MS, OFFSET_COMMIT_MS, SESSION_TIMEOUT_MS, type ConsumedBatch, type ConsumedHeaders, type ConsumedMessage, type GroupConsumer, type GroupConsumerEvents, type OpenGroupConsumer, type TopicLister, takeUntilRecorded } from '../group-consumer.js';
 import type { KafkaConnection } from '../ports.js';
 import { DISCONNECT_TIMEOUT_MS, namedPlatformaticError, platformaticClientOptions } from './library.js';
 import { ReadCommittedConsumer } from './read-committed-consumer.js';
@@ -19,9 +19,6 @@ import { ReadCommittedConsumer } from './read-committed-consumer.js';
 const MAX_BUFFERED = 4_000;
 /** The longest a fetch waits at the broker for a first message: what an event may wait there. */
 const FETCH_WAIT_MS = 100;
-/** Waits after a failed stream or recording, doubling up to the last. */
-const RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
-
 type Consumed = Message<Buffer, Buffer, string, Buffer>;
 
 /** Consumers in a group and the cluster's topic list, on @platformatic/kafka. */
@@ -105,7 +102,7 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       // The library gave up (its retries spent: a broker down for long): read on from the committed offsets.
       this.events.failed(namedPlatformaticError(failed ?? new Error('the messages stream closed')));
       for (let failures = 0; !this.stopping; failures++) {
-        await sleep(RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]!);
+        await sleep(batchRetryWait(failures));
         if (this.stopping) return;
         try {
           this.dropWaiting();
@@ -155,29 +152,9 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       queue.waiting = [];
       const generation = queue.generation;
       const owned = () => !this.stopping && queue.generation === generation && this.assigned.has(key);
-      let next = 0;
-      let failures = 0;
-      while (next < messages.length && owned()) {
-        try {
-          await take({
-            topic: queue.topic,
-            partition: queue.partition,
-            messages: next === 0 ? messages : messages.slice(next),
-            recorded: async (offset) => {
-              while (next < messages.length && messages[next]!.offset !== offset) next += 1;
-              next += 1;
-              if (queue.generation === generation) queue.recorded = BigInt(offset) + 1n;
-            },
-            owned,
-          });
-          if (failures > 0) this.events.joined();
-          break;
-        } catch (error) {
-          if (failures === 0) this.events.failed(error);
-          await sleep(RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]!);
-          failures += 1;
-        }
-      }
+      await takeUntilRecorded({ topic: queue.topic, partition: queue.partition, owned }, messages, take, this.events, (offset) => {
+        if (queue.generation === generation) queue.recorded = BigInt(offset) + 1n;
+      });
       // A partition taken away meanwhile: its waiting messages were dropped (and released) at the join.
       if (queue.generation === generation) this.release(messages.length);
     }
