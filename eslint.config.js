@@ -13,7 +13,7 @@ function restrictedImports(packages, message) {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.stack/**', 'bench/results/**', 'eslint.config.js'] },
+  { ignores: ['dist/**', 'dist-*/**', 'node_modules/**', '.stack/**', 'bench/results/**', 'eslint.config.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
