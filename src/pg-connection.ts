@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { parse } from 'pg-connection-string';
 import { errorMessage, RelayError } from './errors.js';
-import { parsePostgresUrl } from './pg-url.js';
+import { parsePostgresUrl, type SessionTarget } from './pg-url.js';
 import { Secret } from './security/secret.js';
 import { explainedPostgresError } from './source/connection-errors.js';
 
@@ -105,7 +105,7 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
     }
     if (target === null) return client;
     const answer = await sessionKind(client).catch((error: unknown) => `did not answer (${errorMessage(error)})`);
-    if (answer === null || (answer === READ_ONLY && target === 'primary')) return client;
+    if (qualifies(answer, target)) return client;
     refusals.push(`${host}: ${answer}`);
     await client.end().catch(() => undefined);
   }
@@ -116,6 +116,11 @@ export async function connectPostgres(database: DatabaseAccess, applicationName:
 }
 
 const READ_ONLY = 'read-only';
+
+/** Whether a session's kind (sessionKind) is what target_session_attrs asks for: a read-only primary is a primary. */
+function qualifies(answer: string | null, target: SessionTarget): boolean {
+  return answer === null || (answer === READ_ONLY && target === 'primary');
+}
 
 /** null for a read-write primary, else why the session does not qualify (a broken connection is heard: newClient). */
 async function sessionKind(client: pg.Client): Promise<string | null> {
@@ -172,14 +177,78 @@ function ignoreBrokenConnection(): void {
   // The next query reports it: see newClient.
 }
 
+/** What a pool of sessions may set besides where and as whom it connects. */
+export type PoolSettings = Pick<pg.PoolConfig, 'max' | 'idleTimeoutMillis' | 'statement_timeout'>;
+
 /**
- * pg's settings for a pool (the demo services'), which cannot choose a host per connection: a
- * DATABASE_URL of one host only.
+ * A pool whose every session is on the primary among DATABASE_URL's hosts (the webhooks
+ * store's, the demo's): after a promotion its new sessions find the new primary by themselves,
+ * as the relay's own connections do (connectPostgres).
+ *
+ * pg's pool connects each session to the one host its settings name, fixed when the session is
+ * made; libpq's host list has no equivalent there. So each new session first learns where the
+ * primary is (connectPostgres, tried host by host; remembered for the sessions after it), then
+ * connects there and checks, on the session it keeps, that the server is still what was asked
+ * for. A session that finds the remembered host gone or a standby fails (a failover under way,
+ * which its caller retries as any failed query) and makes the next session look again. A
+ * one-host URL without target_session_attrs is pooled exactly as before, unchecked.
  */
-export function pgConnectionConfig(database: DatabaseAccess, applicationName: string, kind: ConnectionKind = {}): pg.ClientConfig {
-  const configs = pgConnectionConfigs(database, applicationName, kind);
-  if (configs.length > 1) throw new RelayError('CONFIG_INVALID', `DATABASE_URL names ${configs.length} hosts; ${applicationName} takes one (the relay's own connections take several)`);
-  return configs[0]!;
+export function primaryPool(database: DatabaseAccess, applicationName: string, settings: PoolSettings, kind: ConnectionKind = {}): pg.Pool {
+  const { target } = parsePostgresUrl(database.url.reveal());
+  const config = { ...pgConnectionConfigs(database, applicationName, kind)[0]!, ...settings };
+  if (target === null) return new pg.Pool(config);
+  return new pg.Pool({ ...config, Client: primarySessions(database, applicationName, kind, target) });
+}
+
+/** Where a pool's sessions last found the primary. */
+interface ServerAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The pg.Client of a primaryPool: see there. */
+function primarySessions(database: DatabaseAccess, applicationName: string, kind: ConnectionKind, target: SessionTarget): typeof pg.Client {
+  // Shared by the sessions being made at once: one search, not one each.
+  let primary: Promise<ServerAddress> | null = null;
+  const findPrimary = (): Promise<ServerAddress> => {
+    primary ??= connectPostgres(database, applicationName, kind).then(async (probe) => {
+      await probe.end().catch(() => undefined);
+      return { host: probe.host, port: probe.port };
+    });
+    primary.catch(() => (primary = null));
+    return primary;
+  };
+  return class PrimarySession extends pg.Client {
+    override connect(): Promise<pg.Client>;
+    override connect(callback: ((err: Error) => void) | ((err: null, client: pg.Client) => void)): void;
+    override connect(callback?: ((err: Error) => void) | ((err: null, client: pg.Client) => void)): Promise<pg.Client> | void {
+      const connected = this.connectToPrimary();
+      if (!callback) return connected;
+      // pg's pool calls it node-style, as pg's own connect does.
+      const done = callback as (err: Error | null, client?: pg.Client) => void;
+      connected.then((client) => done(null, client), (error: Error) => done(error));
+    }
+
+    private async connectToPrimary(): Promise<pg.Client> {
+      const at = await findPrimary();
+      // The host and port pg connects to and checks the certificate against (pg reads them at
+      // connect time, from these fields); everything else of the session is the same on every
+      // host of one URL.
+      this.host = at.host;
+      this.port = at.port;
+      try {
+        await super.connect();
+      } catch (error) {
+        primary = null;
+        throw error;
+      }
+      const answer = await sessionKind(this).catch((error: unknown) => `did not answer (${errorMessage(error)})`);
+      if (qualifies(answer, target)) return this;
+      primary = null;
+      await this.end().catch(() => undefined);
+      throw new RelayError('SOURCE_NO_PRIMARY', `${at.host}:${at.port}, the primary a moment ago, is now ${answer} (target_session_attrs=${target}): the next session looks for the primary again`, { details: { hosts: databaseHosts(database) } });
+    }
+  };
 }
 
 /** pg's settings for each host of DATABASE_URL, in order (one for a one-host URL). */

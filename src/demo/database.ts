@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { ArgSpec } from '../config/commands.js';
 import { load } from '../config/load.js';
-import { databaseAccess, pgConnectionConfig } from '../pg-connection.js';
+import { databaseAccess, primaryPool } from '../pg-connection.js';
 
 /**
  * The demo services' Postgres pool, from the relay's own variables: DATABASE_URL (or
@@ -10,5 +10,5 @@ import { databaseAccess, pgConnectionConfig } from '../pg-connection.js';
  */
 export function demoPool(env: Readonly<Record<string, string | undefined>>, applicationName: string): pg.Pool {
   const config = load<'databaseUrl' | 'databasePassword', never, Record<never, ArgSpec>>({ summary: 'demo database', options: ['databaseUrl', 'databasePassword'] }, { env });
-  return new pg.Pool({ ...pgConnectionConfig(databaseAccess(config.databaseUrl, config.databasePassword), applicationName), max: 2 });
+  return primaryPool(databaseAccess(config.databaseUrl, config.databasePassword), applicationName, { max: 2 });
 }

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { RelayError } from '../errors.js';
-import { pgConnectionConfig, type DatabaseAccess } from '../pg-connection.js';
+import { primaryPool, type DatabaseAccess } from '../pg-connection.js';
 import { inTransaction } from '../pg-transaction.js';
 
 const WEBHOOKS_SQL = new URL('../../sql/004_webhooks.sql', import.meta.url);
@@ -51,14 +51,6 @@ export class WebhookTables {
 }
 
 /**
- * A pool for the webhook tables (one host: pg's pool cannot choose a primary per connection).
- * Its sessions are kept while idle (node-postgres closes them after 10 s by default): the first
- * events after a quiet spell would otherwise wait for new sessions, each a backend started, its
- * caches filled and the hot path's statements prepared again; that put the first second of a
- * burst after 15 s quiet at p99 176 ms to the first attempt, against 52 ms with them kept
- * (bench/webhooks.ts, "after a quiet spell"). At most `max` sessions are held.
- */
-/**
  * `endpoint` (an alias of the endpoints table) has something a success clears: a failure streak,
  * a circuit count, a pause. endpoints_troubled_idx's predicate (sql/004_webhooks.sql): a query
  * that says it exactly so can read that index, which holds few endpoints, instead of every one.
@@ -67,8 +59,17 @@ export function troubledEndpoint(endpoint: string): string {
   return `(${endpoint}.consecutive_failures <> 0 OR ${endpoint}.failing_since IS NOT NULL OR ${endpoint}.paused_until IS NOT NULL)`;
 }
 
+/**
+ * A pool for the webhook tables, its sessions on the primary among DATABASE_URL's hosts
+ * (primaryPool: after a promotion, new sessions find the new primary).
+ * Its sessions are kept while idle (node-postgres closes them after 10 s by default): the first
+ * events after a quiet spell would otherwise wait for new sessions, each a backend started, its
+ * caches filled and the hot path's statements prepared again; that put the first second of a
+ * burst after 15 s quiet at p99 176 ms to the first attempt, against 52 ms with them kept
+ * (bench/webhooks.ts, "after a quiet spell"). At most `max` sessions are held.
+ */
 export function webhookPool(database: DatabaseAccess, applicationName: string, max: number, extra: Pick<pg.PoolConfig, 'statement_timeout'> = {}): pg.Pool {
-  const pool = new pg.Pool({ ...pgConnectionConfig(database, applicationName), ...extra, max, idleTimeoutMillis: 0 });
+  const pool = primaryPool(database, applicationName, { ...extra, max, idleTimeoutMillis: 0 });
   // A broken idle client (a Postgres restart) is dropped by the pool; the next query reconnects.
   pool.on('error', () => undefined);
   // A client checked out between two statements hears the restart as an 'error' event, which

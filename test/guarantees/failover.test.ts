@@ -12,6 +12,7 @@ import { OutboxLoad } from '../harness/load.js';
 import { TestOutbox } from '../harness/outbox.js';
 import { freePort } from '../harness/ports.js';
 import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
+import { TestWebhooks, WebhookReceiver } from '../harness/webhooks.js';
 
 /**
  * Issue 15 (d): a Postgres 17 primary with a physical standby that synchronizes the relay's
@@ -20,11 +21,14 @@ import { delay, eventually, RelayProcess } from '../harness/relay-process.js';
  * returned is on it). The relay runs with both hosts in DATABASE_URL. Under load the primary
  * is killed -9 and the standby promoted: the relay reconnects to the new primary by itself,
  * streams on from the synchronized slot, and every event committed there reaches Kafka —
- * nothing else, and nothing needs `recover`.
+ * nothing else, and nothing needs `recover`. The webhooks process keeps its delivery store on the
+ * same pair (both hosts in its DATABASE_URL): it rides through the promotion too, and every event
+ * reaches the customer's endpoint.
  */
 describe('Postgres 17 failover: the relay follows a promotion', () => {
   const pair = useFailoverPair();
   let outbox: TestOutbox;
+  let webhooks: TestWebhooks;
 
   beforeAll(async () => {
     outbox = new TestOutbox({ databaseUrl: pair.databaseUrl, sqlUrl: pair.primaryUrl });
@@ -33,6 +37,9 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
     expect(done.lines).toContain(`synchronized_standby_slots = 'outbox_standby': the relay is sent only what those standbys have`);
     expect(done.lines.find((line) => line.startsWith(`slot ${outbox.slot}: created`))).toMatch(/a failover slot: standbys with sync_replication_slots keep a copy/);
     await createTopics([outbox.topic('invoice')]);
+    // `webhooks setup` and `endpoint add` through the two-host URL too: they find the primary.
+    webhooks = new TestWebhooks(outbox);
+    await webhooks.setup();
   });
 
   afterAll(async () => {
@@ -44,8 +51,13 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
     const relay = new RelayProcess(outbox.relayEnv({ OUTBOX_HTTP_PORT: String(port), OUTBOX_SLOT_POLL_INTERVAL: '500ms', OUTBOX_RECONNECT_MAX: '1s' })).start();
     const load = new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 20 }).start();
     const reader = await new TopicReader().start([outbox.topic('invoice')]);
+    const receiver = await new WebhookReceiver().start();
+    await webhooks.addEndpoint(receiver.url(), 'invoice.paid');
+    const webhooksPort = await freePort();
+    const dispatcher = new RelayProcess(webhooks.env({ OUTBOX_HTTP_PORT: String(webhooksPort) }), [], 'webhooks').start();
     try {
       await relay.waitActive();
+      await dispatcher.waitForLog(/webhooks: consuming and dispatching/);
       // The standby's copy is usable once it is synced and no longer temporary: the primary's
       // slot had to move past the point where the standby's copy began (the relay confirming).
       const standby = new pg.Client({ connectionString: pair.standbyUrl });
@@ -106,6 +118,18 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
       expect(relay.logs.some((line) => line.code === 'SOURCE_SLOT_MISSING')).toBe(false);
       expect(await relay.stop()).toBe(0);
 
+      // The webhooks process stayed up through the promotion, found the new primary for its
+      // store, and every event reached the endpoint (a repeat is the same webhook-id).
+      await eventually('every event at the webhook endpoint', async () => {
+        if (!dispatcher.alive) throw new Error(`the webhooks process exited:\n${dispatcher.tail()}`);
+        const received = new Set(receiver.ids());
+        const missing = [...onNewPrimary].filter((id) => !received.has(id));
+        if (missing.length === 0) return true;
+        throw new Error(`${missing.length} of ${onNewPrimary.size} events not at the endpoint; the webhooks process's log:\n${dispatcher.tail(30)}`);
+      }, 90_000, 250);
+      await eventually('the webhooks process ready again', async () => ((await get(webhooksPort, '/readyz')).status === 200 ? true : undefined), 30_000, 250);
+      expect(await dispatcher.stop()).toBe(0);
+
       const figures = {
         committed: onNewPrimary.size,
         delivered: delivered.size,
@@ -114,12 +138,15 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
         killToPromotionMs: promotedAt - killedAt,
         promotionToStreamingMs: resumed ? Number(resumed.time) - promotedAt : null,
         promotionToFirstNewEventMs: firstNew - promotedAt,
+        webhookRequests: receiver.requests.length,
       };
       process.stdout.write(`failover: ${JSON.stringify(figures)}\n`);
     } finally {
       await load.stop();
       await reader.stop();
       await relay.kill9();
+      await dispatcher.kill9();
+      await receiver.stop();
     }
   });
 });
