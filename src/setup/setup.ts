@@ -7,10 +7,10 @@ import { postgresFailure } from '../source/connection-errors.js';
 import type { ColumnMap } from '../outbox-table.js';
 import { matchesPattern, qualifiedName, quotedName } from '../outboxes.js';
 import { ensureTenantTrigger, tenantTriggerName } from './outbox-tables.js';
-import { relationsWhere, tableOids, tablesMatching } from './catalog.js';
+import { relationNames, relationsWhere, tableOids, tablesMatching } from './catalog.js';
 import type { RelationRef } from '../source/messages.js';
 import { slotMissing } from '../source/slot-errors.js';
-import { describeColumnMap, readTableColumns } from './column-map.js';
+import { describeColumnMap, readTableColumns, type TableColumn } from './column-map.js';
 import { recordSlotCreated, slotHistory } from './slot-history.js';
 import { refuseDuringRecovery } from './recovery-marker.js';
 import { ROLES, rolesSql } from './roles.js';
@@ -209,7 +209,7 @@ export async function findQuarantined(setupTarget: SetupTarget): Promise<Readonl
 /** What the start says of a publication that covers tables no outbox names: their inserts are ignored. */
 function publicationLines(target: Resolved, publication: PublicationFound): string[] {
   if (publication.strangers.length === 0) return [];
-  return [`publication ${target.publication} covers ${publication.strangers.join(', ')}, which no outbox of this relay names (a tenant renamed out of the pattern?): their inserts are ignored; \`outbox-relay setup\` removes ${publication.strangers.length === 1 ? 'it' : 'them'} from the publication`];
+  return [`publication ${target.publication} covers ${publication.strangers.map(qualifiedName).join(', ')}, which no outbox of this relay names (a tenant renamed out of the pattern?): their inserts are ignored; \`outbox-relay setup\` removes ${publication.strangers.length === 1 ? 'it' : 'them'} from the publication`];
 }
 
 function notPublished(target: Resolved, table: RelationRef): string {
@@ -234,22 +234,24 @@ async function findings(client: pg.Client, target: Resolved, quarantineNamed = f
   /** A pattern's tables alike (the same mapping and payload line): how many each line stands for. */
   const alike = new Map<string, { readonly pattern: RelationRef; readonly mapping: string; readonly payload: string; tables: number }>();
   /**
-   * What a pattern's tables of the same columns were found to be, by pattern, format and columns:
-   * described once, not once per tenant (with 10,000 tenants, a fifth of the start's CPU). Only
-   * what was accepted: a refusal names its table.
+   * What a pattern's tables of the same columns (the array readTableColumns gives them all) were
+   * found to be, by pattern: described once, not once per tenant (with 10,000 tenants, a fifth of
+   * the start's CPU). Only what was accepted: a refusal names its table.
    */
-  const described = new Map<string, { readonly mapping: string; readonly payload: string }>();
+  const described = new Map<RelationRef, Map<readonly TableColumn[], { tables: number }>>();
   for (const { table, columns, format, pattern } of target.tables) {
     if (!columns) continue;
     const found = columnsOf.get(qualifiedName(table)) ?? [];
-    const shape = pattern && `${qualifiedName(pattern)}\n${format ?? ''}\n${found.map((column) => `${column.name} ${column.typeOid} ${column.type} ${column.baseType ?? ''}`).join('\n')}`;
+    const known = pattern && described.get(pattern)?.get(found);
+    if (known) {
+      known.tables += 1;
+      continue;
+    }
     let mapping: string;
     let payload: string;
     try {
-      const known = shape ? described.get(shape) : undefined;
-      mapping = known?.mapping ?? describeColumnMap({ table, columns }, found);
-      payload = known?.payload ?? checkPayloadColumn({ table, format, payloadColumn: columns.payload }, found);
-      if (shape && !known) described.set(shape, { mapping, payload });
+      mapping = describeColumnMap({ table, columns }, found);
+      payload = checkPayloadColumn({ table, format, payloadColumn: columns.payload }, found);
     } catch (error) {
       if ((!pattern && !quarantineNamed) || !(error instanceof RelayError) || error.code !== 'SETUP_TABLE') throw error;
       quarantined.set(qualifiedName(table), error.message);
@@ -259,10 +261,12 @@ async function findings(client: pg.Client, target: Resolved, quarantineNamed = f
       lines.push(`columns of ${qualifiedName(table)}: ${mapping}`, payload);
       continue;
     }
+    // Tables of other columns may still read alike (a column the relay ignores): one line for them all.
     const key = JSON.stringify([qualifiedName(pattern), mapping, payload]);
-    const seen = alike.get(key);
-    if (seen) seen.tables += 1;
-    else alike.set(key, { pattern, mapping, payload, tables: 1 });
+    const line = alike.get(key) ?? { pattern, mapping, payload, tables: 0 };
+    alike.set(key, line);
+    line.tables += 1;
+    described.set(pattern, (described.get(pattern) ?? new Map()).set(found, line));
   }
   for (const { pattern, mapping, payload, tables } of alike.values()) {
     lines.push(`columns of ${tables} ${tables === 1 ? 'table' : 'tables'} of ${qualifiedName(pattern)}: ${mapping}`, `${payload} (in ${tables === 1 ? 'it' : 'each'})`);
@@ -330,11 +334,6 @@ async function currentUser(client: pg.Client): Promise<string> {
   return rows[0]!.user;
 }
 
-function parseQualified(name: string): RelationRef {
-  const dot = name.indexOf('.');
-  return { schema: name.slice(0, dot), name: name.slice(dot + 1) };
-}
-
 async function tableExists(client: pg.Client, table: RelationRef): Promise<boolean> {
   const { rows } = await client.query('SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2', [table.schema, table.name]);
   return rows.length > 0;
@@ -353,13 +352,13 @@ async function ensureTable(client: pg.Client, table: RelationRef): Promise<strin
 /**
  * The outbox tables that are partitioned (pruned by dropping old partitions), in one catalog
  * read: such a table is published under its own name only with publish_via_partition_root,
- * otherwise each insert would arrive as its partition's.
+ * otherwise each insert would arrive as its partition's. `oids`: the tables' as tableOids found them.
  */
-async function anyPartitioned(client: pg.Client, target: Resolved): Promise<RelationRef[]> {
+async function anyPartitioned(client: pg.Client, target: Resolved, oids?: ReadonlyMap<string, string>): Promise<RelationRef[]> {
   const tables = target.tables.map(({ table }) => table);
-  const oids = await tableOids(client, tables);
-  const partitioned = new Set((await relationsWhere<{ oid: string }>(client, 'oid::text', oids.values(), "relkind = 'p'")).map((row) => row.oid));
-  return tables.filter((table) => partitioned.has(oids.get(qualifiedName(table)) ?? ''));
+  const found = oids ?? (await tableOids(client, tables));
+  const partitioned = new Set((await relationsWhere<{ oid: string }>(client, 'oid::text', found.values(), "relkind = 'p'")).map((row) => row.oid));
+  return tables.filter((table) => partitioned.has(found.get(qualifiedName(table)) ?? ''));
 }
 
 function publicationOptions(partitioned: boolean): string {
@@ -367,20 +366,43 @@ function publicationOptions(partitioned: boolean): string {
 }
 
 interface PublicationRow {
+  oid: string;
   pubviaroot: boolean;
   puballtables: boolean;
   pubinsert: boolean;
   pubupdate: boolean;
   pubdelete: boolean;
   pubtruncate: boolean;
-  tables: string[] | null;
+  /** The oids of the tables added to it, comma-separated (null: none). */
+  tables: string | null;
+  /** Postgres 15+: a publication may also cover whole schemas (FOR TABLES IN SCHEMA). */
+  by_schema_possible: boolean;
 }
 
 /** A publication as found: the outbox tables it does not cover yet, and the tables it covers that no outbox names. */
 interface PublicationFound {
   readonly missing: readonly RelationRef[];
-  /** Qualified names; only with a pattern (a tenant renamed out of it): without one, such a publication is refused. */
-  readonly strangers: readonly string[];
+  /** Only with a pattern (a tenant renamed out of it): without one, such a publication is refused. */
+  readonly strangers: readonly RelationRef[];
+}
+
+/**
+ * The tables (oids) a publication covers. Read from pg_publication_rel, a row per table added
+ * to it, and not from pg_publication_tables, which expands every table and joins the catalogs
+ * (with 10,000 tenants: 130 ms of Postgres at each start, and an array of 10,000 names for the
+ * relay to parse); only a publication that also covers whole schemas is expanded by Postgres.
+ * A partitioned table is its own oid (as added), not its partitions'.
+ */
+async function publishedTables(client: pg.Client, publication: PublicationRow, name: string): Promise<Set<string>> {
+  let tables = publication.tables;
+  if (publication.by_schema_possible) {
+    const { rows } = await client.query<{ tables: string | null }>(
+      `SELECT string_agg(relid::text, ',') AS tables FROM pg_get_publication_tables(${pg.escapeLiteral(name)})
+        WHERE EXISTS (SELECT 1 FROM pg_publication_namespace WHERE pnpubid = ${publication.oid})`,
+    );
+    tables = rows[0]?.tables ?? tables;
+  }
+  return new Set(tables === null ? [] : tables.split(','));
 }
 
 /**
@@ -393,35 +415,39 @@ interface PublicationFound {
  */
 async function checkPublication(client: pg.Client, target: Resolved): Promise<'absent' | PublicationFound> {
   const { rows } = await client.query<PublicationRow>(
-    `SELECT p.pubviaroot, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
-            (SELECT array_agg(t.schemaname || '.' || t.tablename) FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
+    `SELECT p.oid::text, p.pubviaroot, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+            (SELECT string_agg(r.prrelid::text, ',') FROM pg_publication_rel r WHERE r.prpubid = p.oid) AS tables,
+            to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL AS by_schema_possible
        FROM pg_publication p WHERE p.pubname = $1`,
     [target.publication],
   );
   const publication = rows[0];
   if (!publication) return 'absent';
-  const problems: string[] = [];
-  const tables = [...(publication.tables ?? [])].sort();
-  const expected = target.tables.map(({ table }) => qualifiedName(table)).sort();
-  const outboxTables = new Set(expected);
+  const published = await publishedTables(client, publication, target.publication);
+  const tables = target.tables.map(({ table }) => table);
+  const oids = await tableOids(client, tables);
+  const outboxOids = new Set(oids.values());
   // A tenant's table the trigger added after this setup found the pattern's tables is no stranger.
-  const others = tables.filter((table) => !outboxTables.has(table) && !target.patterns.some((pattern) => matchesPattern(pattern, parseQualified(table))));
+  const others = (await relationNames(client, [...published].filter((oid) => !outboxOids.has(oid))))
+    .filter((table) => !target.patterns.some((pattern) => matchesPattern(pattern, table)))
+    .sort((a, b) => (qualifiedName(a) < qualifiedName(b) ? -1 : 1));
+  const expected = () => tables.map(qualifiedName).sort();
+  const problems: string[] = [];
   if (publication.puballtables) problems.push('it is FOR ALL TABLES');
-  else if (others.length > 0 && target.patterns.length === 0) problems.push(`it covers [${others.join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected.join(', ')}])`);
+  else if (others.length > 0 && target.patterns.length === 0) problems.push(`it covers [${others.map(qualifiedName).join(', ')}], which ${others.length === 1 ? 'is no outbox' : 'are no outboxes'} of this relay (expected exactly [${expected().join(', ')}])`);
   const operations = (['update', 'delete', 'truncate'] as const).filter((op) => publication[`pub${op}`]);
   if (operations.length > 0) problems.push(`it publishes ${operations.join(', ')} (expected insert only)`);
   if (!publication.pubinsert) problems.push('it does not publish insert');
-  const partitioned = await anyPartitioned(client, target);
+  const partitioned = await anyPartitioned(client, target, oids);
   if (partitioned.length > 0 && !publication.pubviaroot) problems.push(`${partitioned.map(qualifiedName).join(', ')} ${partitioned.length === 1 ? 'is' : 'are'} partitioned and the publication sends inserts under each partition's name (publish_via_partition_root is off)`);
   if (problems.length > 0) {
     throw new RelayError(
       'SETUP_PUBLICATION',
       `publication "${target.publication}" cannot be used: ${problems.join('; ')}. ` +
-        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${expected.join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`,
+        `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${expected().join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`,
     );
   }
-  const published = new Set(tables);
-  return { missing: target.tables.map(({ table }) => table).filter((table) => !published.has(qualifiedName(table))), strangers: others };
+  return { missing: tables.filter((table) => !published.has(oids.get(qualifiedName(table)) ?? '')), strangers: others };
 }
 
 /**
@@ -456,8 +482,8 @@ async function ensurePublication(client: pg.Client, target: Resolved): Promise<s
   if (found !== 'absent') {
     const lines: string[] = [];
     if (found.strangers.length > 0) {
-      await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} DROP TABLE ${found.strangers.map((name) => quotedName(parseQualified(name))).join(', ')}`);
-      lines.push(`publication ${target.publication}: removed ${found.strangers.join(', ')} (no outbox of this relay names ${found.strangers.length === 1 ? 'it' : 'them'} any more: left the pattern)`);
+      await client.query(`ALTER PUBLICATION ${pg.escapeIdentifier(target.publication)} DROP TABLE ${found.strangers.map(quotedName).join(', ')}`);
+      lines.push(`publication ${target.publication}: removed ${found.strangers.map(qualifiedName).join(', ')} (no outbox of this relay names ${found.strangers.length === 1 ? 'it' : 'them'} any more: left the pattern)`);
     }
     if (found.missing.length > 0) lines.push(...(await addToPublication(client, target, found.missing)));
     return lines.length > 0 ? lines : [`publication ${target.publication}: exists`];
