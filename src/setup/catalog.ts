@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { likePatterns, qualifiedName, quotedName } from '../outboxes.js';
+import { likePatterns, quotedName } from '../outboxes.js';
 import type { RelationRef } from '../source/messages.js';
 
 /**
@@ -31,15 +31,19 @@ export interface ListedTable extends RelationRef {
   readonly oid: string;
 }
 
-/** The oid of each of these tables that exists, by qualifiedName; a listed table's as listed, the others' looked up by name. */
-export async function tableOids(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<string, string>> {
+/**
+ * The oid of each of these tables that exists, by the table itself (the same object: no name
+ * made per table, 10,000 of them with a schema per tenant); a listed table's as listed, the
+ * others' looked up by name.
+ */
+export async function tableOids(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<RelationRef, string>> {
   const unlisted = tables.filter((table) => !('oid' in table));
   const names = unlisted.map(quotedName);
   const oids = await relationOids(client, names);
-  const found = new Map(tables.flatMap((table) => ('oid' in table ? [[qualifiedName(table), (table as ListedTable).oid] as const] : [])));
+  const found = new Map<RelationRef, string>(tables.flatMap((table) => ('oid' in table ? [[table, (table as ListedTable).oid] as const] : [])));
   unlisted.forEach((table, index) => {
     const oid = oids.get(names[index]!);
-    if (oid !== undefined) found.set(qualifiedName(table), oid);
+    if (oid !== undefined) found.set(table, oid);
   });
   return found;
 }

@@ -1,7 +1,6 @@
 import type pg from 'pg';
 import { RelayError } from '../errors.js';
 import { COLUMN_ROLES, unmappedRole, type ColumnMap, type ColumnRole } from '../outbox-table.js';
-import { qualifiedName } from '../outboxes.js';
 import { columnShapes, tableOids, type CatalogColumn } from './catalog.js';
 import type { RelationRef } from '../source/messages.js';
 
@@ -15,19 +14,18 @@ export type TableColumn = CatalogColumn;
 
 /**
  * Every table's columns in one catalog read (a schema per tenant is thousands of tables: two
- * queries a table made each start thousands of round trips), by qualified name; a table that
- * does not exist has none. Tables of the same columns share one array: whatever is found of
- * them can be found once (a schema per tenant: 10,000 tables, one array).
+ * queries a table made each start thousands of round trips), by the table (the same object); a
+ * table that does not exist has none. Tables of the same columns share one array: whatever is
+ * found of them can be found once (a schema per tenant: 10,000 tables, one array).
  */
-export async function readTableColumns(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<string, readonly TableColumn[]>> {
+export async function readTableColumns(client: pg.ClientBase, tables: readonly RelationRef[]): Promise<Map<RelationRef, readonly TableColumn[]>> {
   const oids = await tableOids(client, tables);
-  const tableOf = new Map([...oids].map(([name, oid]) => [oid, name]));
-  const none: readonly TableColumn[] = [];
-  const columns = new Map<string, readonly TableColumn[]>(tables.map((table) => [qualifiedName(table), none]));
+  const columnsOf = new Map<string, readonly TableColumn[]>();
   for (const shape of await columnShapes(client, oids.values())) {
-    for (const relation of shape.relations) columns.set(tableOf.get(relation)!, shape.columns);
+    for (const relation of shape.relations) columnsOf.set(relation, shape.columns);
   }
-  return columns;
+  const none: readonly TableColumn[] = [];
+  return new Map(tables.map((table) => [table, columnsOf.get(oids.get(table) ?? '') ?? none]));
 }
 
 /**

@@ -241,7 +241,7 @@ async function findings(client: pg.Client, target: Resolved, quarantineNamed = f
   const described = new Map<RelationRef, Map<readonly TableColumn[], { tables: number }>>();
   for (const { table, columns, format, pattern } of target.tables) {
     if (!columns) continue;
-    const found = columnsOf.get(qualifiedName(table)) ?? [];
+    const found = columnsOf.get(table) ?? [];
     const known = pattern && described.get(pattern)?.get(found);
     if (known) {
       known.tables += 1;
@@ -289,12 +289,13 @@ async function resolve(client: pg.Client, target: SetupTarget): Promise<Resolved
   const named = target.outboxes.filter((outbox): outbox is SetupTable => 'table' in outbox);
   const patterns = target.outboxes.filter((outbox): outbox is SetupPattern => 'pattern' in outbox);
   const tables: SetupTable[] = [...named];
-  const known = new Set(named.map(({ table }) => qualifiedName(table)));
+  // By oid: a listed table comes with its own, and no name is made per tenant's table.
+  const known = new Set(patterns.length === 0 ? [] : (await tableOids(client, named.map(({ table }) => table))).values());
   for (const { pattern, columns, format } of patterns) {
     for (const table of await tablesMatching(client, pattern)) {
       // A table named outright keeps its own column map and format (and the first pattern naming a table has it).
-      if (known.has(qualifiedName(table))) continue;
-      known.add(qualifiedName(table));
+      if (known.has(table.oid)) continue;
+      known.add(table.oid);
       tables.push({ table, pattern, ...(columns && { columns }), ...(format && { format }) });
     }
   }
@@ -354,11 +355,11 @@ async function ensureTable(client: pg.Client, table: RelationRef): Promise<strin
  * read: such a table is published under its own name only with publish_via_partition_root,
  * otherwise each insert would arrive as its partition's. `oids`: the tables' as tableOids found them.
  */
-async function anyPartitioned(client: pg.Client, target: Resolved, oids?: ReadonlyMap<string, string>): Promise<RelationRef[]> {
+async function anyPartitioned(client: pg.Client, target: Resolved, oids?: ReadonlyMap<RelationRef, string>): Promise<RelationRef[]> {
   const tables = target.tables.map(({ table }) => table);
   const found = oids ?? (await tableOids(client, tables));
   const partitioned = new Set((await relationsWhere<{ oid: string }>(client, 'oid::text', found.values(), "relkind = 'p'")).map((row) => row.oid));
-  return tables.filter((table) => partitioned.has(found.get(qualifiedName(table)) ?? ''));
+  return tables.filter((table) => partitioned.has(found.get(table) ?? ''));
 }
 
 function publicationOptions(partitioned: boolean): string {
@@ -447,7 +448,7 @@ async function checkPublication(client: pg.Client, target: Resolved): Promise<'a
         `Expected: CREATE PUBLICATION ${target.publication} FOR TABLE ${expected().join(', ')} WITH (${publicationOptions(partitioned.length > 0)})`,
     );
   }
-  return { missing: tables.filter((table) => !published.has(oids.get(qualifiedName(table)) ?? '')), strangers: others };
+  return { missing: tables.filter((table) => !published.has(oids.get(table) ?? '')), strangers: others };
 }
 
 /**
