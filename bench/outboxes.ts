@@ -1,5 +1,5 @@
 /**
- * `npm run bench:outboxes [-- --events N] [-- --tenants 1000,4000] [-- --rounds R] [-- --keep-stack] [-- --profile]`
+ * `npm run bench:outboxes [-- --events N] [-- --tenants 1000,4000] [-- --rounds R] [-- --cli PATH] [-- --against PATH] [-- --keep-stack] [-- --profile]`
  *
  * Several outboxes through one slot, side by side in one run: the relay's drain of the same
  * backlog of N events written
@@ -11,6 +11,16 @@
  * the case's slot moved to the WAL's end before its backlog is written (it decodes that backlog
  * alone); the cases alternate in each round. Reports events/s and the relay's CPU per event, and each
  * case against `table`; also how long setup took to find and publish the K tenants' tables.
+ * Then the start alone, R times a case with nothing to drain: the relay's CPU (/proc) and time
+ * until its session held the slot, each case against `table` (issue 62's floor: 10,000 tenant
+ * tables within 2x of one table's CPU).
+ *
+ * The relay is `--cli` (default dist/cli.js, built first by `npm run build`; another build is
+ * run as it is, and dist/ left alone: on a checkout others test from, make one's own with
+ * `npx tsc -p tsconfig.build.json --outDir <dir>/dist`, <dir> under the repository, e.g.
+ * node_modules/.cache/<name>, with `sql` linked into <dir>).
+ * `--against` another build's cli.js: its starts are measured too, alternated with --cli's, in
+ * the same run (before and after a change, side by side on the same machine's load).
  *
  * Starts its own stack (pg, kafka) in a temp OUTBOX_STACK_DIR on ports apart from the test
  * stack's and the other benches', and takes it down at the end (unless --keep-stack, or a stack
@@ -19,7 +29,7 @@
  * profiles/outboxes (read them with `npx tsx bench/profile-summary.ts <file>`).
  */
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -43,12 +53,16 @@ const PAYLOAD = '{"invoice_id":"inv_000000000042","customer_id":"cus_00000000000
 const TENANT_PREFIX = 'bench_tenant';
 const ROWS_PER_TRANSACTION = 100;
 const PROFILE_DIR = join(BUILD_DIR, 'profiles', 'outboxes');
+/** The shared checkout's build, made again (`npm run build`) by the bench unless --cli names another. */
+const DIST_CLI = join(REPO, 'dist', 'cli.js');
 
 const { values } = parseArgs({
   options: {
     events: { type: 'string', default: '100000' },
     tenants: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '2' },
+    cli: { type: 'string', default: DIST_CLI },
+    against: { type: 'string' },
     'keep-stack': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
   },
@@ -56,6 +70,9 @@ const { values } = parseArgs({
 const events = flag('--events', values.events, p.integer(1_000, 10_000_000));
 const tenantCounts = flag('--tenants', values.tenants, p.commaList('1000,4000')).map((each) => flag('--tenants', each, p.integer(1, 10_000)));
 const rounds = flag('--rounds', values.rounds, p.integer(1, 10));
+const CLI = resolve(values.cli);
+/** The builds whose starts are measured: --cli's, and --against's when given. */
+const builds = [{ name: 'cli', cli: CLI }, ...(values.against ? [{ name: 'against', cli: resolve(values.against) }] : [])];
 
 interface Case {
   readonly name: string;
@@ -73,14 +90,20 @@ interface Drain {
   readonly busyPercent: number;
 }
 
+/** A start with nothing to drain, until the relay's session held the slot. */
+interface Start {
+  readonly seconds: number;
+  readonly relayCpuSeconds: number;
+}
+
 async function main(): Promise<void> {
   const ownStack = process.env.OUTBOX_STACK_DIR === undefined;
-  const env = await upBenchStack(STACK_DEFAULTS, ['pg', 'kafka']);
+  const env = await upBenchStack(STACK_DEFAULTS, ['pg', 'kafka'], { buildRelay: CLI === DIST_CLI });
   const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: 4 });
   try {
     const cases = [tableCase(), messageCase(), ...tenantCounts.map((count) => tenantCase(count))];
     // The table the tenants' tables are made like; then the tenants, before their setup finds them.
-    await run(process.execPath, [join(REPO, 'dist', 'cli.js'), 'setup'], { env: relayEnv(env, cases[0]!), cwd: REPO });
+    await run(process.execPath, [CLI, 'setup'], { env: relayEnv(env, cases[0]!), cwd: REPO });
     for (const count of tenantCounts) await makeTenants(pool, `${TENANT_PREFIX}${count}`, count);
     const setupSeconds = new Map<string, number>();
     for (const each of cases) setupSeconds.set(each.name, await setUp(env, each));
@@ -107,7 +130,18 @@ async function main(): Promise<void> {
         drains.get(each.name)!.push(drain);
       }
     }
-    writeReport(cases, drains, setupSeconds);
+    const starts = new Map<string, Start[]>(cases.flatMap((each) => builds.map((build) => [startKey(each, build.name), []] as const)));
+    for (let round = 1; round <= rounds; round += 1) {
+      for (const each of round % 2 === 1 ? cases : [...cases].reverse()) {
+        for (const build of round % 2 === 1 ? builds : [...builds].reverse()) {
+          await advanceSlot(pool, relayEnv(env, each).OUTBOX_SLOT!);
+          const start = await startOnce(pool, env, each, build.cli);
+          progress(`starts ${round}/${rounds}: ${each.name} (${build.name}) ${start.seconds.toFixed(2)} s, relay CPU ${(start.relayCpuSeconds * 1000).toFixed(0)} ms`);
+          starts.get(startKey(each, build.name))!.push(start);
+        }
+      }
+    }
+    writeReport(cases, drains, setupSeconds, starts);
   } finally {
     await pool.end();
     if (ownStack && !values['keep-stack']) {
@@ -135,7 +169,7 @@ function relayEnv(env: Record<string, string>, each: Case): Record<string, strin
 /** Publication and slot (for tenants, finding and publishing each one's table): timed, as an operator's first setup is. */
 async function setUp(env: Record<string, string>, each: Case): Promise<number> {
   const started = performance.now();
-  await run(process.execPath, [join(REPO, 'dist', 'cli.js'), 'setup'], { env: relayEnv(env, each), cwd: REPO });
+  await run(process.execPath, [CLI, 'setup'], { env: relayEnv(env, each), cwd: REPO });
   const seconds = (performance.now() - started) / 1000;
   progress(`${each.name}: setup took ${seconds.toFixed(1)} s`);
   return seconds;
@@ -224,7 +258,7 @@ async function drainOnce(pool: pg.Pool, env: Record<string, string>, each: Case,
   const started = performance.now();
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${each.name}-${round}.cpuprofile`] : [];
   // As `outbox-relay` and the Dockerfile run it (without the flag the relay warns at start).
-  const child = new Child(`relay ${each.name}`, process.execPath, [SEMI_SPACE_FLAG, ...profile, join(REPO, 'dist', 'cli.js'), 'run'], relay, REPO);
+  const child = new Child(`relay ${each.name}`, process.execPath, [SEMI_SPACE_FLAG, ...profile, CLI, 'run'], relay, REPO);
   let cpu = 0;
   let startSeconds: number | null = null;
   try {
@@ -244,8 +278,34 @@ async function drainOnce(pool: pg.Pool, env: Record<string, string>, each: Case,
   }
 }
 
+function startKey(each: Case, build: string): string {
+  return `${each.name} ${build}`;
+}
 
-function writeReport(cases: readonly Case[], drains: ReadonlyMap<string, Drain[]>, setupSeconds: ReadonlyMap<string, number>): void {
+/**
+ * Starts `cli`'s relay on the case's slot with nothing to drain and stops it once its session
+ * holds the slot: the CPU it took until then (/proc, read as the slot turns active: nothing
+ * after the start is counted, there is nothing to stream) and the time.
+ */
+async function startOnce(pool: pg.Pool, env: Record<string, string>, each: Case, cli: string): Promise<Start> {
+  const relay = relayEnv(env, each);
+  const started = performance.now();
+  const child = new Child(`relay ${each.name} (${cli})`, process.execPath, [SEMI_SPACE_FLAG, cli, 'run'], relay, REPO);
+  try {
+    for (;;) {
+      const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [relay.OUTBOX_SLOT]);
+      const usage = child.usage();
+      if (rows[0]?.active && usage) return { seconds: (performance.now() - started) / 1000, relayCpuSeconds: usage.cpuSeconds };
+      if (!child.running) throw new Error(`the relay (${each.name}, ${cli}) exited (${child.ended}):\n${child.tail()}`);
+      if (performance.now() - started > 300_000) throw new Error(`the relay (${each.name}, ${cli}) did not start within 5 minutes:\n${child.tail()}`);
+      await sleep(10);
+    }
+  } finally {
+    await child.stop();
+  }
+}
+
+function writeReport(cases: readonly Case[], drains: ReadonlyMap<string, Drain[]>, setupSeconds: ReadonlyMap<string, number>, starts: ReadonlyMap<string, Start[]>): void {
   const rate = (name: string) => median(drains.get(name)!.map((drain) => events / drain.seconds));
   const cpu = (name: string) => median(drains.get(name)!.map((drain) => (drain.relayCpuSeconds * 1e6) / events));
   const baseline = rate('table');
@@ -253,7 +313,7 @@ function writeReport(cases: readonly Case[], drains: ReadonlyMap<string, Drain[]
   const lines = [
     `# Several outboxes: the relay's drain of one backlog, by how it was written (${new Date().toISOString().slice(0, 10)})`,
     '',
-    `\`npm run bench:outboxes -- --events ${events} --tenants ${tenantCounts.join(',')} --rounds ${rounds}\`; ${machineDescription()}; Postgres fsync ${process.env.OUTBOX_PG_FSYNC}.`,
+    `\`npm run bench:outboxes -- --events ${events} --tenants ${tenantCounts.join(',')} --rounds ${rounds}${CLI === DIST_CLI ? '' : ` --cli ${values.cli}`}${values.against ? ` --against ${values.against}` : ''}\`; ${machineDescription()}; Postgres fsync ${process.env.OUTBOX_PG_FSYNC}.`,
     `Each round: ${events} events written with the relay stopped (${ROWS_PER_TRANSACTION} per transaction) and a checkpoint, then the relay's run until the slot confirmed them all (the case's slot at the WAL's end before its backlog: it decodes no other case's); cases alternate per round; medians of ${rounds} rounds.`,
     '',
     '| case | events/s | against one table | relay CPU µs/event | run start s | start against one table | setup s | machine busy % |',
@@ -261,6 +321,20 @@ function writeReport(cases: readonly Case[], drains: ReadonlyMap<string, Drain[]
     ...cases.map((each) => `| ${each.name} | ${Math.round(rate(each.name))} | ${((rate(each.name) / baseline) * 100).toFixed(0)}% | ${cpu(each.name).toFixed(1)} | ${start(each.name).toFixed(2)} | ${(start(each.name) / start('table')).toFixed(2)}× | ${setupSeconds.get(each.name)!.toFixed(1)} | ${median(drains.get(each.name)!.map((drain) => drain.busyPercent)).toFixed(0)} |`),
     '',
     'Floors: tenants-1000 within 20% of one table (≥ 80%); messages ≥ one table; the start with 10,000 tenant tables within 2× of one table\'s. "run start": from the relay\'s start until its session held the slot (its checks of every outbox table, then START_REPLICATION).',
+    '',
+    `The start alone, nothing to drain (${rounds} starts a case${builds.length > 1 ? ' and build, the builds alternated' : ''}, medians): the relay's CPU (/proc) and time from its start until its session held the slot.`,
+    '',
+    '| case | build | relay CPU until streaming ms | against one table | start s | against one table |',
+    '| --- | --- | ---: | ---: | ---: | ---: |',
+    ...cases.flatMap((each) =>
+      builds.map((build) => {
+        const cpuMs = (key: string) => median(starts.get(key)!.map((start) => start.relayCpuSeconds * 1000));
+        const seconds = (key: string) => median(starts.get(key)!.map((start) => start.seconds));
+        const key = startKey(each, build.name);
+        const one = startKey(cases[0]!, build.name);
+        return `| ${each.name} | ${build.cli} | ${cpuMs(key).toFixed(0)} | ${(cpuMs(key) / cpuMs(one)).toFixed(2)}× | ${seconds(key).toFixed(2)} | ${(seconds(key) / seconds(one)).toFixed(2)}× |`;
+      }),
+    ),
     '',
   ];
   writeMarkdownResult('outboxes', lines);

@@ -22,16 +22,17 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
  * OUTBOX_PG_FSYNC=off (commits cost what they cost on a real disk; scripts/stack/pg.sh: off for
  * the tests), its brokers with the JVM's optimizing compiler (OUTBOX_KAFKA_FULL_JIT: the test
  * stack's brokers start quicker without it, a bench's run long enough for it to pay), the relay
- * (dist/) and the bench's child processes (bench/tsconfig.json) are built, and `services`
- * started. Returns the stack's variables.
+ * (dist/, unless `buildRelay` is false: a bench given a build of its own leaves the shared
+ * checkout's dist/ alone, which `npm run build` removes first) and the bench's child processes
+ * (bench/tsconfig.json) are built, and `services` started. Returns the stack's variables.
  */
-export async function upBenchStack(defaults: Readonly<Record<string, string>>, services: readonly string[]): Promise<Record<string, string>> {
+export async function upBenchStack(defaults: Readonly<Record<string, string>>, services: readonly string[], { buildRelay = true } = {}): Promise<Record<string, string>> {
   for (const [key, value] of Object.entries(defaults)) process.env[key] ??= value;
   process.env.OUTBOX_PG_FSYNC ??= 'on';
   process.env.OUTBOX_KAFKA_FULL_JIT ??= 'true';
   if (!['on', 'off'].includes(process.env.OUTBOX_PG_FSYNC)) throw new Error(`OUTBOX_PG_FSYNC=${process.env.OUTBOX_PG_FSYNC}: expected on or off`);
-  progress('building the relay (npm run build) and the bench processes');
-  await run('npm', ['run', 'build'], { cwd: REPO });
+  progress(buildRelay ? 'building the relay (npm run build) and the bench processes' : 'building the bench processes (the relay: a build of its own)');
+  if (buildRelay) await run('npm', ['run', 'build'], { cwd: REPO });
   await run(process.execPath, [join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(REPO, 'bench', 'tsconfig.json')], { cwd: REPO });
   progress(`starting the stack (${services.join(', ')}) in ${process.env.OUTBOX_STACK_DIR}`);
   await run(STACK_SCRIPT, ['up', ...services], { cwd: REPO });
