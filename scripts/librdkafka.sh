@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Builds the librdkafka client (npm package @confluentinc/kafka-javascript, OUTBOX_KAFKA_CLIENT=
-# librdkafka) on a machine with no prebuilt-binary host, once per machine:
+# librdkafka), an opt-in: `npm ci` never builds it (no C++ compile, no apt-get in an install; the
+# default client, kafkajs, and platformatic are JavaScript). `npm run build:librdkafka` runs this:
 #   scripts/librdkafka.sh          build if missing (or copy from the cache); exit 1 if it cannot
 #   scripts/librdkafka.sh --check  exit 0 if the installed module loads, 1 otherwise
-#   scripts/librdkafka.sh --install-packages  as root: apt-get the Debian packages the build needs, then build
+#   scripts/librdkafka.sh --install-packages  as root: apt-get the Debian packages the build needs (only those)
 #   scripts/librdkafka.sh --missing-packages  print the Debian packages the build needs that are missing
-# `npm ci` runs it (package.json postinstall) in its lenient form: a failed build is reported and
-# kafkajs (the default client) keeps working; OUTBOX_KAFKA_CLIENT=librdkafka then refuses to start
-# and names this script.
+# Without it, OUTBOX_KAFKA_CLIENT=librdkafka refuses to start (SINK_CLIENT) naming this script, and
+# the test suites run on the other clients, saying so once.
 #
 # Why it is built here and not by npm: npm 11 runs no dependency's install script unless allowed,
 # and the package's own install downloads a prebuilt binary (unreachable from many build hosts),
 # then falls back to a static build that downloads zlib, OpenSSL, zstd and curl sources. Linked
 # dynamically against Debian's libraries it needs no network. The Debian packages it needs are
-# installed only when asked (--install-packages, as root; .ci/run does): `npm ci` never runs
-# apt-get (a user's install is not root, and apt may be busy with another install); with a
-# package missing, its postinstall names them and this command.
+# installed only when asked (--install-packages, as root; .ci/run does): a user's build is not
+# root, and apt may be busy with another install; with a package missing, it names them and that
+# command.
 #
 # The package is patched first (scripts/kafka-javascript.patch): its AdminClient gains
 # describeConfigs and describeCluster, which the relay's topic checks need and the binding does not
@@ -29,8 +29,7 @@
 # version, the patch's hash, Node ABI and architecture: a fresh clone on the same machine copies them (1 s) instead
 # of building (1.5-4 min on 2 cores).
 #
-# Environment: OUTBOX_CACHE_DIR (~/.cache/outbox-relay), OUTBOX_LIBRDKAFKA_LENIENT=1 (a failure
-# exits 0 with a warning: what npm ci uses).
+# Environment: OUTBOX_CACHE_DIR (~/.cache/outbox-relay).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,10 +49,6 @@ loads() {
 
 fail() {
   say "$*"
-  if [ "${OUTBOX_LIBRDKAFKA_LENIENT:-0}" = 1 ]; then
-    say "kafkajs (the default client) works without it; OUTBOX_KAFKA_CLIENT=librdkafka needs it: run scripts/librdkafka.sh"
-    exit 0
-  fi
   exit 1
 }
 
@@ -74,20 +69,19 @@ case "${1:-}" in
         || { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${wanted[@]}" >&2; } \
         || fail "could not install ${wanted[*]} with apt-get"
     fi
+    exit 0
     ;;
   '') ;;
   *) say "unknown argument $1 (expected --check, --missing-packages or --install-packages)"; exit 2 ;;
 esac
 
 if [ ! -f "$PACKAGE_DIR/package.json" ]; then
-  # An install without optional dependencies (npm ci --omit=optional): nothing to build.
-  say "$PACKAGE is not installed (optional dependency left out); nothing to build"
-  exit 0
+  fail "$PACKAGE is not in node_modules: run npm ci first (without --omit=optional)"
 fi
 # The build packages first: patch is one of them, and a cached build needs the patch too.
 mapfile -t missing < <(missing_packages)
 if [ ${#missing[@]} -gt 0 ]; then
-  fail "missing build dependencies: ${missing[*]} (Debian package names: \`sudo scripts/librdkafka.sh --install-packages\` installs them and builds; elsewhere install their equivalents and run scripts/librdkafka.sh)"
+  fail "missing build dependencies: ${missing[*]} (Debian package names: \`sudo scripts/librdkafka.sh --install-packages\` installs them; elsewhere install their equivalents; then run scripts/librdkafka.sh again)"
 fi
 
 # The JavaScript half of the patch must be in place whether the addon is built or copied from the cache.

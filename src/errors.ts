@@ -228,7 +228,7 @@ export const ERROR_CODES = {
   SINK_CLIENT: {
     retriable: false, poison: false,
     meaning: "The Kafka client cannot run as configured: the librdkafka binding does not load or was built without scripts/kafka-javascript.patch, or kafkajs is not the version the relay's replacements are made for.",
-    action: 'Build the binding with scripts/librdkafka.sh, or set OUTBOX_KAFKA_CLIENT=kafkajs; install the kafkajs version package.json pins.',
+    action: 'Build the binding with `npm run build:librdkafka` (an opt-in: npm ci does not build it), or set OUTBOX_KAFKA_CLIENT=kafkajs; install the kafkajs version package.json pins.',
   },
   SINK_TOO_LARGE: {
     retriable: false, poison: true,

@@ -1,10 +1,11 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { TestProject } from 'vitest/node';
 import type { ServiceEndpoints } from './services.js';
 import { startContainers } from './containers.js';
+import type { KafkaClientName } from '../../src/kafka/ports.js';
+import { chooseTestKafkaClients } from './kafka-clients.js';
 
 const run = promisify(execFile);
 const STACK_SCRIPT = fileURLToPath(new URL('../../scripts/stack.sh', import.meta.url));
@@ -26,10 +27,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Both integration projects (vitest.config.ts) run this setup in the same process: the services
   // are found or started once, and stopped once, after the last project's files.
   const shared = globalThis as { [SHARED]?: SharedServices };
-  const services = (shared[SHARED] ??= { ready: findServices(), users: 0 });
+  // The clients first: a run that names one that does not load stops before any service starts.
+  const services = (shared[SHARED] ??= { kafkaClients: chooseTestKafkaClients(), ready: findServices(), users: 0 });
   services.users += 1;
   const { endpoints, stop } = await services.ready;
   provide(project, endpoints);
+  project.provide('kafkaClients', services.kafkaClients);
   return async () => {
     services.users -= 1;
     if (services.users > 0) return;
@@ -47,12 +50,12 @@ interface RunServices {
 }
 
 interface SharedServices {
+  readonly kafkaClients: readonly KafkaClientName[];
   readonly ready: Promise<RunServices>;
   users: number;
 }
 
 async function findServices(): Promise<RunServices> {
-  requireLibrdkafka();
   const env = process.env;
   const postgres = testPostgres();
   if (postgres !== 'pg') return useLocalStack(postgres);
@@ -67,18 +70,6 @@ async function findServices(): Promise<RunServices> {
   }
   if (dockerAnswers()) return startContainers();
   return useLocalStack();
-}
-
-/**
- * The guarantee suites run on both Kafka clients: without the librdkafka binding built, half of
- * them would fail one by one with the same SINK_CLIENT. Said once, with the fix, instead.
- */
-function requireLibrdkafka(): void {
-  try {
-    createRequire(import.meta.url)('@confluentinc/kafka-javascript');
-  } catch (error) {
-    throw new Error(`the librdkafka client (@confluentinc/kafka-javascript) does not load: ${(error as Error).message.split('\n')[0]}; the tests run every guarantee suite on it too: build it with scripts/librdkafka.sh (npm ci runs it, and says why when it cannot)`);
-  }
 }
 
 function provide(project: TestProject, endpoints: ServiceEndpoints): void {

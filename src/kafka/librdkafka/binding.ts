@@ -40,14 +40,14 @@ export function loadLibrdkafka(): typeof Rdkafka {
     binding = require(PACKAGE) as typeof Rdkafka;
   } catch (error) {
     const reason = (error as Error).message.split('\n')[0];
-    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} cannot be loaded (${reason}); build it with scripts/librdkafka.sh (it installs the Debian build packages and caches the build), or use OUTBOX_KAFKA_CLIENT=kafkajs`, { cause: error });
+    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} cannot be loaded (${reason}); it is an opt-in that npm ci does not build: \`npm run build:librdkafka\` builds it (scripts/librdkafka.sh; as root, \`scripts/librdkafka.sh --install-packages\` first installs the Debian packages the build needs), or use OUTBOX_KAFKA_CLIENT=kafkajs`, { cause: error });
   }
   // The relay needs what scripts/kafka-javascript.patch gives, as this level of it gives it: a
   // binding without its DescribeConfigs would fail at the first topic, and one without its header
   // lists would read a list as headers named "0", "1", ...
   const built = builtPatchLevel();
   if (built !== KAFKA_JAVASCRIPT_PATCH_LEVEL) {
-    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} was built ${built === undefined ? 'without scripts/kafka-javascript.patch' : `with level ${built} of scripts/kafka-javascript.patch`} (expected level ${KAFKA_JAVASCRIPT_PATCH_LEVEL}); build it again with scripts/librdkafka.sh, or use OUTBOX_KAFKA_CLIENT=kafkajs`);
+    throw new RelayError('SINK_CLIENT', `OUTBOX_KAFKA_CLIENT=librdkafka: ${PACKAGE} was built ${built === undefined ? 'without scripts/kafka-javascript.patch' : `with level ${built} of scripts/kafka-javascript.patch`} (expected level ${KAFKA_JAVASCRIPT_PATCH_LEVEL}); build it again with \`npm run build:librdkafka\`, or use OUTBOX_KAFKA_CLIENT=kafkajs`);
   }
   loaded = binding;
   return loaded;
