@@ -1,11 +1,16 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { ClaimedDelivery, Completion, DeliveryStore, HeldBack } from './delivery-store.js';
+import type { DeliveryStore } from './delivery-store.js';
 import type { Closing } from './endpoint-gate.js';
 import { Dispatcher, type AttemptSender } from './dispatcher.js';
 import { EndpointShares } from './endpoint-shares.js';
+import type { LoadedEndpoints } from './endpoint-store.js';
 import type { AttemptResult } from './http-sender.js';
+import type { ClaimedDelivery, Completion, HeldBack, OwedChunk } from './lifecycle.js';
+import type { GrantedSlots } from './lease-store.js';
 import { createWebhookMetrics } from './metrics.js';
+import { owedKey, type OwedRow } from './owed-store.js';
+import type { ResultsToWrite } from './result-store.js';
 
 const delivery: ClaimedDelivery = {
   id: '1',
@@ -22,27 +27,51 @@ const delivery: ClaimedDelivery = {
 };
 const delivered: AttemptResult = { outcome: 'delivered', statusCode: 204, latencyMs: 1, retryAfterMs: null, response: '', error: null };
 
-/** The store's port, in memory: hands out `due` once each, records completions, deliveries given back and endpoints' closings. */
+/**
+ * The store's port, in memory: hands out `due` once each, grants every endpoint's slots to first
+ * attempts, and records the writes (completions, deliveries given back, owed rows, leased ones
+ * given ids from 100 on) and endpoints' closings. `control.writeMs` delays each write,
+ * `control.failWrites` fails that many.
+ */
 function fakeStore(due: ClaimedDelivery[]) {
   const completed: Completion[] = [];
   const givenBack: HeldBack[] = [];
   const closings: Closing[] = [];
+  const owed: OwedRow[] = [];
+  const control = { writeMs: 0, failWrites: 0 };
+  let nextId = 100;
   const store = {
     claim: async (_owner: string, _now: Date, limit: number) => due.splice(0, limit),
-    complete: async (_owner: string, _now: Date, completions: readonly Completion[]) => {
-      completed.push(...completions);
-      return [];
-    },
-    giveBack: async (_owner: string, heldBack: readonly HeldBack[]) => {
-      givenBack.push(...heldBack);
+    takeSlots: async (wanted: ReadonlyMap<string, number>) => new Map([...wanted].map(([endpointId, slots]): [string, GrantedSlots] => [endpointId, { slots, url: delivery.url, secrets: delivery.secrets, headers: {} }])),
+    write: async (results: ResultsToWrite) => {
+      await new Promise((resolve) => setTimeout(resolve, control.writeMs));
+      if (control.failWrites > 0) {
+        control.failWrites -= 1;
+        throw new Error('the store is down');
+      }
+      completed.push(...results.completions);
+      givenBack.push(...results.givenBack);
+      owed.push(...results.owed);
+      const leased = new Map(results.owed.flatMap((row) => (row.state === 'leased' ? [[owedKey(row.delivery.eventId, row.delivery.endpointId), String(nextId++)] as const] : [])));
+      return { changes: [], owed: { added: results.owed.length, leased } };
     },
     closeEndpoint: async (closing: Closing) => {
       closings.push(closing);
       return null;
     },
   };
-  return { store: store as unknown as DeliveryStore, completed, givenBack, closings };
+  return { store: store as unknown as DeliveryStore, completed, givenBack, closings, owed, control };
 }
+
+const loaded: LoadedEndpoints = { version: '1', get: () => ({ url: delivery.url, secrets: delivery.secrets, headers: {}, maxInFlight: 1_000, sendsFirst: true }) };
+
+/** A chunk of new deliveries to ep-1, one per event id (the body names the event, for senders that answer by it). */
+function chunkOf(eventIds: readonly string[]): OwedChunk {
+  return { owed: eventIds.map((eventId) => ({ event: { eventId, eventType: 'invoice.paid', aggregateId: null, body: eventId, producedAt: new Date() }, endpointId: 'ep-1' })), endpoints: loaded };
+}
+
+/** The (event, state) of each owed row written. */
+const statesOf = (rows: readonly OwedRow[]) => rows.map((row) => (row.state === 'due' ? [row.event.eventId, 'due'] : row.state === 'leased' ? [row.delivery.eventId, 'leased'] : [row.completion.delivery.eventId, row.completion.verdict.delivery.status]));
 
 /** Answers after `delayMs`, counting the most attempts it had in flight at once. */
 function countingSender(delayMs: number): { readonly sender: AttemptSender; readonly most: () => number } {
@@ -111,7 +140,7 @@ describe('the dispatcher', () => {
 
   it('slots held for first attempts are not claimed meanwhile; those sent are, once their recording gives them back', async () => {
     const ids = ['due-0', 'due-1', 'due-2', 'due-3', 'due-4'];
-    const { store, completed } = fakeStore(ids.map((id) => ({ ...delivery, id, eventId: `evt-${id}` })));
+    const { store, completed, owed } = fakeStore(ids.map((id) => ({ ...delivery, id, eventId: `evt-${id}` })));
     const { sender, most } = countingSender(20);
     const sending = dispatcher(store, sender, 3);
     // Four times the concurrency: deliveries being recorded or written take no request slot.
@@ -121,11 +150,10 @@ describe('the dispatcher', () => {
     await new Promise((resolve) => setTimeout(resolve, 30));
     // Every slot is held: nothing was claimed.
     expect(completed).toHaveLength(0);
-    // One first attempt sent in the slots (the intake took its endpoint's), the rest given back.
-    const first = sending.sendFirst([{ ...delivery, id: '', eventId: 'evt-first' }], { maxMs: 1_000, stragglerMs: 50 });
-    sending.release(11);
-    // Its result is its recording's to write, not the completions'.
-    expect((await first).ended.map((c) => c.delivery.eventId)).toEqual(['evt-first']);
+    // One first attempt sent in the slots, the rest given back at once.
+    await sending.take(chunkOf(['evt-first']), held, null).written;
+    // Its result is written with its delivery's row, not as a claimed one's.
+    expect(statesOf(owed)).toEqual([['evt-first', 'delivered']]);
     for (let i = 0; i < 50 && completed.length < 5; i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
     await sending.stop(1_000);
     expect(completed.map((c) => c.delivery.id).sort()).toEqual(ids);
@@ -139,7 +167,7 @@ describe('the dispatcher', () => {
     // Two requests out that never end, six queued behind them: nothing will free.
     const all = stuck.reserve(100);
     expect(all.slots).toBe(8);
-    void stuck.sendFirst(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => ({ ...delivery, id: '', eventId: `evt-${id}` })), { maxMs: 60_000, stragglerMs: 50 });
+    void stuck.take(chunkOf(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => `evt-${id}`)), all, null);
     const started = Date.now();
     expect((await stuck.reserveWhenFree(1, 100, 50)).slots).toBe(0);
     expect(Date.now() - started).toBeGreaterThanOrEqual(45);
@@ -167,15 +195,15 @@ describe('the dispatcher', () => {
     expect(Date.now() - started2).toBeLessThan(500);
   });
 
-  it('a reservation keeps waiting while attempts keep ending, though their slots stay held until their recording', async () => {
-    const { store } = fakeStore([]);
+  it('a reservation keeps waiting while attempts keep ending, though their slots stay held until their write', async () => {
+    const { store, control } = fakeStore([]);
     // Two requests at a time, each answered in 30 ms: more often than the 50 ms stall.
     const sending = dispatcher(store, countingSender(30).sender, 2);
     const held = sending.reserve(100);
     expect(held.slots).toBe(8);
-    const first = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => ({ ...delivery, id: '', eventId: `evt-${id}` }));
-    // The intake's recording of them returns their slots well after the stall (as at start-up, or with Postgres busy).
-    void sending.sendFirst(first, { maxMs: 1_000, stragglerMs: 50 }).then(() => setTimeout(() => sending.release(held.slots), 100));
+    // Their write returns their slots well after the stall (as at start-up, or with Postgres busy).
+    control.writeMs = 100;
+    void sending.take(chunkOf(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((id) => `evt-${id}`)), held, null);
     // Endpoints answering is no stall: it waits for the recording rather than taking nothing.
     expect((await sending.reserveWhenFree(1, 100, 50)).slots).toBe(2);
     await sending.stop(1_000);
@@ -211,7 +239,7 @@ describe('the dispatcher', () => {
     const due = Array.from({ length: 12 }, (_, i) => ({ ...delivery, id: String(i), eventId: `evt-${i}` }));
     const { store, completed } = fakeStore(due);
     // An endpoint with a limit of 2: each claim hands out 2, however many slots are free.
-    const capped = { claim: async () => due.splice(0, 2), complete: store.complete.bind(store), giveBack: store.giveBack.bind(store) } as unknown as DeliveryStore;
+    const capped = { claim: async () => due.splice(0, 2), write: store.write.bind(store) } as unknown as DeliveryStore;
     const sending = dispatcher(capped, countingSender(5).sender, 10);
     sending.start();
     // The poll is a minute: only completions can bring the next claims in time.
@@ -220,76 +248,83 @@ describe('the dispatcher', () => {
     expect(completed).toHaveLength(12);
   });
 
-  it('first attempts sent before recording: their results go to the intake, not to the store, and the slots come back only when it says', async () => {
-    const { store, completed } = fakeStore([]);
-    const { sender } = countingSender(5);
-    const sending = dispatcher(store, sender, 4);
+  it('first attempts sent before their rows are written: each written once with its result, and their slots held until then', async () => {
+    const { store, completed, owed, control } = fakeStore([]);
+    const sending = dispatcher(store, countingSender(5).sender, 4);
+    control.writeMs = 50;
     const held = sending.reserve(2);
-    const first = [0, 1].map((i) => ({ ...delivery, id: '', eventId: `evt-first-${i}` }));
-    const { ended, inFlight } = await sending.sendFirst(first, { maxMs: 1_000, stragglerMs: 50 });
-    expect(inFlight).toEqual([]);
-    expect(ended.map((c) => [c.delivery.eventId, c.verdict.delivery.status])).toEqual([
+    const taken = sending.take(chunkOf(['evt-first-0', 'evt-first-1']), held, null);
+    await taken.queued;
+    // Both ended before the write: still held until it commits.
+    expect(sending.reserve(100).slots).toBe(16 - held.slots);
+    await taken.written;
+    expect(statesOf(owed)).toEqual([
       ['evt-first-0', 'delivered'],
       ['evt-first-1', 'delivered'],
     ]);
-    // The intake writes them (once, with their results): the dispatcher wrote nothing.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Written once, in their rows: nothing as a claimed delivery's result.
     expect(completed).toEqual([]);
-    // Still held until the intake's recording returns them.
-    expect(sending.reserve(100).slots).toBe(16 - held.slots);
+    // Their write gave theirs back.
+    expect(sending.reserve(100).slots).toBe(held.slots);
     await sending.stop(1_000);
   });
 
-  it('a first attempt still in flight when the intake stops waiting is written under the id its recording gave it, or not at all', async () => {
-    const { store, completed } = fakeStore([]);
-    const { sender } = countingSender(60);
-    const sending = dispatcher(store, sender, 4);
-    sending.reserve(2);
-    const [adopted, abandoned] = [0, 1].map((i) => ({ ...delivery, id: '', eventId: `evt-slow-${i}` }));
-    const { ended, inFlight } = await sending.sendFirst([adopted!, abandoned!], { maxMs: 10, stragglerMs: 10 });
-    expect(ended).toEqual([]);
-    expect(inFlight.map((d) => d.eventId)).toEqual(['evt-slow-0', 'evt-slow-1']);
-    // Recorded leased as 42 while its request runs; the other's recording failed.
-    sending.adopt(adopted!, '42');
-    sending.abandon(abandoned!);
-    await new Promise((resolve) => setTimeout(resolve, 120));
-    expect(completed.map((c) => [c.delivery.id, c.delivery.eventId, c.verdict.delivery.status])).toEqual([['42', 'evt-slow-0', 'delivered']]);
-    // Both slots came back: the adopted one's with its write, the abandoned one's when its attempt ended.
+  it('a first attempt still in flight at its chunk\'s write is written leased, and its result under the id it got; not at all when that write failed', async () => {
+    const { store, completed, owed, control } = fakeStore([]);
+    // Answers after both chunks' waits (FIRST_ATTEMPT_WAIT, 500 ms each) handed them over.
+    const sending = dispatcher(store, countingSender(1_300).sender, 4);
+    const written = sending.take(chunkOf(['evt-slow-0']), sending.reserve(1), null);
+    await written.written;
+    expect(statesOf(owed)).toEqual([['evt-slow-0', 'leased']]);
+    // The next chunk's write fails: its event is read again, its attempt's result written by nobody.
+    control.failWrites = 1;
+    const failed = sending.take(chunkOf(['evt-slow-1']), sending.reserve(1), written);
+    await expect(failed.written).rejects.toThrow('the store is down');
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(completed.map((c) => [c.delivery.id, c.delivery.eventId, c.verdict.delivery.status])).toEqual([['100', 'evt-slow-0', 'delivered']]);
+    // Both slots came back: the written one's with its result, the other's when its attempt ended.
     expect(sending.reserve(100).slots).toBe(16);
     await sending.stop(1_000);
   });
 
-  it('a first attempt that ends after being handed over, before its recording is known, is written once the id comes', async () => {
-    const { store, completed } = fakeStore([]);
-    const { sender } = countingSender(20);
-    const sending = dispatcher(store, sender, 4);
-    sending.reserve(1);
-    const slow = { ...delivery, id: '', eventId: 'evt-late' };
-    const { inFlight } = await sending.sendFirst([slow], { maxMs: 5, stragglerMs: 5 });
-    expect(inFlight).toHaveLength(1);
-    // The attempt ends while the intake's transaction runs.
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    expect(completed).toEqual([]);
-    sending.adopt(slow, '7');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(completed.map((c) => c.delivery.id)).toEqual(['7']);
+  it('a first attempt that ends while its chunk is being written leased is written once the id comes', async () => {
+    const { store, completed, owed, control } = fakeStore([]);
+    const sending = dispatcher(store, countingSender(520).sender, 4);
+    // Handed over at 500 ms; it answers during the write.
+    control.writeMs = 60;
+    await sending.take(chunkOf(['evt-late']), sending.reserve(1), null).written;
+    expect(statesOf(owed)).toEqual([['evt-late', 'leased']]);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(completed.map((c) => c.delivery.id)).toEqual(['100']);
     await sending.stop(1_000);
   });
 
   it('hands over a straggler once its chunk-mates ended, not after the whole wait', async () => {
-    const { store } = fakeStore([]);
+    const { store, owed } = fakeStore([]);
     // The first delivery hangs for a second; the other three answer in 5 ms.
-    const sender: AttemptSender = { send: (request) => new Promise((resolve) => setTimeout(() => resolve(delivered), request.body === 'hang' ? 1_000 : 5)) };
+    const sender: AttemptSender = { send: (request) => new Promise((resolve) => setTimeout(() => resolve(delivered), request.body === 'evt-chunk-0' ? 1_000 : 5)) };
     const sending = dispatcher(store, sender, 4);
-    sending.reserve(4);
-    const chunk = [0, 1, 2, 3].map((i) => ({ ...delivery, id: '', eventId: `evt-chunk-${i}`, body: i === 0 ? 'hang' : '{}' }));
     const started = Date.now();
-    const { ended, inFlight } = await sending.sendFirst(chunk, { maxMs: 5_000, stragglerMs: 50 });
+    await sending.take(chunkOf([0, 1, 2, 3].map((i) => `evt-chunk-${i}`)), sending.reserve(4), null).written;
     expect(Date.now() - started).toBeLessThan(500);
-    expect(ended).toHaveLength(3);
-    expect(inFlight.map((d) => d.eventId)).toEqual(['evt-chunk-0']);
-    sending.abandon(inFlight[0]!);
+    expect(statesOf(owed)).toEqual([
+      ['evt-chunk-1', 'delivered'],
+      ['evt-chunk-2', 'delivered'],
+      ['evt-chunk-3', 'delivered'],
+      ['evt-chunk-0', 'leased'],
+    ]);
     await sending.stop(2_000);
+  });
+
+  it('chunks are written in the order they were taken, whichever ended first', async () => {
+    const { store, owed } = fakeStore([]);
+    const sender: AttemptSender = { send: (request) => new Promise((resolve) => setTimeout(() => resolve(delivered), request.body === 'evt-a' ? 80 : 1)) };
+    const sending = dispatcher(store, sender, 4);
+    const a = sending.take(chunkOf(['evt-a']), sending.reserve(1), null);
+    const b = sending.take(chunkOf(['evt-b']), sending.reserve(1), a);
+    await Promise.all([a.written, b.written]);
+    expect(statesOf(owed).map(([eventId]) => eventId)).toEqual(['evt-a', 'evt-b']);
+    await sending.stop(1_000);
   });
 
   it('sends nothing more to an endpoint that asked for a pause (Retry-After), from the moment its answer is judged: what it holds goes back due at the pause end, no attempt counted', async () => {

@@ -1,14 +1,17 @@
 import type { Logger } from 'pino';
 import { errorMessage } from '../errors.js';
 import { sleep } from '../time.js';
-import type { ClaimedDelivery, Completion, DeliveryStore, EndpointChange, EndpointRules, HeldBack } from './delivery-store.js';
+import type { DeliveryStore } from './delivery-store.js';
 import { EndpointGate, type Closed, type Closing } from './endpoint-gate.js';
+import type { EndpointChange, EndpointRules } from './endpoint-health-store.js';
 import type { EndpointSlots } from './endpoint-shares.js';
 import { signingSecrets } from './endpoint-store.js';
+import { FIRST_ATTEMPT_WAIT, leaseFirstAttempts, type FirstAttemptWait } from './first-attempts.js';
 import type { AttemptResult, WebhookRequest } from './http-sender.js';
 import type { WebhookMetrics } from './metrics.js';
-import { ResultWriter, type Ended, type ResultRoute } from './lifecycle.js';
-import { judgeAttempt, type RetryPolicy } from './retry-policy.js';
+import { ResultWriter, type ClaimedDelivery, type Completion, type Ended, type EventToDeliver, type HeldBack, type Owed, type OwedChunk, type OwedDeliveries, type Reservation, type ResultRoute, type TakenChunk } from './lifecycle.js';
+import { owedKey, type OwedRow } from './owed-store.js';
+import { firstAttemptAt, judgeAttempt, type RetryPolicy } from './retry-policy.js';
 import { webhookHeaders } from './signature.js';
 
 /** The HTTP port: the real one is WebhookSender (undici), or ThreadedSender (WebhookSenders on threads of their own). */
@@ -49,26 +52,25 @@ export interface DispatcherOptions {
   readonly metrics: WebhookMetrics;
 }
 
-/** Slots held for deliveries recorded leased to this process (see Dispatcher.reserve). */
-export interface Reservation {
-  readonly slots: number;
-}
-
-/** First attempts sent before their deliveries are recorded (Dispatcher.sendFirst), as they stood when the intake stopped waiting. */
+/** First attempts sent before their deliveries are recorded (Dispatcher.sendFirst), as they stood when their chunk's write stopped waiting. */
 export interface FirstAttempts {
-  /** Ended, with their verdicts: the intake records each once, with its attempt. */
+  /** Ended, with their verdicts: each written once, with its attempt. */
   readonly ended: readonly Completion[];
-  /** Not sent: the endpoint gate held them back; the intake records them due at its reopening. */
+  /** Not sent: the endpoint gate held them back; written due at its reopening. */
   readonly heldBack: readonly HeldBack[];
-  /** Still in flight: the intake records them leased, then adopt()s each with its id (or abandon()s it). */
+  /** Still in flight: written leased, their results written when they come, under the ids their write gave them. */
   readonly inFlight: readonly ClaimedDelivery[];
 }
 
-/** How long Dispatcher.sendFirst waits for first attempts before handing those in flight over. */
-export interface FirstAttemptWait {
-  readonly maxMs: number;
-  /** Once half ended: at least this long again (and as long as they took). */
-  readonly stragglerMs: number;
+/** A chunk taken (Dispatcher.take) whose first attempts were sent, queued for the write. */
+interface ChunkToWrite {
+  readonly events: readonly Omit<EventToDeliver, 'endpointIds'>[];
+  readonly sent: FirstAttempts;
+  /** The chunk's deliveries that got no slot: due at `dueAt`. */
+  readonly due: readonly Owed[];
+  readonly dueAt: Date;
+  readonly written: () => void;
+  readonly failed: (error: unknown) => void;
 }
 
 /** The longest a reservation waits for enough free slots (the consumer's session stays alive meanwhile). */
@@ -98,12 +100,13 @@ const LEASE_MARGIN_MS = 5_000;
 const STORE_RETRY_MS = 1_000;
 
 /**
- * Sends due deliveries: claims as many as it has room for (the store decides which, per
- * endpoint limits), sends each (at most `concurrency` requests at once, the rest queued), and
- * records results in batches — one transaction for every completion that ended while the
- * previous one was being written.
+ * Every lease, request and result write of a process (lifecycle.ts): claims as many due
+ * deliveries as it has room for (the store decides which, per endpoint limits), takes the
+ * intake's chunks of new deliveries (their first attempts sent before their rows are written),
+ * sends each (at most `concurrency` requests at once, the rest queued), and writes results in
+ * batches: one transaction for everything that ended while the previous one was being written.
  */
-export class Dispatcher {
+export class Dispatcher implements OwedDeliveries {
   /** Leased to this process, their results not yet written: at most HOLD_FACTOR × concurrency. */
   private held = 0;
   /** Of those, the ones whose request has started and not ended: at most concurrency. */
@@ -130,6 +133,8 @@ export class Dispatcher {
   /** Bumped whenever slots free or an endpoint answers: what a reservation waiting for slots calls progress. */
   private progress = 0;
   private completions: Completion[] = [];
+  /** Chunks taken whose first attempts were sent, in consumption order: written with the next write of results. */
+  private chunks: ChunkToWrite[] = [];
   /** Who writes each held delivery's result (see lifecycle.ts). */
   private readonly results = new ResultWriter();
   private flushing: Promise<void> | null = null;
@@ -191,16 +196,6 @@ export class Dispatcher {
     return { slots };
   }
 
-  /** This process's share of each endpoint's limit: the intake takes first attempts' slots from it. */
-  get slots(): EndpointSlots {
-    return this.options.slots;
-  }
-
-  /** What deliveries recorded leased to this process are leased with, from now. */
-  lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number } {
-    return { owner: this.options.owner, now: this.options.clock(), leaseMs: this.options.leaseMs };
-  }
-
   /**
    * reserve(), once `atLeast` slots are free (at least a quarter of the concurrency, so that
    * chunks are not a few deliveries each; at most the concurrency), then with what is free, up
@@ -246,16 +241,60 @@ export class Dispatcher {
   }
 
   /**
-   * Sends first attempts of deliveries not recorded yet, in slots reserved for them (the
-   * intake took their endpoints' slots: DeliveryStore.takeSlots); resolves once every one
-   * ended, or earlier with those still in flight handed over to the intake, which records them
-   * leased and adopt()s them. Their results are the intake's to write, not this dispatcher's:
-   * the delivery is written once, with its first attempt. Hands over after `wait.maxMs`, or,
-   * once half of them ended, after as long again as that took (at least `wait.stragglerMs`):
-   * one endpoint that hangs does not hold up the recording of the others' deliveries, nor
-   * the partition's next events, for the whole wait.
+   * A chunk of the intake's owed deliveries of events nobody recorded before, in `reserved`'s
+   * process slots: the fast path's lease (leaseFirstAttempts: the slots of the chunk's healthy
+   * endpoints, LeaseStore.takeSlots), their first attempts sent at once, and the chunk queued
+   * for the write of results (after `after`, the chunk of the same partition before it: ids in
+   * consumption order), which writes each delivery once: with its first attempt's result, or
+   * leased if still in flight after FIRST_ATTEMPT_WAIT, or due (no slot, or held back by the gate).
    */
-  sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts> {
+  take(chunk: OwedChunk, reserved: Reservation, after: TakenChunk | null): TakenChunk {
+    const { options } = this;
+    const sending = (async () => {
+      const now = options.clock();
+      const readAt = performance.now();
+      let leases: Awaited<ReturnType<typeof leaseFirstAttempts>>;
+      try {
+        leases = await leaseFirstAttempts(chunk, reserved.slots, options.slots, async (wanted) => {
+          const granted = await options.store.takeSlots(wanted, now, options.slots, chunk.endpoints);
+          for (const endpointId of granted.keys()) this.leasedFrom(endpointId, readAt);
+          return granted;
+        });
+      } catch (error) {
+        this.release(reserved.slots);
+        throw error;
+      }
+      this.release(reserved.slots - leases.first.length);
+      return { due: leases.due, attempts: this.sendFirst(leases.first, FIRST_ATTEMPT_WAIT) };
+    })();
+    const queued = sending.then(async ({ due, attempts }) => {
+      const sent = await attempts;
+      await after?.queued.catch(() => undefined);
+      const events = [...new Set(chunk.owed.map((owed) => owed.event))];
+      // In an object: the write's promise, not awaited here (queued resolves once it is in line).
+      return {
+        write: new Promise<void>((written, failed) => {
+          if (events.length === 0) return written();
+          this.chunks.push({ events, sent, due, dueAt: firstAttemptAt(options.policy, options.clock(), options.random), written, failed });
+          void this.flush();
+        }),
+      };
+    });
+    const taken = { sent: sending.then(() => undefined), queued: queued.then(() => undefined), written: queued.then(({ write }) => write) };
+    // Each is awaited by the intake, or by the next chunk: never left unhandled meanwhile.
+    for (const promise of Object.values(taken)) promise.catch(() => undefined);
+    return taken;
+  }
+
+  /**
+   * Sends first attempts of deliveries not recorded yet (their leases taken by take); resolves
+   * once every one ended, or earlier with those still in flight handed over: written leased by
+   * their chunk's write, their results written when they come. Hands over after `wait.maxMs`,
+   * or, once half of them ended, after as long again as that took (at least
+   * `wait.stragglerMs`): one endpoint that hangs does not hold up the writing of the others'
+   * deliveries, nor the partition's next events, for the whole wait.
+   */
+  private sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts> {
     const ended: Completion[] = [];
     const heldBack: HeldBack[] = [];
     if (deliveries.length === 0) return Promise.resolve({ ended, heldBack, inFlight: [] });
@@ -281,16 +320,6 @@ export class Dispatcher {
         this.send(delivery);
       }
     });
-  }
-
-  /** A first attempt handed over by sendFirst is recorded as `id`: its completion is written as a claimed one's. */
-  adopt(delivery: ClaimedDelivery, id: string): void {
-    this.route(this.results.recorded(delivery, id));
-  }
-
-  /** A first attempt handed over by sendFirst was not recorded (its event is read again): its completion is not written. */
-  abandon(delivery: ClaimedDelivery): void {
-    this.route(this.results.recorded(delivery, null));
   }
 
   /** An ended attempt's result, where ResultWriter sent it. */
@@ -413,7 +442,7 @@ export class Dispatcher {
   }
 
   /** A lease of `endpointId` read from the store at `readAt`: the gate, and a sender's own, open if it says the endpoint was enabled again. */
-  leasedFrom(endpointId: string, readAt: number): void {
+  private leasedFrom(endpointId: string, readAt: number): void {
     if (this.gate.leased(endpointId, readAt)) this.options.sender.reopened?.(endpointId);
   }
 
@@ -482,31 +511,57 @@ export class Dispatcher {
     this.route(this.results.end(delivery, { completion: { delivery, startedAt, result, verdict } }));
   }
 
-  /** Writes every completion queued; one write at a time, the next takes what queued meanwhile. */
+  /**
+   * The write transition, and its one writer: every result queued (recorded deliveries'
+   * completions, leases the gate held back, chunks taken whose first attempts were sent) in one
+   * transaction (ResultStore.write); one write at a time, the next takes what queued meanwhile.
+   */
   private flush(): Promise<void> {
     this.flushing ??= (async () => {
+      const { options } = this;
       try {
-        while (this.completions.length > 0 || this.givenBack.length > 0) {
+        while (this.completions.length > 0 || this.givenBack.length > 0 || this.chunks.length > 0) {
           const batch = this.completions;
           const given = this.givenBack;
+          const chunks = this.chunks;
           this.completions = [];
           this.givenBack = [];
+          this.chunks = [];
+          const now = options.clock();
           try {
-            // Given back first: written again after a failure, it changes nothing (the lease is gone).
-            await this.options.store.giveBack(this.options.owner, given);
-            const changes = await this.options.store.complete(this.options.owner, this.options.clock(), batch, this.options.rules);
-            this.reportEndpointChanges(changes);
-            this.held -= batch.length + given.length;
+            const written = await options.store.write(
+              { owner: options.owner, now, events: chunks.flatMap((chunk) => chunk.events), owed: chunks.flatMap((chunk) => owedRows(chunk, new Date(now.getTime() + options.leaseMs))), completions: batch, givenBack: given },
+              options.rules,
+            );
+            this.reportEndpointChanges(written.changes);
+            options.metrics.deliveriesRecorded.inc(written.owed.added);
+            for (const chunk of chunks) {
+              // Written leased: their results are the completions' to write, under these ids.
+              for (const delivery of chunk.sent.inFlight) this.route(this.results.recorded(delivery, written.owed.leased.get(owedKey(delivery.eventId, delivery.endpointId)) ?? null));
+              chunk.written();
+            }
+            this.held -= batch.length + given.length + chunks.reduce((sum, chunk) => sum + chunk.sent.ended.length + chunk.sent.heldBack.length, 0);
             this.slotsFreed();
+            // Due now or at a gate's reopening: for the claims.
+            if (chunks.some((chunk) => chunk.due.length > 0 || chunk.sent.heldBack.length > 0)) this.wake();
           } catch (error) {
-            // Kept, and written again: until then their leases stand, and nothing is sent twice
-            // unless the outage outlasts them.
+            // Chunks not written: their events are read again (their offsets are not committed),
+            // and sent again; what is still in flight of them is written by nobody.
+            for (const chunk of chunks) {
+              for (const delivery of chunk.sent.inFlight) this.route(this.results.recorded(delivery, null));
+              this.held -= chunk.sent.ended.length + chunk.sent.heldBack.length;
+              chunk.failed(error);
+            }
+            if (chunks.length > 0) this.slotsFreed();
+            // Completions kept, and written again: until then their leases stand, and nothing is
+            // sent twice unless the outage outlasts them.
             this.completions = [...batch, ...this.completions];
             this.givenBack = [...given, ...this.givenBack];
-            this.options.logger.error({ err: errorMessage(error), completions: batch.length }, 'webhooks: recording attempts failed; trying again');
+            options.logger.error({ err: errorMessage(error), completions: batch.length, chunks: chunks.length }, 'webhooks: writing results failed; trying again');
             // Stopping: not written; their leases run out and another process sends them again.
             if (this.stopped) break;
-            await sleep(STORE_RETRY_MS);
+            // Nothing kept (only chunks failed): what comes next is written at once.
+            if (batch.length > 0 || given.length > 0) await sleep(STORE_RETRY_MS);
           }
         }
       } finally {
@@ -517,7 +572,7 @@ export class Dispatcher {
   }
 
   /** Endpoints that completions disabled or whose circuit they opened: counted and logged. */
-  reportEndpointChanges(changes: readonly EndpointChange[]): void {
+  private reportEndpointChanges(changes: readonly EndpointChange[]): void {
     const { logger, metrics } = this.options;
     for (const change of changes) {
       if (change.disabledReason !== null) {
@@ -533,4 +588,16 @@ export class Dispatcher {
       }
     }
   }
+}
+
+/** A chunk's rows, each in the state it reached: its first attempts ended (with their results) or in flight (leased until `leasedUntil`), the rest due. */
+function owedRows(chunk: ChunkToWrite, leasedUntil: Date): OwedRow[] {
+  const { sent } = chunk;
+  return [
+    ...sent.ended.map((completion): OwedRow => ({ state: 'ended', completion })),
+    ...sent.inFlight.map((delivery): OwedRow => ({ state: 'leased', delivery, until: leasedUntil })),
+    ...chunk.due.map(({ event, endpointId }): OwedRow => ({ state: 'due', event, endpointId, dueAt: chunk.dueAt })),
+    // Held back by the gate: due at its reopening, never attempted.
+    ...sent.heldBack.map(({ delivery, dueAt }): OwedRow => ({ state: 'due', event: { eventId: delivery.eventId, aggregateId: null }, endpointId: delivery.endpointId, dueAt })),
+  ];
 }

@@ -7,7 +7,7 @@ import type { EndpointVerdict } from './retry-policy.js';
  * Every verdict feeds it the moment it is judged (Dispatcher.attempt): a 429 or 503 with
  * Retry-After, or a 410, closes the endpoint's gate before the next request can start, whatever
  * else is in flight or queued, and whichever way it came in. The closing is then written to the
- * store at once, on its own (DeliveryStore.closeEndpoint), not with the batch of results: the
+ * store at once, on its own (EndpointHealthStore.close), not with the batch of results: the
  * other processes read it there before their next lease of the endpoint (a claim or the slots
  * of first attempts read the endpoint's pause and disabling in the same statement). A sender
  * thread (sender-thread.ts) starts requests after the main thread handed them over and reads
@@ -28,7 +28,7 @@ export type Closed =
   /** It answered 410 Gone, or failed longer than OUTBOX_WEBHOOK_DISABLE_AFTER: disabled, until an operator enables it again. */
   | { readonly kind: 'disabled' };
 
-/** A closing the store does not have yet: DeliveryStore.closeEndpoint writes it. */
+/** A closing the store does not have yet: EndpointHealthStore.close writes it. */
 export interface Closing {
   readonly endpointId: string;
   /** The pause asked for (Retry-After), or null. */

@@ -8,36 +8,17 @@ import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import { HEADER } from '../transform/headers.js';
 import { customerOf, type CustomerRule } from './customer-rule.js';
-import { storedEvents, type ClaimedDelivery, type DeliveryStore, type EndpointChange, type EndpointRules, type EventToDeliver } from './delivery-store.js';
-import type { FirstAttempts, FirstAttemptWait, Reservation } from './dispatcher.js';
-import type { EndpointSlots } from './endpoint-shares.js';
+import type { DeliveryStore, EndpointRules } from './delivery-store.js';
 import { loadSubscribers, subscriptionsVersion, type LoadedEndpoints } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
 import { GroupedWrites } from './grouped-writes.js';
-import { FirstAttemptPath } from './first-attempts.js';
+import type { EventToDeliver, Owed, OwedDeliveries, Reservation, TakenChunk } from './lifecycle.js';
+import { storedEvents } from './owed-store.js';
 import type { ConsumedBatch, ConsumedMessage, GroupConsumer, GroupConsumerEvents, OpenGroupConsumer, TopicLister } from '../kafka/group-consumer.js';
 import { watchTopics } from './topic-watch.js';
 import type { WebhookMetrics } from './metrics.js';
 import type { WebhookTables } from './webhook-tables.js';
-
-/** The dispatcher, as the path of first attempts sent before their deliveries are recorded uses it (FirstAttemptPath). */
-export interface SendAtOnce {
-  /** Up to `wanted` free slots, held once `atLeast` are free or none freed for `stallMs`. */
-  reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation>;
-  /** The owner and lease that in-flight attempts are recorded leased with, from now. */
-  lease(): { readonly owner: string; readonly now: Date; readonly leaseMs: number };
-  /** This process's share of each endpoint's limit, which first attempts take their endpoint's slots from. */
-  readonly slots: EndpointSlots;
-  /** A lease of the endpoint read from the store at `readAt` (performance.now()): the endpoint gate learns from it (Dispatcher.leasedFrom). */
-  leasedFrom(endpointId: string, readAt: number): void;
-  release(slots: number): void;
-  /** Sends first attempts before their deliveries are recorded (see Dispatcher.sendFirst). */
-  sendFirst(deliveries: readonly ClaimedDelivery[], wait: FirstAttemptWait): Promise<FirstAttempts>;
-  adopt(delivery: ClaimedDelivery, id: string): void;
-  abandon(delivery: ClaimedDelivery): void;
-  reportEndpointChanges(changes: readonly EndpointChange[]): void;
-}
 
 /**
  * How long the consumer waits, with every request slot taken, for an endpoint to answer or a
@@ -94,17 +75,21 @@ export interface IntakeOptions {
   readonly firstAttemptAt: () => Date;
   readonly logger: Logger;
   readonly metrics: WebhookMetrics;
-  /** Called after deliveries were recorded: the dispatcher looks for due ones at once. */
+  /** Called after deliveries were recorded due: the dispatcher looks for them at once. */
   readonly onRecorded: () => void;
   /**
-   * The dispatcher, to send first attempts before their deliveries are recorded
-   * (FirstAttemptPath); null when the schedule's first attempt is not immediate.
+   * The dispatcher, which takes chunks of owed deliveries of events nobody recorded before
+   * (their first attempts sent before their rows are written); null when the schedule's first
+   * attempt is not immediate: every delivery is then recorded due.
    */
-  readonly sendAtOnce: SendAtOnce | null;
+  readonly sendAtOnce: OwedDeliveries | null;
   /** Bounds one transaction: an event fanned out to thousands of endpoints is recorded in several. */
   readonly maxDeliveriesPerTransaction?: number;
-  /** How endpoints react to failures: first attempts recorded by the intake apply them as completions do. */
-  readonly rules: EndpointRules;
+  /**
+   * Not read: the dispatcher writes every result, and applies them. Still passed by
+   * src/commands/webhooks.ts, which this module's owner does not change.
+   */
+  readonly rules?: EndpointRules;
 }
 
 /**
@@ -134,8 +119,6 @@ export class WebhookIntake {
    * recorded first, and what was recorded already adds nothing and is not sent again.
    */
   private readonly lastRecorded = new Map<string, bigint>();
-  /** The path of a batch nobody recorded before; null when the first attempt is not immediate. */
-  private readonly firstAttempts: FirstAttemptPath | null;
   /** Bumped when the group rebalances or the consumer fails: lastRecorded starts over. */
   private generation = 0;
   private watching: Promise<void> = Promise.resolve();
@@ -144,20 +127,6 @@ export class WebhookIntake {
 
   constructor(private readonly options: IntakeOptions) {
     this.maxDeliveries = options.maxDeliveriesPerTransaction ?? 20_000;
-    const { sendAtOnce, store, rules, metrics, firstAttemptAt, onRecorded } = options;
-    this.firstAttempts =
-      sendAtOnce &&
-      new FirstAttemptPath(
-        { store, sendAtOnce, rules, metrics, firstAttemptAt, onRecorded },
-        {
-          decode: (topic, partition, message) => this.decode(topic, partition, message),
-          owedTo: (event) => this.owedTo(event),
-          // None before the first load: every delivery is then recorded due.
-          loadedEndpoints: () => this.subscriptions?.endpoints ?? { version: '', get: () => undefined },
-          reserve: (messages) => this.reserve(messages),
-          chunkBound: (reserved) => this.chunkBound(reserved),
-        },
-      );
   }
 
   /**
@@ -223,9 +192,9 @@ export class WebhookIntake {
 
   /**
    * A batch, every delivery of it recorded before its offsets are committed: what the store may
-   * have already recorded due (recordDue), the rest through the first-attempt path (sent in the
-   * dispatcher's free slots, then recorded with their results), or, when the schedule's first
-   * attempt is not immediate, all of it recorded due.
+   * have already recorded due (recordDue), the rest handed to the dispatcher in chunks (owe: their
+   * first attempts sent in its free slots, then written with their results), or, when the
+   * schedule's first attempt is not immediate, all of it recorded due.
    */
   private async take(batch: ConsumedBatch): Promise<void> {
     const key = `${batch.topic}\n${batch.partition}`;
@@ -243,7 +212,7 @@ export class WebhookIntake {
       if (whole && recordedAlready < batch.messages.length) {
         // Who is owed what, as of now: an endpoint added before these events were produced is owed them.
         await this.refreshSubscriptions();
-        whole = await this.firstAttempts!.take({ ...batch, messages: batch.messages.slice(recordedAlready) });
+        whole = await this.owe(this.options.sendAtOnce, { ...batch, messages: batch.messages.slice(recordedAlready) });
       }
     }
     if (whole && batch.owned() && generation === this.generation) this.lastRecorded.set(key, BigInt(batch.messages.at(-1)!.offset));
@@ -260,6 +229,79 @@ export class WebhookIntake {
     const stored = await storedEvents(this.options.pool, this.options.tables, ids.filter((id): id is string => id !== null));
     for (let i = ids.length - 1; i >= 0; i -= 1) if (ids[i] !== null && stored.has(ids[i]!)) return i + 1;
     return 0;
+  }
+
+  /**
+   * A batch nobody recorded before, handed to the dispatcher (`owner`) in chunks of owed
+   * deliveries sized by its free slots (a chunk, or without any slots the bound on a
+   * transaction): it leases, sends and writes each (Dispatcher.take), and once a chunk is written
+   * (after every one before it) its offset is committed. The next chunk is made while the one
+   * before is written. A crash before a chunk's write sends it again (its offset was not
+   * committed), with the same webhook-id. False if the partition went elsewhere meanwhile.
+   */
+  private async owe(owner: OwedDeliveries, batch: ConsumedBatch): Promise<boolean> {
+    // None before the first load: every delivery is then recorded due.
+    const endpoints: LoadedEndpoints = this.subscriptions?.endpoints ?? { version: '', get: () => undefined };
+    let chunk: Owed[] = [];
+    let reserved: Reservation | null = null;
+    /** The offset up to which every message's deliveries are in a chunk taken (null: none yet). */
+    let upTo: string | null = null;
+    let chunkUpTo: string | null = null;
+    let last: TakenChunk | null = null;
+    /** Every chunk's write, then its offset: settled in order, a failed write stops the offsets after it. */
+    let committed: Promise<void> = Promise.resolve();
+    const written: Promise<void>[] = [];
+    const hand = async () => {
+      const owed = chunk;
+      const slots = reserved ?? { slots: 0 };
+      const offset = upTo;
+      chunk = [];
+      reserved = null;
+      chunkUpTo = upTo;
+      if (owed.length === 0 && offset === null) {
+        owner.release(slots.slots);
+        return;
+      }
+      const taken: TakenChunk = owner.take({ owed, endpoints }, slots, last);
+      last = taken;
+      written.push(taken.written);
+      committed = Promise.all([taken.written, committed]).then(() => (offset === null ? undefined : batch.recorded(offset)));
+      committed.catch(() => undefined);
+      await taken.sent;
+    };
+    let whole = true;
+    try {
+      for (const [index, message] of batch.messages.entries()) {
+        if (!batch.owned()) {
+          whole = false;
+          break;
+        }
+        const event = await this.decode(batch.topic, batch.partition, message);
+        for (const endpointId of event ? this.owedTo(event) : []) {
+          reserved ??= await this.reserve(owner, batch.messages.length - index);
+          if (chunk.length >= Math.min(this.maxDeliveries, reserved.slots || this.maxDeliveries)) {
+            await hand();
+            reserved = await this.reserve(owner, batch.messages.length - index);
+          }
+          chunk.push({ event: event!, endpointId });
+        }
+        upTo = message.offset;
+      }
+      // A partition gone elsewhere: the chunk being made is its next reader's (nothing of it was sent).
+      if (whole && (chunk.length > 0 || upTo !== chunkUpTo)) await hand();
+    } finally {
+      if (reserved) owner.release((reserved as Reservation).slots);
+      // What was sent is written (or failed) before the batch ends, whatever happened.
+      await Promise.allSettled(written);
+    }
+    await committed;
+    return whole;
+  }
+
+  /** The dispatcher's free slots for the next chunk, for at most `messages` more events; waiting a little for an event's fan-out of them. */
+  private reserve(owner: OwedDeliveries, messages: number): Promise<Reservation> {
+    const fanOut = this.mostFanOut;
+    return owner.reserveWhenFree(fanOut, Math.min(this.maxDeliveries, messages * fanOut), SLOT_STALL_MS);
   }
 
   /**
@@ -296,11 +338,6 @@ export class WebhookIntake {
       fannedOut += owed;
     }
     return flush();
-  }
-
-  /** The most deliveries one chunk of first attempts holds: its slots, or without any, the bound on a transaction. */
-  private chunkBound(reserved: Reservation | null): number {
-    return Math.min(this.maxDeliveries, reserved?.slots || this.maxDeliveries);
   }
 
   /**
@@ -375,18 +412,6 @@ export class WebhookIntake {
       "webhooks: an event whose customer is not found goes to no customer's endpoint; `webhooks without-customer` lists it, `webhooks replay --without-customer` delivers it once its customer can be found",
     );
     this.withoutCustomerWarned = { at: now, since: 0 };
-  }
-
-  /**
-   * The dispatcher's free slots for the next chunk (none without it: the schedule's first attempt
-   * is not immediate), for at most `messages` more events; waiting a little for an event's
-   * fan-out of them.
-   */
-  private async reserve(messages: number): Promise<Reservation> {
-    const { sendAtOnce } = this.options;
-    if (!sendAtOnce) return { slots: 0 };
-    const fanOut = this.mostFanOut;
-    return sendAtOnce.reserveWhenFree(fanOut, Math.min(this.maxDeliveries, messages * fanOut), SLOT_STALL_MS);
   }
 
   /**

@@ -1,42 +1,126 @@
-import type { ClaimedDelivery, Completion, HeldBack } from './delivery-store.js';
+import type { LoadedEndpoints, SigningSecret } from './endpoint-store.js';
+import type { AttemptResult } from './http-sender.js';
+import type { Verdict } from './retry-policy.js';
 
 /*
- * One delivery's way through a webhooks process, whichever way it came in:
+ * One delivery's way through a webhooks process, whichever way it came in, as types (below)
+ * and one function per transition:
  *
  *   owed ──lease──▶ leased ──start──▶ sending ──end──▶ ended ──write──▶ written
- *                                                                       (delivered, due again, or failed)
+ *                                        │                              (delivered, due again, or failed)
+ *                                        └─ held back (the endpoint gate) ──write──▶ due again
  *
- * owed     its event is read and its endpoint known (the intake: its customer's and the
- *          platform-wide endpoints subscribed to its type);
- * leased   one of the process's slots and one of the endpoint's are held for it, until its
- *          result is written or its lease ends. Two ways take a lease, each in one statement of
- *          the store that reads the endpoint's state (DeliveryStore: sendable, the slots in use,
- *          a backlog not overtaken): a claim of due deliveries (recorded due by the consumer,
- *          retries, replays); slots taken for first attempts sent before their deliveries are
- *          recorded (the fast path: a new delivery to a healthy endpoint, FirstAttemptPath);
- * sending  its request started, in Dispatcher.startReady, once the endpoint gate let it go
- *          (endpoint-gate.ts: asked in the same turn as the request is handed to the sender);
- *          a delivery the gate does not let go is held back instead: due again at the gate's
- *          reopening, its lease given back, no attempt counted (DeliveryStore.giveBack, or, for
- *          a first attempt not recorded yet, recorded due: DeliveryStore.recordFirstAttempts);
- * ended    its answer judged once (retry-policy.ts judgeAttempt);
- * written  its result in the store: by the completions' batch (DeliveryStore.complete), or, for
- *          a first attempt that ended before its delivery was recorded, by that recording,
- *          which writes the delivery once, with its result (DeliveryStore.recordFirstAttempts).
- *
- * Who writes the result is the one thing the ways in differ by after the lease, and it is
- * decided in one place: ResultWriter below, by the delivery's Recording.
+ * owed     Owed: its event read and its endpoint known (the intake, intake.ts: its customer's and
+ *          the platform-wide endpoints subscribed to its type). The intake does nothing else with
+ *          it: it records it due (OwedStore.record) when its event may have been recorded before,
+ *          or hands its chunk to the dispatcher (OwedDeliveries.take), then commits the offset.
+ * lease    ClaimedDelivery: one of the process's slots and one of the endpoint's held for it,
+ *          until its result is written or its lease ends. The dispatcher takes every lease, two
+ *          ways, each one statement of LeaseStore that reads the endpoint's state in the store:
+ *          Dispatcher.run's claim of due deliveries (LeaseStore.claim), and Dispatcher.take's
+ *          slots for a new delivery's first attempt, sent before its row is written (the fast
+ *          path, first-attempts.ts leaseFirstAttempts over LeaseStore.takeSlots).
+ * start    Dispatcher.startReady: its request handed to the sender once the endpoint gate
+ *          (endpoint-gate.ts) lets it go, asked in the same turn; else it is held back (Ended).
+ * end      Dispatcher.attempt: its answer judged once (retry-policy.ts judgeAttempt), the gate fed
+ *          the verdict at once, and the result routed by ResultWriter.end (below).
+ * write    Dispatcher.flush, the one writer (ResultStore.write): one transaction for every
+ *          result that ended meanwhile, whichever way it was leased: a recorded delivery's verdict
+ *          and attempt, a first attempt's delivery written once with its result in its row (or
+ *          leased, if still in flight, its result written by a later write), the rest of its chunk
+ *          due, and leases the gate held back given back.
  */
+
+/** One consumed event and the endpoints it is owed to. */
+export interface EventToDeliver {
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly aggregateId: string | null;
+  readonly body: string;
+  readonly producedAt: Date;
+  readonly endpointIds: readonly string[];
+}
+
+/** owed: an event, and one endpoint it is owed to. */
+export interface Owed {
+  readonly event: Omit<EventToDeliver, 'endpointIds'>;
+  readonly endpointId: string;
+}
+
+/** A chunk of owed deliveries of events nobody recorded before, and the endpoints as loaded with the subscriptions that found them. */
+export interface OwedChunk {
+  readonly owed: readonly Owed[];
+  readonly endpoints: LoadedEndpoints;
+}
+
+/** leased (claimed, or slots taken for its first attempt): its lease runs until its result is written or the lease ends. */
+export interface ClaimedDelivery {
+  /** '' while it is not recorded (a first attempt sent before its row is written). */
+  readonly id: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly endpointId: string;
+  /** The number of this attempt (1 for the first); an attempt a crash interrupted leaves a gap. */
+  readonly attempt: number;
+  readonly failures: number;
+  readonly body: string;
+  readonly producedAt: Date;
+  readonly url: string;
+  readonly secrets: readonly SigningSecret[];
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** ended: its attempt, judged. */
+export interface Completion {
+  readonly delivery: ClaimedDelivery;
+  readonly startedAt: Date;
+  readonly result: AttemptResult;
+  readonly verdict: Verdict;
+}
+
+/** Held back: the endpoint gate did not let it go (endpoint-gate.ts): due again at `dueAt`, its lease given back, no attempt counted. */
+export interface HeldBack {
+  readonly delivery: ClaimedDelivery;
+  readonly dueAt: Date;
+}
+
+/** Process slots held for the next chunk of owed deliveries (Dispatcher.reserveWhenFree), until it is taken. */
+export interface Reservation {
+  readonly slots: number;
+}
+
+/** A chunk taken by the dispatcher. */
+export interface TakenChunk {
+  /** Its first attempts handed to the sender (the next chunk may be made). */
+  readonly sent: Promise<void>;
+  /** Queued for its write, after the chunk before it. */
+  readonly queued: Promise<void>;
+  /** In the store: its offset may be committed. */
+  readonly written: Promise<void>;
+}
+
+/**
+ * Where the intake hands owed deliveries of events nobody recorded before (the dispatcher): it
+ * leases, sends and writes them. Room first: the chunk is sized by the process's free slots.
+ */
+export interface OwedDeliveries {
+  /** Up to `wanted` free process slots, once `atLeast` are free or none freed for `stallMs`. */
+  reserveWhenFree(atLeast: number, wanted: number, stallMs: number): Promise<Reservation>;
+  /** Slots reserved and not taken, given back. */
+  release(slots: number): void;
+  /** A chunk in `reserved`'s slots, written after `after` (the chunk of the same partition before it, if any). */
+  take(chunk: OwedChunk, reserved: Reservation, after: TakenChunk | null): TakenChunk;
+}
 
 /** Whether a held delivery is in the store, and so who writes its attempt's result. */
 export type Recording =
   /** Recorded (claimed, or recorded leased): the completions' batch writes the result. */
   | { readonly kind: 'recorded'; readonly id: string }
-  /** Sent before its delivery was recorded, and its chunk's recording waits for it: the recording writes the result. */
+  /** Sent before its delivery was recorded, and its chunk's write waits for it: that write writes the result, in the delivery's row. */
   | { readonly kind: 'awaited'; readonly settle: (ended: Ended) => void }
-  /** Its chunk's recording went on without it (still in flight), recording it leased: the id it gets is awaited. */
+  /** Its chunk's write went on without it (still in flight), writing it leased: the id it gets is awaited. */
   | { readonly kind: 'handed-over' }
-  /** Its chunk's recording failed, or the partition went elsewhere: not in the store, nothing to write. */
+  /** Its chunk's write failed: not in the store (its event is read again), nothing to write. */
   | { readonly kind: 'abandoned' };
 
 /** How a held delivery's turn ended: its attempt, or held back by the endpoint gate (not sent). */
@@ -45,12 +129,12 @@ export type Ended = { readonly completion: Completion } | { readonly heldBack: H
 /** Where an ended attempt's result goes. */
 export type ResultRoute =
   | { readonly to: 'completions'; readonly completion: Completion }
-  /** Held back, leased in the store: given back (DeliveryStore.giveBack). */
+  /** Held back, leased in the store: given back (LeaseStore.giveBack, in the next write). */
   | { readonly to: 'given-back'; readonly heldBack: HeldBack }
   | { readonly to: 'recording' }
-  /** Held until its recording says whether it was recorded. */
+  /** Held until its chunk's write says whether it was written. */
   | { readonly to: 'held' }
-  /** Not recorded: its slot is given back, nothing is written (its event is read again). */
+  /** Not written: its slot is given back, nothing is written (its event is read again). */
   | { readonly to: 'released' };
 
 interface Held {
@@ -61,7 +145,7 @@ interface Held {
 
 /**
  * The held deliveries' recordings and ended attempts: the transitions from `sending` to
- * `written`. Every attempt that ends goes through `end`; a recording reports through
+ * `written`. Every attempt that ends goes through `end`; a chunk's write reports through
  * `handOver` and `recorded`.
  */
 export class ResultWriter {
@@ -97,7 +181,7 @@ export class ResultWriter {
     }
   }
 
-  /** The recording goes on without it: true if it was still in flight (the recording records it leased). */
+  /** Its chunk's write goes on without it: true if it was still in flight (the write writes it leased). */
   handOver(delivery: ClaimedDelivery): boolean {
     const held = this.held.get(delivery);
     if (held?.recording.kind !== 'awaited') return false;
