@@ -1,7 +1,7 @@
 /**
  * `npm run bench:webhooks [-- --quick] [-- --deliveries N] [-- --cases 1,100,10000,10000x1,10x10,10000x10,latency]
  * [-- --endpoints 1,100,10000] [-- --kafka-clients kafkajs,librdkafka] [-- --latency-seconds S]
- * [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --ab-claims] [-- --keep-stack]`
+ * [-- --profile] [-- --webhooks-node-flags="--flag ..."] [-- --ab-claims] [-- --before-cli <dist/cli.js>] [-- --keep-stack]`
  *
  * What `outbox-relay webhooks` delivers, beside its durable loop and its ceiling, in one run (on
  * a shared 2-core machine the ratios are what matters):
@@ -43,6 +43,14 @@
  *      process and of Postgres, WAL per delivery of both, and their ratio (sent first ÷
  *      claimed); no floor. Before each of the two runs the server is settled (VACUUM (ANALYZE),
  *      CHECKPOINT, sync), so that neither pays for what the other left.
+ *   8. with --before-cli <path to another build's dist/cli.js> (a worktree of an earlier commit,
+ *      built: `npx tsc -p tsconfig.build.json` there), that build beside this one in the same run:
+ *      right after (1), the other build's webhooks process on the same topic and client, a
+ *      fresh store (set up by that build's CLI, before the events are produced) and consumer
+ *      group, settled before it as (1) is; and (3) again with it after this build's. The
+ *      report's "before and after" table sets each of its figures against this build's:
+ *      deliveries/s and its share of the case's durable loop, CPU per delivery of the process
+ *      and of Postgres (sessions), WAL per delivery, first-attempt p99.
  * (1) to (3) run once for each Kafka client the consumer can be on (OUTBOX_KAFKA_CLIENT), each
  * throughput case right after the other client's, each with its own ceiling run. Before the
  * first case, a warm-up on each client (warmUp: the broker's JVM has just started); before
@@ -159,12 +167,16 @@ const { values } = parseArgs({
     'webhooks-node-flags': { type: 'string', default: '' },
     'keep-stack': { type: 'boolean', default: false },
     'ab-claims': { type: 'boolean', default: false },
+    'before-cli': { type: 'string' },
   },
   strict: true,
   allowPositionals: false,
 });
 const quick = values.quick;
 const abClaims = values['ab-claims'];
+/** Another build's CLI, run beside this one's (8). */
+const beforeCli = values['before-cli'] === undefined ? null : values['before-cli'];
+if (beforeCli !== null && !existsSync(beforeCli)) throw new Error(`--before-cli ${beforeCli}: no such file (build that checkout first: npx tsc -p tsconfig.build.json)`);
 /** Per throughput case (events × endpoints). */
 const deliveries = values.deliveries === undefined ? (quick ? 10_000 : 100_000) : flag('deliveries', values.deliveries, p.integer(1, 10_000_000));
 const DEFAULT_CASES = '1,100,10000,10000x1,10x10,10000x10,latency';
@@ -245,7 +257,13 @@ async function main(): Promise<void> {
     if (throughputSpecs.length > 0) await warmUp(bench);
     for (const spec of throughputSpecs) for (const client of kafkaClients) throughput.push(await throughputCase(bench, spec, client));
     const latency: LatencyCase[] = [];
-    if (runLatency) for (const client of kafkaClients) latency.push(await latencyCase(bench, client));
+    const latencyBefore: LatencyCase[] = [];
+    if (runLatency) {
+      for (const client of kafkaClients) {
+        latency.push(await latencyCase(bench, client));
+        if (beforeCli !== null) latencyBefore.push(await latencyCase(bench, client, beforeCli));
+      }
+    }
     const args = process.argv.slice(2);
     const results: WebhooksBenchRun = {
       date: new Date().toISOString().slice(0, 10),
@@ -269,9 +287,11 @@ async function main(): Promise<void> {
     const base = `${results.date}-webhooks${quick ? '-quick' : ''}`;
     let stem = base;
     for (let n = 2; existsSync(join(outDir, `${stem}.json`)) || existsSync(join(outDir, `${stem}.md`)); n++) stem = `${base}-${n}`;
-    writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(results, null, 2));
-    writeFileSync(join(outDir, `${stem}.md`), renderWebhooksReport(results));
-    process.stdout.write(renderWebhooksReport(results));
+    const comparison = beforeCli === null ? null : beforeAndAfter(beforeCli, throughput, latency, latencyBefore);
+    writeFileSync(join(outDir, `${stem}.json`), JSON.stringify(comparison ? { ...results, beforeAndAfter: comparison } : results, null, 2));
+    const report = renderWebhooksReport(results) + (comparison ? renderBeforeAndAfter(comparison) : '');
+    writeFileSync(join(outDir, `${stem}.md`), report);
+    process.stdout.write(report);
     progress(`wrote bench/results/${stem}.md and .json in ${results.minutes.toFixed(1)} min${values.profile ? `; CPU profiles in ${PROFILE_DIR}` : ''}`);
   } finally {
     await receiver.stop();
@@ -320,8 +340,10 @@ async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaCl
   progress(`${name}: ${events} events × ${perEvent} endpoints each (${endpoints} endpoints${spec.customers > 0 ? ` of ${spec.customers} customers` : ', platform-wide'}) = ${total} deliveries`);
   // The claims' run's store too: an endpoint is owed only the events produced after it was added (its deliver_from).
   const claimsSchema = `${schema}_claims`;
+  const beforeSchema = `${schema}_before`;
   await freshStore(bench, schema, spec);
   if (abClaims) await freshStore(bench, claimsSchema, spec);
+  if (beforeCli !== null) await freshStore(bench, beforeSchema, spec, beforeCli);
   await bench.kafka.createTopic(topic);
   await produce(bench, topic, `e${spec.name}`, 0, events, spec);
   await settle(bench, name);
@@ -332,6 +354,13 @@ async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaCl
     await settle(bench, `${name}-claims`);
     claims = { retrySchedule: CLAIMS_SCHEDULE, ...(await webhooksRun(bench, { name: `${name}-claims`, schema: claimsSchema, topic, kafkaClient, total, env: { OUTBOX_WEBHOOK_RETRY_SCHEDULE: CLAIMS_SCHEDULE } })) };
     await bench.db.query(`DROP SCHEMA ${claimsSchema} CASCADE`);
+  }
+  let before: WebhooksRunFigures | undefined;
+  if (beforeCli !== null) {
+    // (8): the same topic again, the other build, a fresh store and group.
+    await settle(bench, `${name}-before`);
+    before = await webhooksRun(bench, { name: `${name}-before`, schema: beforeSchema, topic, kafkaClient, total, env: {}, cli: beforeCli });
+    await bench.db.query(`DROP SCHEMA ${beforeSchema} CASCADE`);
   }
   const { store, tableWrites, writtenOnce, ...figures } = own;
   const result = {
@@ -354,6 +383,7 @@ async function throughputCase(bench: Bench, spec: CaseSpec, kafkaClient: KafkaCl
   const durableLoop = await runDurableLoop(bench, { schema, topic, kafkaClient, deliveries: total, customerFrom: CUSTOMER_FROM }, name);
   await bench.db.query(`DROP SCHEMA ${schema} CASCADE`);
   await bench.kafka.deleteTopics(topic);
+  if (before) beforeRuns.set(`${spec.name}\n${kafkaClient}`, before);
   return { ...result, store, tableWrites, writtenOnce, ceiling, durableLoop, ...(claims && { claims }) };
 }
 
@@ -372,14 +402,14 @@ async function settle(bench: Bench, name: string): Promise<void> {
 }
 
 /** One `webhooks` process over the case's topic into `schema`, timed until every delivery is 'delivered', then the store's figures. */
-async function webhooksRun(bench: Bench, target: { readonly name: string; readonly schema: string; readonly topic: string; readonly kafkaClient: KafkaClientName; readonly total: number; readonly env: Record<string, string> }): Promise<WebhooksRunFigures> {
+async function webhooksRun(bench: Bench, target: { readonly name: string; readonly schema: string; readonly topic: string; readonly kafkaClient: KafkaClientName; readonly total: number; readonly env: Record<string, string>; readonly cli?: string }): Promise<WebhooksRunFigures> {
   const { name, schema, topic, kafkaClient, total } = target;
   const walBefore = await walLsn(bench);
   const server = await CpuWatch.start(bench.pgCpu);
   const machine = machineCpu();
   const receiverBefore = bench.receiverCpu();
   const started = Date.now();
-  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient, target.env);
+  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient, target.env, target.cli);
   let timing: DrainTiming | null = null;
   let error: string | undefined;
   /** The steady part starts at the first delivery seen 'delivered': the process's and Postgres's CPU from there. */
@@ -437,15 +467,15 @@ async function webhooksRun(bench: Bench, target: { readonly name: string; readon
 }
 
 /** (3): first attempts of events produced at LATENCY_RATE while `webhooks` runs: at its start, steady, and after a quiet spell. */
-async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<LatencyCase> {
-  const name = `latency-${kafkaClient}`;
-  const schema = `bench_webhooks_latency_${kafkaClient}`;
+async function latencyCase(bench: Bench, kafkaClient: KafkaClientName, cli: string = CLI): Promise<LatencyCase> {
+  const name = `latency-${kafkaClient}${cli === CLI ? '' : '-before'}`;
+  const schema = `bench_webhooks_latency_${kafkaClient}${cli === CLI ? '' : '_before'}`;
   const topic = `${TOPIC_PREFIX}.${name}`;
   const noPhase: LatencyPhase = { events: 0, attempted: 0, p50: NaN, p99: NaN, max: NaN };
   const base = { kafkaClient, offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN, startUp: { ...noPhase, seconds: START_UP_SECONDS }, afterQuiet: { ...noPhase, quietSeconds: QUIET_SECONDS } };
-  await freshStore(bench, schema, LATENCY_SPEC);
+  await freshStore(bench, schema, LATENCY_SPEC, cli);
   await bench.kafka.createTopic(topic);
-  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient);
+  const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient, {}, cli);
   const alive = () => webhooks.running;
   /** Attempt 1 of each event whose id starts with `prefix`, once every one of `events` has it (or a minute after). */
   const firstAttempts = async (prefix: string, events: number) => {
@@ -529,12 +559,12 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName): Promise<
  * add` would take longer than the bench. Endpoint g (from 0) is platform-wide while g is below
  * the case's platform-wide count, then customer `cust-<c>`'s, K endpoints a customer in turn.
  */
-async function freshStore(bench: Bench, schema: string, spec: CaseSpec): Promise<void> {
+async function freshStore(bench: Bench, schema: string, spec: CaseSpec, cli: string = CLI): Promise<void> {
   await bench.db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   const env = webhooksEnv(bench, schema, '');
   const audience = spec.platformWide > 0 ? ['--platform-wide'] : ['--customer', 'cust-0'];
-  await run(process.execPath, [CLI, 'webhooks', 'setup'], { env, cwd: REPO });
-  await run(process.execPath, [CLI, 'webhooks', 'endpoint', 'add', '--id', 'bench-ep-0', '--url', `${bench.receiverUrl}0`, '--event-types', SUBSCRIPTION, '--max-in-flight', String(MAX_IN_FLIGHT), ...audience, '--json'], { env, cwd: REPO });
+  await run(process.execPath, [cli, 'webhooks', 'setup'], { env, cwd: REPO });
+  await run(process.execPath, [cli, 'webhooks', 'endpoint', 'add', '--id', 'bench-ep-0', '--url', `${bench.receiverUrl}0`, '--event-types', SUBSCRIPTION, '--max-in-flight', String(MAX_IN_FLIGHT), ...audience, '--json'], { env, cwd: REPO });
   const endpoints = endpointsOf(spec);
   if (endpoints > 1) {
     await bench.db.query(
@@ -572,9 +602,9 @@ function webhooksEnv(bench: Bench, schema: string, topic: string, kafkaClient: K
   };
 }
 
-function startWebhooks(bench: Bench, name: string, schema: string, topic: string, kafkaClient: KafkaClientName, env: Record<string, string> = {}): Child {
+function startWebhooks(bench: Bench, name: string, schema: string, topic: string, kafkaClient: KafkaClientName, env: Record<string, string> = {}, cli: string = CLI): Child {
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${profileName(name)}`] : [];
-  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, CLI, 'webhooks'], webhooksEnv(bench, schema, topic, kafkaClient, env), REPO);
+  return new Child(`webhooks ${name}`, process.execPath, [...NODE_FLAGS, ...profile, ...webhooksNodeFlags, cli, 'webhooks'], webhooksEnv(bench, schema, topic, kafkaClient, env), REPO);
 }
 
 function profileName(name: string): string {
@@ -716,6 +746,69 @@ async function runDurableLoop(bench: Bench, target: Pick<DurableLoopArgs, 'schem
   const result = { ...done, deliveriesPerSecond: done.deliveries / done.seconds, pgSessionCpuSeconds: pg.contender, machineBusyPct, walBytes };
   progress(`${name}: durable loop ${Math.round(result.deliveriesPerSecond)} deliveries/s (steady ${Math.round(result.steadyDeliveriesPerSecond)}/s), ${Math.round((result.cpuSeconds * 1e6) / result.deliveries)} µs CPU/delivery, Postgres sessions ${Math.round((pg.contender * 1e6) / result.deliveries)} µs/delivery`);
   return result;
+}
+
+/** (8): the other build's throughput runs, by case and client. */
+const beforeRuns = new Map<string, WebhooksRunFigures>();
+
+/** One side of (8) in a case. */
+interface SideFigures {
+  readonly deliveriesPerSecond: number;
+  /** Of the case's durable loop's deliveries/s. */
+  readonly loopShare: number;
+  readonly cpuUsPerDelivery: number;
+  readonly pgUsPerDelivery: number;
+  readonly cpuAndPgUsPerDelivery: number;
+  readonly walBytesPerDelivery: number;
+}
+
+interface BeforeAndAfter {
+  readonly beforeCli: string;
+  readonly throughput: readonly { readonly case: string; readonly kafkaClient: string; readonly before: SideFigures; readonly after: SideFigures }[];
+  readonly latency: readonly { readonly kafkaClient: string; readonly beforeP99: number; readonly afterP99: number; readonly beforeCpuUsPerEvent: number; readonly afterCpuUsPerEvent: number }[];
+}
+
+function sideOf(run: Pick<ThroughputCase, 'delivered' | 'deliveriesPerSecond' | 'cpuSeconds' | 'pgSessionCpuSeconds' | 'walBytes'>, loop: number): SideFigures {
+  const per = (seconds: number) => (seconds * 1e6) / run.delivered;
+  return { deliveriesPerSecond: run.deliveriesPerSecond, loopShare: run.deliveriesPerSecond / loop, cpuUsPerDelivery: per(run.cpuSeconds), pgUsPerDelivery: per(run.pgSessionCpuSeconds), cpuAndPgUsPerDelivery: per(run.cpuSeconds + run.pgSessionCpuSeconds), walBytesPerDelivery: (run.walBytes ?? NaN) / run.delivered };
+}
+
+function beforeAndAfter(cli: string, throughput: readonly ThroughputCase[], latency: readonly LatencyCase[], latencyBefore: readonly LatencyCase[]): BeforeAndAfter {
+  return {
+    beforeCli: cli,
+    throughput: throughput.flatMap((c) => {
+      const before = beforeRuns.get(`${c.case}\n${c.kafkaClient}`);
+      const loop = c.durableLoop?.deliveriesPerSecond ?? NaN;
+      return before ? [{ case: c.case ?? '', kafkaClient: c.kafkaClient, before: sideOf(before, loop), after: sideOf(c, loop) }] : [];
+    }),
+    latency: latency.flatMap((after) => {
+      const before = latencyBefore.find((l) => l.kafkaClient === after.kafkaClient);
+      return before ? [{ kafkaClient: after.kafkaClient, beforeP99: before.p99, afterP99: after.p99, beforeCpuUsPerEvent: ((before.cpuSeconds + before.pgSessionCpuSeconds) * 1e6) / before.events, afterCpuUsPerEvent: ((after.cpuSeconds + after.pgSessionCpuSeconds) * 1e6) / after.events }] : [];
+    }),
+  };
+}
+
+function renderBeforeAndAfter(comparison: BeforeAndAfter): string {
+  const n = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) : '–');
+  const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : '–');
+  const lines = [
+    '',
+    '## Before and after (--before-cli)',
+    '',
+    `This build ("after") and \`${comparison.beforeCli}\` ("before") in the same run: each case's topic read by both, each into a fresh store, the other build right after this one's; the durable loop is the case's one. CPU per delivery of the process and of its Postgres sessions, over the whole run.`,
+    '',
+    '| case | consumer | deliveries/s before → after | of the durable loop before → after (floor ≥ 90%) | process CPU µs/delivery before → after | Postgres CPU µs/delivery before → after | process + Postgres µs/delivery before → after (after ÷ before) | WAL B/delivery before → after |',
+    '|---|---|---|---|---|---|---|---|',
+    ...comparison.throughput.map(({ case: name, kafkaClient, before: b, after: a }) =>
+      `| ${name} | ${kafkaClient} | ${n(b.deliveriesPerSecond)} → ${n(a.deliveriesPerSecond)} | ${pct(b.loopShare)} → ${pct(a.loopShare)} | ${n(b.cpuUsPerDelivery)} → ${n(a.cpuUsPerDelivery)} | ${n(b.pgUsPerDelivery)} → ${n(a.pgUsPerDelivery)} | ${n(b.cpuAndPgUsPerDelivery)} → ${n(a.cpuAndPgUsPerDelivery)} (${n(a.cpuAndPgUsPerDelivery / b.cpuAndPgUsPerDelivery, 2)}×) | ${n(b.walBytesPerDelivery)} → ${n(a.walBytesPerDelivery)} |`,
+    ),
+    '',
+    '| latency, 1k events/s | first-attempt p99 ms before → after (floor ≤ 100) | process + Postgres µs/event before → after |',
+    '|---|---|---|',
+    ...comparison.latency.map((l) => `| ${l.kafkaClient} | ${n(l.beforeP99)} → ${n(l.afterP99)} | ${n(l.beforeCpuUsPerEvent)} → ${n(l.afterCpuUsPerEvent)} |`),
+    '',
+  ];
+  return lines.join('\n');
 }
 
 main().catch((error: unknown) => {
