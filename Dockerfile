@@ -1,34 +1,50 @@
-# syntax=docker/dockerfile:1
 # outbox-relay image: `docker build -t outbox-relay .`
 # One image for every command: run (default), setup, prune --every 60s, status, replay, drop-slot,
 # webhooks, webhooks api (with the customer portal's files).
+#
+# Build arguments:
+#   NODE_IMAGE (node:24-bookworm-slim)  the Node.js 24 base of both stages (Debian-based, with npm)
+#   LIBRDKAFKA (false)                  true: the librdkafka client (OUTBOX_KAFKA_CLIENT=librdkafka)
+#                                       built in, linked to Debian's libraries (scripts/librdkafka.sh):
+#                                       Debian's compilers in the build stage and its libraries in the
+#                                       image; NODE_IMAGE must have Node's headers (the official
+#                                       images do). The default client, kafkajs, needs neither.
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
+ARG LIBRDKAFKA=false
 WORKDIR /app
-# What the librdkafka client (OUTBOX_KAFKA_CLIENT=librdkafka) is built with: linked to Debian's
-# libraries, no download (scripts/librdkafka.sh, which npm ci's postinstall runs).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential patch python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev \
- && rm -rf /var/lib/apt/lists/*
-# Dependencies first, so a source change does not reinstall them.
+RUN if [ "$LIBRDKAFKA" = true ]; then \
+      apt-get update \
+      && apt-get install -y --no-install-recommends build-essential patch python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+# Dependencies first, so a source change does not reinstall them. --ignore-scripts: no
+# dependency's install script runs, nor the project's postinstall (which would try to build the
+# librdkafka client): none is needed by kafkajs; librdkafka's build runs only when asked.
 COPY package.json package-lock.json ./
 COPY scripts/librdkafka.sh scripts/kafka-javascript.patch ./scripts/
-RUN npm ci --no-audit --no-fund \
- && scripts/librdkafka.sh \
- && rm -rf node_modules/@confluentinc/kafka-javascript/build/Release/obj.target node_modules/@confluentinc/kafka-javascript/build/deps/*.a node_modules/@confluentinc/kafka-javascript/deps/librdkafka
+RUN npm ci --no-audit --no-fund --ignore-scripts \
+ && if [ "$LIBRDKAFKA" = true ]; then \
+      scripts/librdkafka.sh \
+      && rm -rf node_modules/@confluentinc/kafka-javascript/build/Release/obj.target node_modules/@confluentinc/kafka-javascript/build/deps/*.a node_modules/@confluentinc/kafka-javascript/deps/librdkafka; \
+    fi
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build \
- && npm prune --omit=dev --no-audit --no-fund \
+ && npm prune --omit=dev --no-audit --no-fund --ignore-scripts \
+ && if [ "$LIBRDKAFKA" != true ]; then rm -rf node_modules/@confluentinc/kafka-javascript; fi \
  && npm cache clean --force
 
 FROM ${NODE_IMAGE}
-# The librdkafka client's shared libraries (the build stage linked it to them).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libssl3 libsasl2-2 libzstd1 liblz4-1 zlib1g libcurl4 \
- && rm -rf /var/lib/apt/lists/*
+ARG LIBRDKAFKA=false
+# The librdkafka client's shared libraries (the build stage linked it to them), when built in.
+RUN if [ "$LIBRDKAFKA" = true ]; then \
+      apt-get update \
+      && apt-get install -y --no-install-recommends libssl3 libsasl2-2 libzstd1 liblz4-1 zlib1g libcurl4 \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
 ENV NODE_ENV=production \
     # In a container the metrics/health server must listen beyond loopback.
     OUTBOX_HTTP_HOST=0.0.0.0 \
