@@ -3,7 +3,10 @@
 # webhooks, webhooks api (with the customer portal's files).
 #
 # Build arguments:
-#   NODE_IMAGE (node:24-bookworm-slim)  the Node.js 24 base of both stages (Debian-based, with npm)
+#   NODE_IMAGE (node:24-bookworm-slim)  Node.js 24 with npm (Debian-based): builds the image and
+#                                       gives it its node binary
+#   RUNTIME_IMAGE (debian:bookworm-slim)  what the image runs on: the same Debian as NODE_IMAGE's,
+#                                       without npm, Corepack or a package cache (about 20 MB less)
 #   LIBRDKAFKA (false)                  true: the librdkafka client (OUTBOX_KAFKA_CLIENT=librdkafka)
 #                                       built in, linked to Debian's libraries (scripts/librdkafka.sh):
 #                                       Debian's compilers in the build stage and its libraries in the
@@ -11,8 +14,13 @@
 #                                       images do). The default client, kafkajs, needs neither.
 
 ARG NODE_IMAGE=node:24-bookworm-slim
+ARG RUNTIME_IMAGE=debian:bookworm-slim
 
-FROM ${NODE_IMAGE} AS build
+# The production dependencies, in a stage of their own: it runs again only when the package
+# files change (a source change rebuilds the build stage's dist alone). --ignore-scripts: no
+# dependency's install script runs, nor the project's postinstall (which would try to build the
+# librdkafka client): kafkajs needs none; librdkafka's build runs only when asked.
+FROM ${NODE_IMAGE} AS dependencies
 ARG LIBRDKAFKA=false
 WORKDIR /app
 RUN if [ "$LIBRDKAFKA" = true ]; then \
@@ -20,27 +28,35 @@ RUN if [ "$LIBRDKAFKA" = true ]; then \
       && apt-get install -y --no-install-recommends build-essential patch python3 pkg-config libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev \
       && rm -rf /var/lib/apt/lists/*; \
     fi
-# Dependencies first, so a source change does not reinstall them. --ignore-scripts: no
-# dependency's install script runs, nor the project's postinstall (which would try to build the
-# librdkafka client): none is needed by kafkajs; librdkafka's build runs only when asked.
 COPY package.json package-lock.json ./
 COPY scripts/librdkafka.sh scripts/kafka-javascript.patch ./scripts/
-RUN npm ci --no-audit --no-fund --ignore-scripts \
+RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts \
  && if [ "$LIBRDKAFKA" = true ]; then \
       scripts/librdkafka.sh \
       && rm -rf node_modules/@confluentinc/kafka-javascript/build/Release/obj.target node_modules/@confluentinc/kafka-javascript/build/deps/*.a node_modules/@confluentinc/kafka-javascript/deps/librdkafka; \
-    fi
-COPY tsconfig.json tsconfig.build.json ./
-COPY src ./src
-RUN npm run build \
- && npm prune --omit=dev --no-audit --no-fund --ignore-scripts \
- && if [ "$LIBRDKAFKA" != true ]; then rm -rf node_modules/@confluentinc/kafka-javascript; fi \
+    else \
+      rm -rf node_modules/@confluentinc/kafka-javascript; \
+    fi \
  && npm cache clean --force
 
-FROM ${NODE_IMAGE}
+# dist/ from src/ with TypeScript (a dev dependency): every dependency, then the sources.
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+FROM ${RUNTIME_IMAGE}
 ARG LIBRDKAFKA=false
-# The librdkafka client's shared libraries (the build stage linked it to them), when built in.
-RUN if [ "$LIBRDKAFKA" = true ]; then \
+# Node.js alone (it needs only glibc and libstdc++, which Debian has), as the user the official
+# Node.js images have; and the librdkafka client's shared libraries (the dependencies stage
+# linked it to them), when built in.
+COPY --from=build /usr/local/bin/node /usr/local/bin/node
+RUN groupadd --gid 1000 node \
+ && useradd --uid 1000 --gid node --shell /usr/sbin/nologin --no-create-home --home-dir /app node \
+ && if [ "$LIBRDKAFKA" = true ]; then \
       apt-get update \
       && apt-get install -y --no-install-recommends libssl3 libsasl2-2 libzstd1 liblz4-1 zlib1g libcurl4 \
       && rm -rf /var/lib/apt/lists/*; \
@@ -54,7 +70,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 # Owned by root and not writable by the runtime user: the process needs no writes
 # (works with a read-only root filesystem).
-COPY --from=build /app/node_modules ./node_modules
+COPY --from=dependencies /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY sql ./sql
@@ -62,7 +78,7 @@ COPY schemas ./schemas
 # The customer portal's static files, which `webhooks api` serves at /portal/ (read once at its
 # start from /app/portal/, beside dist/: without them every /portal/ page is a 404).
 COPY portal ./portal
-# The `node` user of the base image, numeric so that Kubernetes runAsNonRoot can verify it.
+# The `node` user, numeric so that Kubernetes runAsNonRoot can verify it.
 USER 1000:1000
 # Metrics and health of run, prune and webhooks (OUTBOX_HTTP_PORT); `webhooks api` (OUTBOX_WEBHOOK_API_PORT).
 EXPOSE 9464 8088
