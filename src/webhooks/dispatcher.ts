@@ -124,8 +124,8 @@ export class Dispatcher implements OwedDeliveries {
   private woken = false;
   /**
    * The last claim found due deliveries, or deliveries were recorded since: freed slots are
-   * worth a claim. Otherwise a claim would find nothing (the consumer records new deliveries
-   * leased, and retries wait for the poll), and one after each completion is a wasted query.
+   * worth a claim. Otherwise a claim would find nothing (new deliveries are taken at once, and
+   * retries wait for the poll), and one after each completion is a wasted query.
    */
   private moreDue = true;
   /** Reservations waiting for free slots (reserveWhenFree). */
@@ -187,8 +187,8 @@ export class Dispatcher implements OwedDeliveries {
   }
 
   /**
-   * Up to `wanted` of the free slots, held for deliveries the consumer records leased to this
-   * process (the loop claims none of them meanwhile).
+   * Up to `wanted` of the free slots, held for a chunk of the intake's owed deliveries (take):
+   * the loop claims none of them meanwhile.
    */
   reserve(wanted: number): Reservation {
     const slots = this.stopped ? 0 : Math.max(0, Math.min(wanted, this.room));
