@@ -98,7 +98,9 @@ describe('docker compose (issue 65)', () => {
 
   it('status through `exec relay`', async () => {
     const status = await compose(['exec', '-T', 'relay', 'node', 'dist/cli.js', 'status']);
-    expect(status).toContain('outbox_relay');
+    expect(status).toMatch(/^slot\s+outbox_relay$/m);
+    expect(status).toMatch(/^active reader\s+pid \d+/m);
+    expect(status).not.toContain('MISSING');
   });
 
   it('kill relay, then up again: nothing lost', async () => {
