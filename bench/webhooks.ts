@@ -47,7 +47,8 @@
  *      built: `npx tsc -p tsconfig.build.json` there), that build beside this one in the same run:
  *      right after (1), the other build's webhooks process on the same topic and client, a
  *      fresh store (set up by that build's CLI, before the events are produced) and consumer
- *      group, settled before it as (1) is; and (3) again with it after this build's. The
+ *      group, settled before it as (1) is; and (3) again with it, before this build's (each
+ *      side first once: (1) runs this build first), each latency run settled first too. The
  *      report's "before and after" table sets each of its figures against this build's:
  *      deliveries/s and its share of the case's durable loop, CPU per delivery of the process
  *      and of Postgres (sessions), WAL per delivery, first-attempt p99.
@@ -260,8 +261,9 @@ async function main(): Promise<void> {
     const latencyBefore: LatencyCase[] = [];
     if (runLatency) {
       for (const client of kafkaClients) {
-        latency.push(await latencyCase(bench, client));
+        // The other build first: the throughput cases ran this build first (each side once first).
         if (beforeCli !== null) latencyBefore.push(await latencyCase(bench, client, beforeCli));
+        latency.push(await latencyCase(bench, client));
       }
     }
     const args = process.argv.slice(2);
@@ -474,6 +476,8 @@ async function latencyCase(bench: Bench, kafkaClient: KafkaClientName, cli: stri
   const noPhase: LatencyPhase = { events: 0, attempted: 0, p50: NaN, p99: NaN, max: NaN };
   const base = { kafkaClient, offeredPerSecond: LATENCY_RATE, achievedPerSecond: NaN, seconds: NaN, events: 0, attempted: 0, firstAttemptsFailed: 0, p50: NaN, p99: NaN, max: NaN, intakeP50: NaN, intakeP99: NaN, dispatchP50: NaN, dispatchP99: NaN, cpuSeconds: NaN, pgSessionCpuSeconds: NaN, machineBusyPct: NaN, startUp: { ...noPhase, seconds: START_UP_SECONDS }, afterQuiet: { ...noPhase, quietSeconds: QUIET_SECONDS } };
   await freshStore(bench, schema, LATENCY_SPEC, cli);
+  // What the cases before it left to the server (autovacuum of their tables, dirty pages) done now, not during it.
+  await settle(bench, name);
   await bench.kafka.createTopic(topic);
   const webhooks = startWebhooks(bench, name, schema, topic, kafkaClient, {}, cli);
   const alive = () => webhooks.running;
