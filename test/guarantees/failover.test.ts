@@ -52,12 +52,18 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
     const load = new OutboxLoad(outbox, { writers: 3, rowsPerTransaction: 2, aggregates: 15, pauseMs: 3, rollbackEvery: 20 }).start();
     const reader = await new TopicReader().start([outbox.topic('invoice')]);
     const receiver = await new WebhookReceiver().start();
-    await webhooks.addEndpoint(receiver.url(), 'invoice.paid');
+    // --deliver-from all: the relay and the load start before this, and an endpoint is owed by
+    // default only the events produced once it was added: the first of each partition would be
+    // owed to nobody, their offsets committed with nothing recorded. --max-in-flight: room for the
+    // backlog the webhooks process starts on (below) to drain within the wait: one endpoint takes
+    // at most max_in_flight requests at once, each round a claim, the requests and their results'
+    // write (~50 ms here): the default 10 is ~200 deliveries a second at best, less than the
+    // load's ~350 events a second, so the backlog would only grow.
+    await webhooks.addEndpoint(receiver.url(), 'invoice.paid', ['--deliver-from', 'all', '--max-in-flight', '100']);
     const webhooksPort = await freePort();
-    const dispatcher = new RelayProcess(webhooks.env({ OUTBOX_HTTP_PORT: String(webhooksPort) }), [], 'webhooks').start();
+    const dispatcher = new RelayProcess(webhooks.env({ OUTBOX_HTTP_PORT: String(webhooksPort) }), [], 'webhooks');
     try {
       await relay.waitActive();
-      await dispatcher.waitForLog(/webhooks: consuming and dispatching/);
       // The standby's copy is usable once it is synced and no longer temporary: the primary's
       // slot had to move past the point where the standby's copy began (the relay confirming).
       const standby = new pg.Client({ connectionString: pair.standbyUrl });
@@ -74,6 +80,10 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
         const { body } = await get(port, '/metrics');
         return metric(body, 'outbox_relay_slot_failover') === 1 && metric(body, 'outbox_relay_slot_synced_standbys') === 1 ? true : undefined;
       }, 30_000, 250);
+      // The webhooks process starts now, on the backlog the load made meanwhile: the primary
+      // dies while it is recording and sending its first batches (as a failover finds a busy one).
+      dispatcher.start();
+      await dispatcher.waitForLog(/webhooks: consuming and dispatching/);
       await delay(3_000);
 
       const beforeKill = load.committedTransactions;
@@ -120,13 +130,35 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
 
       // The webhooks process stayed up through the promotion, found the new primary for its
       // store, and every event reached the endpoint (a repeat is the same webhook-id).
+      /** Where the events not at the endpoint are: in the store (by delivery status) or not, and at which offsets. */
+      const undelivered = async (): Promise<string> => {
+        const received = new Set(receiver.ids());
+        const missing = new Set([...onNewPrimary].filter((id) => !received.has(id)));
+        const deliveries = await webhooks.query<{ status: string; count: number; due: string | null }>('SELECT status, count(*)::int AS count, max(next_attempt_at)::text AS due FROM wh.deliveries GROUP BY status');
+        const stored = await webhooks.query<{ stored: number }>('SELECT count(*)::int AS stored FROM wh.events WHERE event_id = ANY($1::text[])', [[...missing]]);
+        const offsets = new Map<number, number[]>();
+        for (const record of reader.records) {
+          if (!missing.has(record.headers.event_id ?? '')) continue;
+          const list = offsets.get(record.partition) ?? [];
+          list.push(Number(record.offset));
+          offsets.set(record.partition, list);
+        }
+        const ranges = [...offsets].map(([partition, list]) => `p${partition}: ${list.length} at ${Math.min(...list)}..${Math.max(...list)}`).join(', ');
+        const consumerLines = dispatcher.logs.filter((line) => /consumer failed|consuming|membership|rejoin|group/i.test(String(line.msg))).map((line) => `${new Date(Number(line.time)).toISOString()} ${line.msg} ${line.err ?? ''}`).join('\n');
+        const ready = (await get(webhooksPort, '/readyz').catch(() => ({ status: 0 }))).status;
+        return `${missing.size} of ${onNewPrimary.size} events not at the endpoint (${stored[0]!.stored} of them in the store; ${ranges}; killed at ${new Date(killedAt).toISOString()}, promoted at ${new Date(promotedAt).toISOString()}; readyz ${ready}); deliveries by status: ${JSON.stringify(deliveries)}; consumer lines:\n${consumerLines}\nthe webhooks process's log:\n${dispatcher.tail(30)}`;
+      };
       await eventually('every event at the webhook endpoint', async () => {
         if (!dispatcher.alive) throw new Error(`the webhooks process exited:\n${dispatcher.tail()}`);
         const received = new Set(receiver.ids());
-        const missing = [...onNewPrimary].filter((id) => !received.has(id));
-        if (missing.length === 0) return true;
-        throw new Error(`${missing.length} of ${onNewPrimary.size} events not at the endpoint; the webhooks process's log:\n${dispatcher.tail(30)}`);
-      }, 90_000, 250);
+        return [...onNewPrimary].every((id) => received.has(id)) ? true : undefined;
+      }, 90_000, 250).catch(async (error: unknown) => {
+        // Described once, at the timeout, not at every poll: the receiver answers on this
+        // process's event loop, and a description per poll (a second each, with 20,000 events
+        // missing) held its answers up, and so the very deliveries waited for.
+        throw new Error(`${(error as Error).message}: ${await undelivered()}`);
+      });
+      const allAtEndpointMs = Date.now() - promotedAt;
       await eventually('the webhooks process ready again', async () => ((await get(webhooksPort, '/readyz')).status === 200 ? true : undefined), 30_000, 250);
       expect(await dispatcher.stop()).toBe(0);
 
@@ -139,6 +171,7 @@ describe('Postgres 17 failover: the relay follows a promotion', () => {
         promotionToStreamingMs: resumed ? Number(resumed.time) - promotedAt : null,
         promotionToFirstNewEventMs: firstNew - promotedAt,
         webhookRequests: receiver.requests.length,
+        webhooksAllAtEndpointMs: allAtEndpointMs,
       };
       process.stdout.write(`failover: ${JSON.stringify(figures)}\n`);
     } finally {
