@@ -47,6 +47,7 @@ function librdkafkaLoadFailure(): string | null {
     createRequire(import.meta.url)('@confluentinc/kafka-javascript');
     return null;
   } catch (error) {
-    return (error as Error).message.split('\n')[0]!;
+    // The binding's own first line ends in "Tried:", the paths following on the next lines.
+    return (error as Error).message.split('\n')[0]!.replace(/\. Tried:$/, '');
   }
 }
