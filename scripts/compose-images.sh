@@ -97,6 +97,7 @@ node_image() {
   dir=$(context node)
   cp /etc/ssl/certs/ca-certificates.crt "$dir/" || die "no /etc/ssl/certs/ca-certificates.crt (Debian: ca-certificates)"
   cp "$node_bin" "$dir/node"
+  cp -a "$(dirname "$node_bin")/../include" "$dir/include"
   mkdir "$dir/npm"
   tar -xzf "$npm_tgz" -C "$dir/npm" --strip-components=1
   build "$PREFIX/node:24" "$dir" --build-arg "BASE=$PREFIX/debian:$SUITE"
