@@ -138,6 +138,7 @@ export class Dispatcher implements OwedDeliveries {
   /** Who writes each held delivery's result (see lifecycle.ts). */
   private readonly results = new ResultWriter();
   private flushing: Promise<void> | null = null;
+  private writingChunks: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
   /** When the loop last went round: /healthz fails when it stops turning. */
   lastTurn = Date.now();
@@ -175,7 +176,7 @@ export class Dispatcher implements OwedDeliveries {
     await this.loop;
     const deadline = Date.now() + timeoutMs;
     while (this.sending > 0 && Date.now() < deadline) await sleep(20);
-    await this.flush();
+    await Promise.all([this.flush(), this.writeChunks()]);
     // Unfinished attempts, and queued ones not started, keep their lease: another process sends
     // them once it runs out.
     return { unfinished: this.sending + this.queue.length };
@@ -276,7 +277,7 @@ export class Dispatcher implements OwedDeliveries {
         write: new Promise<void>((written, failed) => {
           if (events.length === 0) return written();
           this.chunks.push({ events, sent, due, dueAt: firstAttemptAt(options.policy, options.clock(), options.random), written, failed });
-          void this.flush();
+          void this.writeChunks();
         }),
       };
     });
@@ -512,25 +513,60 @@ export class Dispatcher implements OwedDeliveries {
   }
 
   /**
-   * The write transition, and its one writer: every result queued (recorded deliveries'
-   * completions, leases the gate held back, chunks taken whose first attempts were sent) in one
-   * transaction (ResultStore.write); one write at a time, the next takes what queued meanwhile.
+   * The write transition of recorded deliveries: every completion and lease given back queued,
+   * in one transaction (ResultStore.write); one write at a time, the next takes what queued
+   * meanwhile. Kept, and written again, when a write fails.
    */
   private flush(): Promise<void> {
     this.flushing ??= (async () => {
       const { options } = this;
       try {
-        while (this.completions.length > 0 || this.givenBack.length > 0 || this.chunks.length > 0) {
+        while (this.completions.length > 0 || this.givenBack.length > 0) {
           const batch = this.completions;
           const given = this.givenBack;
-          const chunks = this.chunks;
           this.completions = [];
           this.givenBack = [];
+          try {
+            const written = await options.store.write({ owner: options.owner, now: options.clock(), events: [], owed: [], completions: batch, givenBack: given }, options.rules);
+            this.reportEndpointChanges(written.changes);
+            this.held -= batch.length + given.length;
+            this.slotsFreed();
+          } catch (error) {
+            // Kept, and written again: until then their leases stand, and nothing is sent twice
+            // unless the outage outlasts them.
+            this.completions = [...batch, ...this.completions];
+            this.givenBack = [...given, ...this.givenBack];
+            options.logger.error({ err: errorMessage(error), completions: batch.length }, 'webhooks: recording attempts failed; trying again');
+            // Stopping: not written; their leases run out and another process sends them again.
+            if (this.stopped) break;
+            await sleep(STORE_RETRY_MS);
+          }
+        }
+      } finally {
+        this.flushing = null;
+      }
+    })();
+    return this.flushing;
+  }
+
+  /**
+   * The write transition of the chunks taken (their first attempts sent before their rows are
+   * written): every chunk queued, in consumption order, in one transaction (ResultStore.write,
+   * the same writer as the completions', beside them: a chunk's write, which its partition's
+   * next events wait for, never queues behind a batch of claimed deliveries' results).
+   */
+  private writeChunks(): Promise<void> {
+    this.writingChunks ??= (async () => {
+      const { options } = this;
+      try {
+        while (this.chunks.length > 0) {
+          const chunks = this.chunks;
           this.chunks = [];
           const now = options.clock();
+          const sentResults = chunks.reduce((sum, chunk) => sum + chunk.sent.ended.length + chunk.sent.heldBack.length, 0);
           try {
             const written = await options.store.write(
-              { owner: options.owner, now, events: chunks.flatMap((chunk) => chunk.events), owed: chunks.flatMap((chunk) => owedRows(chunk, new Date(now.getTime() + options.leaseMs))), completions: batch, givenBack: given },
+              { owner: options.owner, now, events: chunks.flatMap((chunk) => chunk.events), owed: chunks.flatMap((chunk) => owedRows(chunk, new Date(now.getTime() + options.leaseMs))), completions: [], givenBack: [] },
               options.rules,
             );
             this.reportEndpointChanges(written.changes);
@@ -540,35 +576,25 @@ export class Dispatcher implements OwedDeliveries {
               for (const delivery of chunk.sent.inFlight) this.route(this.results.recorded(delivery, written.owed.leased.get(owedKey(delivery.eventId, delivery.endpointId)) ?? null));
               chunk.written();
             }
-            this.held -= batch.length + given.length + chunks.reduce((sum, chunk) => sum + chunk.sent.ended.length + chunk.sent.heldBack.length, 0);
-            this.slotsFreed();
             // Due now or at a gate's reopening: for the claims.
             if (chunks.some((chunk) => chunk.due.length > 0 || chunk.sent.heldBack.length > 0)) this.wake();
           } catch (error) {
-            // Chunks not written: their events are read again (their offsets are not committed),
-            // and sent again; what is still in flight of them is written by nobody.
+            // Not written: their events are read again (their offsets are not committed), and
+            // sent again; what is still in flight of them is written by nobody.
             for (const chunk of chunks) {
               for (const delivery of chunk.sent.inFlight) this.route(this.results.recorded(delivery, null));
-              this.held -= chunk.sent.ended.length + chunk.sent.heldBack.length;
               chunk.failed(error);
             }
-            if (chunks.length > 0) this.slotsFreed();
-            // Completions kept, and written again: until then their leases stand, and nothing is
-            // sent twice unless the outage outlasts them.
-            this.completions = [...batch, ...this.completions];
-            this.givenBack = [...given, ...this.givenBack];
-            options.logger.error({ err: errorMessage(error), completions: batch.length, chunks: chunks.length }, 'webhooks: writing results failed; trying again');
-            // Stopping: not written; their leases run out and another process sends them again.
-            if (this.stopped) break;
-            // Nothing kept (only chunks failed): what comes next is written at once.
-            if (batch.length > 0 || given.length > 0) await sleep(STORE_RETRY_MS);
+            options.logger.error({ err: errorMessage(error), chunks: chunks.length }, 'webhooks: writing first attempts failed; their events are read again');
           }
+          this.held -= sentResults;
+          this.slotsFreed();
         }
       } finally {
-        this.flushing = null;
+        this.writingChunks = null;
       }
     })();
-    return this.flushing;
+    return this.writingChunks;
   }
 
   /** Endpoints that completions disabled or whose circuit they opened: counted and logged. */

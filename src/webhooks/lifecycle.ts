@@ -24,11 +24,12 @@ import type { Verdict } from './retry-policy.js';
  *          (endpoint-gate.ts) lets it go, asked in the same turn; else it is held back (Ended).
  * end      Dispatcher.attempt: its answer judged once (retry-policy.ts judgeAttempt), the gate fed
  *          the verdict at once, and the result routed by ResultWriter.end (below).
- * write    Dispatcher.flush, the one writer (ResultStore.write): one transaction for every
- *          result that ended meanwhile, whichever way it was leased: a recorded delivery's verdict
- *          and attempt, a first attempt's delivery written once with its result in its row (or
- *          leased, if still in flight, its result written by a later write), the rest of its chunk
- *          due, and leases the gate held back given back.
+ * write    one writer, ResultStore.write (one transaction for all that ended meanwhile), in two
+ *          lanes of the dispatcher: Dispatcher.writeChunks, the chunks taken (a first attempt's
+ *          delivery written once with its result in its row, or leased if still in flight, the
+ *          rest of its chunk due), and Dispatcher.flush, recorded deliveries' verdicts and attempts
+ *          and leases the gate held back given back. Two lanes, so that a chunk's write, which
+ *          its partition's next events wait for, never queues behind a batch of claimed results.
  */
 
 /** One consumed event and the endpoints it is owed to. */
