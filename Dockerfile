@@ -18,8 +18,9 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 # The production dependencies, in a stage of their own: it runs again only when the package
 # files change (a source change rebuilds the build stage's dist alone). --ignore-scripts: no
-# dependency's install script runs, nor the project's postinstall (which would try to build the
-# librdkafka client): kafkajs needs none; librdkafka's build runs only when asked.
+# dependency's install script runs (the relay needs none; @confluentinc/kafka-javascript's would
+# download a prebuilt binary): the librdkafka client is built by scripts/librdkafka.sh, only when
+# asked, and otherwise left out.
 FROM ${NODE_IMAGE} AS dependencies
 ARG LIBRDKAFKA=false
 WORKDIR /app
