@@ -149,7 +149,7 @@ const BURST_SECONDS = 5;
 /**
  * The claims' run of --ab-claims: the default schedule (0s,5s,5m,30m,2h,5h,10h,10h) with its
  * first delay 1 ms instead of 0. Only a first delay of 0 sends a new delivery at once (the
- * command's sendAtOnce); any other records every delivery due (at 0.8-1.2 ms, its jitter) for the
+ * intake's owner, the dispatcher); any other records every delivery due (at 0.8-1.2 ms, its jitter) for the
  * claims, then writes it again with its result. Retries are the same in both runs (none here).
  */
 const CLAIMS_SCHEDULE = '1ms,5s,5m,30m,2h,5h,10h,10h';

@@ -101,8 +101,7 @@ export const webhooksCommand = command(COMMANDS.webhooks, async (config) => {
     metrics,
     onRecorded: () => dispatcher.wake(),
     // Sent at once only when the schedule says the first attempt is immediate.
-    sendAtOnce: options.policy.scheduleMs[0] === 0 ? dispatcher : null,
-    rules: options.rules,
+    owner: options.policy.scheduleMs[0] === 0 ? dispatcher : null,
   });
   const housekeeping = new AbortController();
   const housekeepingDone = Promise.all([

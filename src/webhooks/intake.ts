@@ -8,7 +8,7 @@ import { errorMessage } from '../errors.js';
 import { inTransaction } from '../pg-transaction.js';
 import { HEADER } from '../transform/headers.js';
 import { customerOf, type CustomerRule } from './customer-rule.js';
-import type { DeliveryStore, EndpointRules } from './delivery-store.js';
+import type { DeliveryStore } from './delivery-store.js';
 import { loadSubscribers, subscriptionsVersion, type LoadedEndpoints } from './endpoint-store.js';
 import { eventBody } from './event-body.js';
 import { SubscriptionIndex } from './event-types.js';
@@ -82,14 +82,9 @@ export interface IntakeOptions {
    * (their first attempts sent before their rows are written); null when the schedule's first
    * attempt is not immediate: every delivery is then recorded due.
    */
-  readonly sendAtOnce: OwedDeliveries | null;
+  readonly owner: OwedDeliveries | null;
   /** Bounds one transaction: an event fanned out to thousands of endpoints is recorded in several. */
   readonly maxDeliveriesPerTransaction?: number;
-  /**
-   * Not read: the dispatcher writes every result, and applies them. Still passed by
-   * src/commands/webhooks.ts, which this module's owner does not change.
-   */
-  readonly rules?: EndpointRules;
 }
 
 /**
@@ -204,7 +199,7 @@ export class WebhookIntake {
     const first = batch.messages[0];
     if (!first) return;
     let whole: boolean;
-    if (!this.options.sendAtOnce) whole = await this.recordDue(batch);
+    if (!this.options.owner) whole = await this.recordDue(batch);
     else {
       // Read again (the first batch after joining, or after a failure): what the store has already is recorded first.
       const recordedAlready = last !== undefined && BigInt(first.offset) > last ? 0 : await this.recordedPrefix(batch.messages);
@@ -212,7 +207,7 @@ export class WebhookIntake {
       if (whole && recordedAlready < batch.messages.length) {
         // Who is owed what, as of now: an endpoint added before these events were produced is owed them.
         await this.refreshSubscriptions();
-        whole = await this.owe(this.options.sendAtOnce, { ...batch, messages: batch.messages.slice(recordedAlready) });
+        whole = await this.owe(this.options.owner, { ...batch, messages: batch.messages.slice(recordedAlready) });
       }
     }
     if (whole && batch.owned() && generation === this.generation) this.lastRecorded.set(key, BigInt(batch.messages.at(-1)!.offset));
