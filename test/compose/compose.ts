@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import pg from 'pg';
+import { eventually } from '../harness/relay-process.js';
 
 const run = promisify(execFile);
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -70,19 +71,9 @@ export async function containers(): Promise<ContainerState[]> {
   });
 }
 
-export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, everyMs = 1_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
+/** eventually (the integration harness's poll), with the arguments in the order this file reads them: what, how long, the probe. */
+export function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, everyMs = 1_000): Promise<T> {
+  return eventually(what, probe, timeoutMs, everyMs);
 }
 
 /** The Postgres of the stack as its superuser (the development password of the compose file). */
