@@ -22,7 +22,9 @@ FILES=(
   test/guarantees/exactly-once.test.ts
 )
 if [ $# -gt 0 ]; then MAJORS=("$@"); else MAJORS=(14 16 17 18); fi
-export OUTBOX_TEST_KAFKA_CLIENTS="${OUTBOX_TEST_KAFKA_CLIENTS:-kafkajs}"
+# kafkajs whatever the main run's clients are (CI names all three for it): three clients here
+# would triple the matrix's time and test no more of the server.
+export OUTBOX_TEST_KAFKA_CLIENTS=kafkajs
 
 if ! scripts/stack.sh status >/dev/null; then
   echo "postgres versions: starting the local stack (scripts/stack.sh up)"
