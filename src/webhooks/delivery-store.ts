@@ -4,7 +4,7 @@ import { EndpointHealthStore, type EndpointChange, type EndpointRules } from './
 import type { EndpointSlots } from './endpoint-shares.js';
 import type { LoadedEndpoints } from './endpoint-store.js';
 import { LeaseStore, type GrantedSlots } from './lease-store.js';
-import type { ClaimedDelivery, Completion, EventToDeliver } from './lifecycle.js';
+import type { ClaimedDelivery, EventToDeliver } from './lifecycle.js';
 import { OwedStore } from './owed-store.js';
 import { ResultStore, type ResultsToWrite, type ResultsWritten } from './result-store.js';
 import { WithoutCustomerStore, type EventWithoutCustomer } from './without-customer-store.js';
@@ -57,11 +57,6 @@ export class DeliveryStore {
   /** Every result of a write, in one transaction (ResultStore.write). */
   write(results: ResultsToWrite, rules: EndpointRules): Promise<ResultsWritten> {
     return this.results.write(results, rules);
-  }
-
-  /** Recorded deliveries' attempts alone (ResultStore.write). */
-  async complete(owner: string, now: Date, completions: readonly Completion[], rules: EndpointRules): Promise<readonly EndpointChange[]> {
-    return (await this.results.write({ owner, now, events: [], owed: [], completions, givenBack: [] }, rules)).changes;
   }
 
   /** What closed an endpoint's gate, written at once (EndpointHealthStore.close). */

@@ -71,10 +71,14 @@ describe('webhook delivery store: pruning', () => {
 
   /** Completes the deliveries' first attempts at `now`: delivered, or failed for good. */
   async function finish(deliveries: readonly ClaimedDelivery[], now: Date, status: 'delivered' | 'failed'): Promise<void> {
-    await store.complete(
-      OWNER,
-      now,
-      deliveries.map((delivery) => ({
+    await store.write(
+      {
+        owner: OWNER,
+        now,
+        events: [],
+        owed: [],
+        givenBack: [],
+        completions: deliveries.map((delivery) => ({
         delivery,
         startedAt: now,
         result: status === 'delivered'
@@ -83,7 +87,8 @@ describe('webhook delivery store: pruning', () => {
         verdict: status === 'delivered'
           ? { delivery: { status: 'delivered' }, endpoint: { kind: 'success' } }
           : { delivery: { status: 'failed', failures: 1 }, endpoint: { kind: 'failure', circuit: false, gone: false, pauseUntil: null } },
-      })),
+        })),
+      },
       RULES,
     );
   }

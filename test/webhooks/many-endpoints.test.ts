@@ -133,7 +133,7 @@ describe('webhooks: the store among many endpoints', () => {
     const ok: AttemptResult = { outcome: 'delivered', statusCode: 200, latencyMs: 5, retryAfterMs: null, response: null, error: null };
     const policy = { scheduleMs: [0, 5_000], maxRetryAfterMs: 3_600_000 };
     const completions = deliveries.map((delivery) => ({ delivery, startedAt: now, result: ok, verdict: judgeAttempt(policy, delivery.failures, ok, now) }));
-    const { entriesRead } = await alone((store) => store.complete('claim-cost', now, completions, RULES));
+    const { entriesRead } = await alone((store) => store.write({ owner: 'claim-cost', now, events: [], owed: [], completions, givenBack: [] }, RULES));
     // The one endpoint with a streak is read and cleared; a read of each would be 190.
     expect(entriesRead).toBeLessThan(20);
     const { rows } = await pool.query(`SELECT consecutive_failures, failing_since FROM ${tables.endpoints} WHERE id = $1`, [idle[0]]);
